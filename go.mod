@@ -1,0 +1,3 @@
+module github.com/rewindstack/rewind
+
+go 1.26.8
