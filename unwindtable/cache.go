@@ -1,0 +1,42 @@
+package unwindtable
+
+import "sync"
+
+// Cache holds compiled tables by key (an object's build-id, or its path and
+// identity when it has none), so every mapping of the same object in a
+// process, and every snapshot taken later, shares one table. Builds for the
+// same key run once; concurrent callers wait for the first.
+type Cache struct {
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+}
+
+type cacheEntry struct {
+	once sync.Once
+	t    *Table
+	err  error
+}
+
+// Get returns the table for key, calling build the first time the key is
+// seen. A build error is cached too: a broken object is not parsed again.
+func (c *Cache) Get(key string, build func() (*Table, error)) (*Table, error) {
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[string]*cacheEntry{}
+	}
+	e := c.entries[key]
+	if e == nil {
+		e = &cacheEntry{}
+		c.entries[key] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.t, e.err = build() })
+	return e.t, e.err
+}
+
+// Len returns the number of cached keys.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
