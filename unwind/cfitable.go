@@ -1,0 +1,142 @@
+package unwind
+
+import (
+	"fmt"
+
+	"github.com/rewindstack/rewind/cfi"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/unwindtable"
+)
+
+// CFITable unwinds with the module's compiled DWARF CFI table
+// (unwindtable), built once per object from .eh_frame and .debug_frame.
+type CFITable struct{}
+
+// Method implements Stepper.
+func (CFITable) Method() Method { return MethodDWARF }
+
+// Step implements Stepper.
+func (CFITable) Step(c *Cursor) error {
+	if c.Map == nil || c.Map.Module == nil {
+		return ErrNoInfo
+	}
+	t, err := c.Map.Module.Table()
+	if err != nil || t == nil {
+		return ErrNoInfo
+	}
+	rule, ok := t.Lookup(c.PC - c.Map.Bias)
+	if !ok {
+		return ErrNoInfo
+	}
+	if rule.Flags&unwindtable.FlagSignal != 0 && c.Regs.Arch == regs.AMD64 {
+		c.Method = MethodSignal
+		return restoreSignalFrame(c)
+	}
+	return ApplyRule(c, t, rule)
+}
+
+// ApplyRule computes the caller's registers from a table rule.
+func ApplyRule(c *Cursor, t *unwindtable.Table, rule *unwindtable.Rule) error {
+	arch := c.Regs.Arch
+	reg := func(n int) (uint64, error) {
+		v, ok := c.Regs.Get(n)
+		if !ok {
+			return 0, fmt.Errorf("%w: %s", ErrRegister, arch.RegName(n))
+		}
+		return v, nil
+	}
+	var cfa uint64
+	var err error
+	switch rule.CFABase {
+	case unwindtable.CFASP:
+		cfa, err = reg(arch.SP())
+		cfa += uint64(int64(rule.CFAOffset))
+	case unwindtable.CFAFP:
+		cfa, err = reg(arch.FP())
+		cfa += uint64(int64(rule.CFAOffset))
+	case unwindtable.CFAReg:
+		cfa, err = reg(int(rule.CFAReg))
+		cfa += uint64(int64(rule.CFAOffset))
+	case unwindtable.CFARegDeref:
+		var base uint64
+		if base, err = reg(int(rule.CFAReg)); err == nil {
+			cfa, err = c.mem.u64(base + uint64(int64(rule.CFAOffset)))
+		}
+	case unwindtable.CFAPLT:
+		var pc uint64
+		if cfa, err = reg(arch.SP()); err == nil {
+			if pc, err = reg(arch.PC()); err == nil {
+				cfa += uint64(int64(rule.CFAOffset))
+				if pc&15 >= uint64(rule.CFAReg) {
+					cfa += 8
+				}
+			}
+		}
+	case unwindtable.CFAExpr:
+		cfa, err = cfi.EvalExpr(t.Expr(rule.CFAOffset), exprContext{c}, 8)
+	default:
+		return ErrNoInfo
+	}
+	if err != nil {
+		return err
+	}
+	if rule.RAKind == unwindtable.RegUndefined {
+		return ErrOutermost
+	}
+	ra, err := recoverReg(c, t, rule.RAKind, rule.RAReg, rule.RAOffset, cfa, arch.RA())
+	if err != nil {
+		return err
+	}
+	c.Caller = regs.New(arch)
+	c.Caller.Set(arch.SP(), cfa)
+	c.Caller.Set(arch.PC(), stripPAC(arch, ra))
+	if rule.FPKind != unwindtable.RegUndefined {
+		// A frame pointer that cannot be recovered stays unknown: later
+		// frames may not need it.
+		if fp, err := recoverReg(c, t, rule.FPKind, rule.FPReg, rule.FPOffset, cfa, arch.FP()); err == nil {
+			c.Caller.Set(arch.FP(), fp)
+		}
+	}
+	return nil
+}
+
+// recoverReg computes the caller's value of register self under one rule.
+func recoverReg(c *Cursor, t *unwindtable.Table, kind unwindtable.RegKind, src uint8, off int32, cfa uint64, self int) (uint64, error) {
+	switch kind {
+	case unwindtable.RegSame:
+		if v, ok := c.Regs.Get(self); ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("%w: %s", ErrRegister, c.Regs.Arch.RegName(self))
+	case unwindtable.RegAtCFA:
+		return c.mem.u64(cfa + uint64(int64(off)))
+	case unwindtable.RegValCFA:
+		return cfa + uint64(int64(off)), nil
+	case unwindtable.RegInReg:
+		if v, ok := c.Regs.Get(int(src)); ok {
+			return v, nil
+		}
+		return 0, fmt.Errorf("%w: %s", ErrRegister, c.Regs.Arch.RegName(int(src)))
+	case unwindtable.RegExpr:
+		addr, err := cfi.EvalExpr(t.Expr(off), exprContext{c}, 8, cfa)
+		if err != nil {
+			return 0, err
+		}
+		return c.mem.u64(addr)
+	case unwindtable.RegValExpr:
+		return cfi.EvalExpr(t.Expr(off), exprContext{c}, 8, cfa)
+	}
+	return 0, ErrOutermost
+}
+
+// exprContext lets DWARF expressions read the frame's registers and memory.
+type exprContext struct{ c *Cursor }
+
+func (e exprContext) Reg(n int) (uint64, bool) { return e.c.Regs.Get(n) }
+
+func (e exprContext) ReadMemory(addr uint64, p []byte) error {
+	if err := e.c.mem.mem.ReadMemory(addr, p); err != nil {
+		return asMemoryError(addr, err)
+	}
+	return nil
+}

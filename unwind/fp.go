@@ -1,0 +1,63 @@
+package unwind
+
+import (
+	"fmt"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// FramePointers follows the frame-pointer chain. On amd64 a frame record is
+// [saved rbp][return address] at rbp; on arm64 it is [saved x29][saved x30]
+// at x29. It needs no unwind information, and that is its weakness: code
+// built without frame pointers (the system libc, -fomit-frame-pointer) uses
+// the register for data, and the chain skips or stops at such frames. That
+// is where flame graphs get their "[unknown]" frames.
+type FramePointers struct{}
+
+// Method implements Stepper.
+func (FramePointers) Method() Method { return MethodFP }
+
+// Step implements Stepper.
+func (FramePointers) Step(c *Cursor) error {
+	arch := c.Regs.Arch
+	// Without CFI a signal frame is recognised by its trampoline's code;
+	// the frame-pointer chain alone would skip the interrupted function.
+	if isSignalTrampoline(c) {
+		c.Method = MethodSignal
+		return restoreSignalFrame(c)
+	}
+	fp, ok := c.Regs.FP()
+	if !ok {
+		return fmt.Errorf("%w: frame pointer", ErrRegister)
+	}
+	if fp == 0 {
+		return ErrChainEnd
+	}
+	if fp&7 != 0 {
+		return fmt.Errorf("%w: %#x is misaligned", ErrBadFP, fp)
+	}
+	if sp, ok := c.Regs.SP(); ok && fp < sp {
+		return fmt.Errorf("%w: %#x is below the stack pointer %#x", ErrBadFP, fp, sp)
+	}
+	savedFP, ra, err := c.mem.pair(fp)
+	if err != nil {
+		return err
+	}
+	if ra == 0 {
+		return ErrChainEnd
+	}
+	c.Caller = regs.New(arch)
+	c.Caller.Set(arch.PC(), stripPAC(arch, ra))
+	c.Caller.Set(arch.SP(), fp+16)
+	c.Caller.Set(arch.FP(), savedFP)
+	return nil
+}
+
+// stripPAC removes arm64 pointer-authentication bits from a return address
+// (user space addresses use at most 48 bits on Linux).
+func stripPAC(arch regs.Arch, ra uint64) uint64 {
+	if arch == regs.ARM64 {
+		return ra & (1<<48 - 1)
+	}
+	return ra
+}

@@ -1,0 +1,86 @@
+package unwind
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// Signal trampolines: the code a signal handler returns to, which asks the
+// kernel to restore the interrupted context (rt_sigreturn).
+var (
+	// amd64 glibc __restore_rt: mov $15, %rax; syscall.
+	sigreturnAMD64 = []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
+	// arm64 vdso __kernel_rt_sigreturn: mov x8, #139; svc #0.
+	sigreturnARM64 = []byte{0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4}
+)
+
+// isSignalTrampoline reports whether the frame's PC is the start of a
+// rt_sigreturn trampoline, by its code bytes. Results are cached per module
+// address, so a walk reads code at most once per distinct return address.
+func isSignalTrampoline(c *Cursor) bool {
+	pc, ok := c.Regs.PC()
+	if !ok {
+		return false
+	}
+	if c.Map == nil || c.Map.Module == nil {
+		return hasSigreturnCode(c, pc)
+	}
+	mod, key := c.Map.Module, pc-c.Map.Bias
+	mod.sigMu.Lock()
+	is, seen := mod.sigCache[key]
+	mod.sigMu.Unlock()
+	if !seen {
+		is = hasSigreturnCode(c, pc)
+		mod.sigMu.Lock()
+		if mod.sigCache == nil {
+			mod.sigCache = map[uint64]bool{}
+		}
+		mod.sigCache[key] = is
+		mod.sigMu.Unlock()
+	}
+	return is
+}
+
+func hasSigreturnCode(c *Cursor, pc uint64) bool {
+	want := sigreturnAMD64
+	if c.Regs.Arch == regs.ARM64 {
+		want = sigreturnARM64
+	}
+	buf := c.mem.buf[:len(want)]
+	return c.mem.mem.ReadMemory(pc, buf) == nil && bytes.Equal(buf, want)
+}
+
+// ucontext_t layout, amd64 Linux: uc_mcontext.gregs begins 40 bytes in, in
+// the order r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.
+const amd64GregsOffset = 40
+
+var amd64GregsDWARF = [17]int{8, 9, 10, 11, 12, 13, 14, 15,
+	regs.AMD64RDI, regs.AMD64RSI, regs.AMD64RBP, regs.AMD64RBX,
+	regs.AMD64RDX, regs.AMD64RAX, regs.AMD64RCX, regs.AMD64RSP, regs.AMD64RIP}
+
+// restoreSignalFrame continues from the registers the kernel saved when the
+// signal arrived. When the handler has returned into the trampoline, the
+// stack pointer points at the ucontext_t of the rt_sigframe.
+func restoreSignalFrame(c *Cursor) error {
+	if c.Regs.Arch != regs.AMD64 {
+		return fmt.Errorf("%w: signal frames on %s are not supported yet", ErrNoInfo, c.Regs.Arch)
+	}
+	sp, ok := c.Regs.SP()
+	if !ok {
+		return fmt.Errorf("%w: stack pointer in a signal frame", ErrRegister)
+	}
+	var buf [17 * 8]byte
+	addr := sp + amd64GregsOffset
+	if err := c.mem.mem.ReadMemory(addr, buf[:]); err != nil {
+		return asMemoryError(addr, err)
+	}
+	c.Caller = regs.New(regs.AMD64)
+	for i, n := range amd64GregsDWARF {
+		c.Caller.Set(n, binary.LittleEndian.Uint64(buf[i*8:]))
+	}
+	c.CallerExact = true
+	return nil
+}

@@ -1,0 +1,274 @@
+// Package unwind is rewind's unwinder core. Everything that can be unwound
+// is (registers, memory, mappings): a core file's thread, a ptrace snapshot,
+// a perf sample, a saved fiber context. A Walk starts from a register set and
+// asks a list of Steppers, one per source of unwind information (frame
+// pointers, the compiled CFI table, SFrame), to compute each caller's
+// registers. Every frame records the method that produced it and every walk
+// records why it stopped.
+package unwind
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// Method names the source of unwind information that produced a frame.
+type Method uint8
+
+// Methods.
+const (
+	// MethodContext: the frame came from the starting registers.
+	MethodContext Method = iota
+	// MethodFP: found by following the frame-pointer chain.
+	MethodFP
+	// MethodDWARF: found by the compiled DWARF CFI table.
+	MethodDWARF
+	// MethodSFrame: found by SFrame information.
+	MethodSFrame
+	// MethodSignal: restored from a signal frame's saved context.
+	MethodSignal
+)
+
+var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal"}
+
+func (m Method) String() string {
+	if int(m) < len(methodNames) {
+		return methodNames[m]
+	}
+	return fmt.Sprintf("method(%d)", uint8(m))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m Method) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// EndReason says why a walk stopped.
+type EndReason uint8
+
+// Walk end reasons.
+const (
+	// EndOutermost: the chain ended naturally (a zero frame pointer or a
+	// zero return address).
+	EndOutermost EndReason = iota
+	// EndRAUndefined: unwind information marks the return address
+	// undefined, the CFI convention for a thread's outermost frame.
+	EndRAUndefined
+	// EndUnreadable: memory needed for the next frame could not be read.
+	EndUnreadable
+	// EndNoInfo: no method has unwind information for the frame's PC.
+	EndNoInfo
+	// EndNoProgress: the caller's CFA/stack pointer did not increase (a
+	// loop, or a corrupt chain).
+	EndNoProgress
+	// EndDepth: the depth limit was reached.
+	EndDepth
+	// EndRegister: a rule needs a register whose value is not known in
+	// this frame.
+	EndRegister
+	// EndBadFP: the frame pointer is misaligned or below the stack pointer.
+	EndBadFP
+)
+
+var endNames = [...]string{"outermost", "ra-undefined", "unreadable-memory", "no-unwind-info",
+	"no-progress", "depth-limit", "register-unavailable", "bad-frame-pointer"}
+
+func (e EndReason) String() string {
+	if int(e) < len(endNames) {
+		return endNames[e]
+	}
+	return fmt.Sprintf("end(%d)", uint8(e))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (e EndReason) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// Frame is one physical frame of a walk.
+type Frame struct {
+	// PC is the current PC for frame 0 and for frames interrupted by a
+	// signal, and the return address as stored on the stack for callers.
+	PC uint64
+	// SP is the frame's stack pointer (0 when unknown).
+	SP uint64
+	// Method is how this frame was found.
+	Method Method
+	// Exact is true when PC is the address of the next instruction to run
+	// (frame 0, or interrupted by a signal) rather than a return address.
+	Exact bool
+}
+
+// LookupPC is the address to symbolize and look unwind rules up at: the PC
+// itself for exact frames, and the return address minus one for callers,
+// which lies inside the call instruction (a call can be a function's last
+// instruction, so the return address may belong to the next function).
+func (f *Frame) LookupPC() uint64 {
+	if f.Exact || f.PC == 0 {
+		return f.PC
+	}
+	return f.PC - 1
+}
+
+// Stack is the result of a walk.
+type Stack struct {
+	Frames []Frame
+	End    EndReason
+	// Detail explains End (the unreadable address, the missing register).
+	Detail string
+}
+
+// Errors a Stepper returns to end a walk or defer to the next stepper.
+var (
+	// ErrNoInfo: this stepper has no information for the PC; the next
+	// stepper is tried.
+	ErrNoInfo = errors.New("no unwind information")
+	// ErrOutermost: unwind information marks the frame outermost (return
+	// address undefined).
+	ErrOutermost = errors.New("return address undefined: outermost frame")
+	// ErrChainEnd: the frame chain ends here (zero frame pointer or zero
+	// return address).
+	ErrChainEnd = errors.New("end of the frame chain")
+	// ErrRegister: a needed register value is not known.
+	ErrRegister = errors.New("register value unknown")
+	// ErrBadFP: the frame pointer cannot point at a frame record.
+	ErrBadFP = errors.New("frame pointer invalid")
+)
+
+// Cursor is a Stepper's view of one frame and the place it writes the caller.
+type Cursor struct {
+	// Regs are the frame's registers.
+	Regs *regs.Regs
+	// PC is the frame's lookup address (see Frame.LookupPC).
+	PC uint64
+	// Exact reports whether PC is exact (see Frame.Exact).
+	Exact bool
+	// Map is the mapping containing PC, or nil.
+	Map *Mapping
+	// Caller receives the caller's registers.
+	Caller regs.Regs
+	// CallerExact is set by a stepper when the caller's PC is exact (it
+	// was restored from a signal frame).
+	CallerExact bool
+	// Method is set by a stepper that delegates (a table rule that marks a
+	// signal frame produces MethodSignal).
+	Method Method
+
+	mem *reader
+}
+
+// Read reads one 64-bit word of target memory.
+func (c *Cursor) Read(addr uint64) (uint64, error) { return c.mem.u64(addr) }
+
+// Memory returns the memory being unwound.
+func (c *Cursor) Memory() Memory { return c.mem.mem }
+
+// A Stepper computes a frame's caller from one source of unwind information.
+// It returns ErrNoInfo when it has nothing for the frame (so the next stepper
+// is tried), or another error to end the walk.
+type Stepper interface {
+	Method() Method
+	Step(c *Cursor) error
+}
+
+// Unwinder walks stacks with an ordered list of steppers: for each frame the
+// first stepper that has information for it produces the caller.
+type Unwinder struct {
+	Steppers []Stepper
+	// MaxDepth bounds the number of frames (default 1024).
+	MaxDepth int
+}
+
+// NewFP returns an unwinder that follows frame pointers only.
+func NewFP() *Unwinder { return &Unwinder{Steppers: []Stepper{FramePointers{}}} }
+
+// NewDWARF returns an unwinder that uses the compiled CFI tables only.
+func NewDWARF() *Unwinder { return &Unwinder{Steppers: []Stepper{CFITable{}}} }
+
+// NewAuto returns an unwinder that uses CFI tables where they cover the PC
+// and frame pointers elsewhere.
+func NewAuto() *Unwinder { return &Unwinder{Steppers: []Stepper{CFITable{}, FramePointers{}}} }
+
+// Walk unwinds the stack that starts at r, reading memory from mem and
+// resolving addresses through space (which may be nil for frame pointers).
+func (u *Unwinder) Walk(r regs.Regs, mem Memory, space *AddressSpace) Stack {
+	var st Stack
+	u.WalkInto(&st, r, mem, space)
+	return st
+}
+
+// WalkInto is Walk reusing st's frame slice.
+func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSpace) {
+	st.Frames = st.Frames[:0]
+	st.End, st.Detail = EndOutermost, ""
+	max := u.MaxDepth
+	if max <= 0 {
+		max = 1024
+	}
+	rd := reader{mem: mem}
+	cur := r
+	exact := true
+	method := MethodContext
+	for {
+		pc, ok := cur.PC()
+		if !ok {
+			st.End, st.Detail = EndRegister, "pc unknown"
+			return
+		}
+		sp, _ := cur.SP()
+		if pc == 0 {
+			st.End = EndOutermost
+			return
+		}
+		if len(st.Frames) >= max {
+			st.End = EndDepth
+			return
+		}
+		st.Frames = append(st.Frames, Frame{PC: pc, SP: sp, Method: method, Exact: exact})
+		f := &st.Frames[len(st.Frames)-1]
+		c := Cursor{Regs: &cur, PC: f.LookupPC(), Exact: exact, mem: &rd}
+		c.Map = space.Find(c.PC)
+		err := ErrNoInfo
+		for _, s := range u.Steppers {
+			c.Method = s.Method()
+			if err = s.Step(&c); !errors.Is(err, ErrNoInfo) {
+				break
+			}
+		}
+		method = c.Method
+		if err != nil {
+			st.End, st.Detail = endFor(err)
+			return
+		}
+		// The stack grows down: a caller's stack pointer is above its
+		// callee's. Equality is allowed for an exact frame (a leaf that has
+		// not moved SP, as on arm64). A signal frame may switch stacks
+		// (sigaltstack), so its restored SP is not checked.
+		if nsp, ok := c.Caller.SP(); ok && sp != 0 && !c.CallerExact {
+			npc, _ := c.Caller.PC()
+			if nsp < sp || (nsp == sp && (npc == pc || !exact)) {
+				st.End, st.Detail = EndNoProgress, fmt.Sprintf("caller sp %#x, callee sp %#x", nsp, sp)
+				return
+			}
+		}
+		cur = c.Caller
+		exact = c.CallerExact
+	}
+}
+
+func endFor(err error) (EndReason, string) {
+	var me *MemoryError
+	switch {
+	case errors.Is(err, ErrNoInfo):
+		return EndNoInfo, ""
+	case errors.Is(err, ErrOutermost):
+		return EndRAUndefined, ""
+	case errors.Is(err, ErrChainEnd):
+		return EndOutermost, ""
+	case errors.As(err, &me):
+		return EndUnreadable, err.Error()
+	case errors.Is(err, ErrRegister):
+		return EndRegister, err.Error()
+	case errors.Is(err, ErrBadFP):
+		return EndBadFP, err.Error()
+	}
+	return EndNoInfo, err.Error()
+}
