@@ -3,9 +3,11 @@ package cfi
 import (
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -204,4 +206,32 @@ func (a *asm) entry(is64 bool, align int, body []byte) int {
 		a.b = append(a.b, 0)
 	}
 	return off
+}
+
+// goBinary builds a small Go program (its .debug_frame is Go's linker's
+// own CFI) and returns its path.
+func goBinary(t testing.TB) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hi\") }\n"), 0o644); err != nil {
+		return "", err
+	}
+	exe := filepath.Join(dir, "gobin")
+	gotool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	cmd := exec.Command(gotool, "build", "-o", exe, src)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return exe, nil
+}
+
+func eqRule(a, b Rule) bool {
+	return a.Kind == b.Kind && a.Reg == b.Reg && a.Offset == b.Offset && string(a.Expr) == string(b.Expr)
+}
+
+func eqCFA(a, b CFARule) bool {
+	return a.Kind == b.Kind && a.Reg == b.Reg && a.Offset == b.Offset && string(a.Expr) == string(b.Expr)
 }
