@@ -1,0 +1,368 @@
+package elfobj
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// symtab is the function symbol table: one entry per distinct address
+// (heads, sorted by address, used by Symbolize) plus the other names seen at
+// those addresses (aliases, used only by SymbolByName). All names are
+// substrings of one string.
+type symtab struct {
+	names   string
+	heads   []symEntry
+	aliases []symEntry
+	// maxEnd[i] is the largest end of heads[0..i]; nil when no head
+	// overlaps the next one, which is the common case.
+	maxEnd []uint64
+}
+
+// symEntry is one symbol: [addr, end) and its name as names[off:off+n].
+type symEntry struct {
+	addr, end uint64
+	off, n    uint32
+}
+
+// rawSym is a candidate symbol during table construction.
+type rawSym struct {
+	addr, size uint64
+	secEnd     uint64 // end of the symbol's section, caps unsized symbols
+	tab        uint8  // index into the string tables
+	bind       uint8  // 2 global, 1 weak, 0 local
+	order      uint32 // position in the tables, for stable choices
+	nameOff    uint32
+	nameLen    uint32
+}
+
+// maxSymbols bounds the number of entries read from one symbol table. Huge
+// real binaries have a few million; the file size bounds it anyway.
+const maxSymbols = 1 << 26
+
+// LoadSymbols builds the symbol table if it has not been built yet and
+// reports any error doing so. Symbolize and SymbolByName call it themselves
+// (and report failure as "not found"); call it directly to see why.
+func (f *File) LoadSymbols() error {
+	f.symOnce.Do(func() {
+		f.syms, f.symErr = f.buildSymbols()
+	})
+	return f.symErr
+}
+
+// Symbolize returns the function containing file virtual address vaddr and
+// vaddr's offset from the function's start.
+//
+// The table merges .symtab and .dynsym and keeps function symbols
+// (STT_FUNC, STT_GNU_IFUNC, and STT_NOTYPE symbols with a nonzero value in an
+// executable section), sorted by address. A sized symbol covers
+// [value, value+size); an unsized one covers up to the next symbol's address,
+// capped at the end of its section. Where several names share an address,
+// the name is chosen preferring global over weak over local binding, then a
+// sized symbol over an unsized one, then .symtab over .dynsym order; the
+// extent is that of the preferred sized symbol if there is one. The table is
+// built on first use.
+func (f *File) Symbolize(vaddr uint64) (name string, offset uint64, ok bool) {
+	if f.LoadSymbols() != nil {
+		return "", 0, false
+	}
+	t := f.syms
+	i := sort.Search(len(t.heads), func(i int) bool { return t.heads[i].addr > vaddr }) - 1
+	if i < 0 {
+		return "", 0, false
+	}
+	for ; i >= 0; i-- {
+		e := &t.heads[i]
+		if vaddr < e.end {
+			return t.names[e.off : e.off+e.n], vaddr - e.addr, true
+		}
+		if t.maxEnd == nil || i == 0 || t.maxEnd[i-1] <= vaddr {
+			break
+		}
+	}
+	return "", 0, false
+}
+
+// SymbolByName returns the address of a function symbol called name (as
+// selected for Symbolize, including names that lost to a preferred alias).
+// If several symbols have the name, the lowest address wins.
+func (f *File) SymbolByName(name string) (uint64, bool) {
+	if f.LoadSymbols() != nil {
+		return 0, false
+	}
+	t := f.syms
+	best, found := uint64(0), false
+	for _, list := range [][]symEntry{t.heads, t.aliases} {
+		for i := range list {
+			e := &list[i]
+			if t.names[e.off:e.off+e.n] == name && (!found || e.addr < best) {
+				best, found = e.addr, true
+			}
+		}
+	}
+	return best, found
+}
+
+// NumSymbols returns how many distinct function addresses the symbol table
+// holds (0 if it cannot be built).
+func (f *File) NumSymbols() int {
+	if f.LoadSymbols() != nil {
+		return 0
+	}
+	return len(f.syms.heads)
+}
+
+// buildSymbols reads .symtab and .dynsym into a symtab.
+func (f *File) buildSymbols() (*symtab, error) {
+	var tabs [][]byte
+	var raw []rawSym
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		for i := range f.secs {
+			s := &f.secs[i]
+			if s.typ != typ {
+				continue
+			}
+			var err error
+			raw, tabs, err = f.readSymbols(s, raw, tabs)
+			if err != nil {
+				return nil, err
+			}
+			break // one table of each type
+		}
+	}
+	slices.SortFunc(raw, func(a, b rawSym) int {
+		switch {
+		case a.addr != b.addr:
+			return cmpU64(a.addr, b.addr)
+		case a.bind != b.bind:
+			return int(b.bind) - int(a.bind)
+		case (a.size != 0) != (b.size != 0):
+			if a.size != 0 {
+				return -1
+			}
+			return 1
+		}
+		return cmpU64(uint64(a.order), uint64(b.order))
+	})
+	name := func(r *rawSym) []byte {
+		return tabs[r.tab][r.nameOff : r.nameOff+r.nameLen]
+	}
+	// Count the compact name string and the entries.
+	t := &symtab{}
+	var total uint64
+	nHeads, nAliases := 0, 0
+	for i := 0; i < len(raw); {
+		j := i + 1
+		for j < len(raw) && raw[j].addr == raw[i].addr {
+			j++
+		}
+		nHeads++
+		total += uint64(raw[i].nameLen)
+		for k := i + 1; k < j; k++ {
+			if !dupName(raw[i:k], &raw[k], name) {
+				nAliases++
+				total += uint64(raw[k].nameLen)
+			}
+		}
+		i = j
+	}
+	if total > math.MaxUint32 {
+		return nil, f.errorf("symbol names total %d bytes, too many", total)
+	}
+	var sb strings.Builder
+	sb.Grow(int(total))
+	t.heads = make([]symEntry, 0, nHeads)
+	t.aliases = make([]symEntry, 0, nAliases)
+	add := func(r *rawSym) symEntry {
+		e := symEntry{addr: r.addr, off: uint32(sb.Len()), n: r.nameLen}
+		sb.Write(name(r))
+		return e
+	}
+	for i := 0; i < len(raw); {
+		j := i + 1
+		for j < len(raw) && raw[j].addr == raw[i].addr {
+			j++
+		}
+		head := add(&raw[i])
+		var sized *rawSym
+		for k := i; k < j; k++ {
+			if raw[k].size != 0 {
+				sized = &raw[k]
+				break
+			}
+		}
+		switch {
+		case sized != nil:
+			head.end = sized.addr + sized.size
+			if head.end < sized.addr {
+				head.end = math.MaxUint64
+			}
+		default:
+			head.end = raw[i].secEnd
+			if j < len(raw) && raw[j].addr < head.end {
+				head.end = raw[j].addr
+			}
+		}
+		t.heads = append(t.heads, head)
+		for k := i + 1; k < j; k++ {
+			if !dupName(raw[i:k], &raw[k], name) {
+				a := add(&raw[k])
+				a.end = a.addr
+				t.aliases = append(t.aliases, a)
+			}
+		}
+		i = j
+	}
+	t.names = sb.String()
+	overlap := false
+	for i := 0; i+1 < len(t.heads); i++ {
+		if t.heads[i].end > t.heads[i+1].addr {
+			overlap = true
+			break
+		}
+	}
+	if overlap {
+		t.maxEnd = make([]uint64, len(t.heads))
+		m := uint64(0)
+		for i := range t.heads {
+			m = max(m, t.heads[i].end)
+			t.maxEnd[i] = m
+		}
+	}
+	return t, nil
+}
+
+// dupName reports whether r's name already occurs in prev.
+func dupName(prev []rawSym, r *rawSym, name func(*rawSym) []byte) bool {
+	n := name(r)
+	for k := range prev {
+		if bytes.Equal(name(&prev[k]), n) {
+			return true
+		}
+	}
+	return false
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readSymbols appends the function symbols of symbol table s to raw, and its
+// string table to tabs.
+func (f *File) readSymbols(s *secInfo, raw []rawSym, tabs [][]byte) ([]rawSym, [][]byte, error) {
+	if s.comp {
+		return raw, tabs, nil
+	}
+	entsz := uint64(24)
+	if f.Class == elf.ELFCLASS32 {
+		entsz = 16
+	}
+	if s.entsz != 0 && s.entsz != entsz {
+		return nil, nil, f.errorf("section %s: offset %#x: symbol entry size %d, want %d", s.name, s.offset, s.entsz, entsz)
+	}
+	count := s.size / entsz
+	if count > maxSymbols {
+		return nil, nil, f.errorf("section %s: %d symbols, too many", s.name, count)
+	}
+	if s.link == 0 || int(s.link) >= len(f.secs) {
+		return nil, nil, f.errorf("section %s: invalid string table link %d", s.name, s.link)
+	}
+	strSec := &f.secs[s.link]
+	if strSec.typ != elf.SHT_STRTAB || strSec.comp {
+		return nil, nil, f.errorf("section %s: linked section %d is not a string table", s.name, s.link)
+	}
+	if strSec.size > math.MaxUint32 {
+		return nil, nil, f.errorf("section %s: string table too large", strSec.name)
+	}
+	data, err := f.readAt(s.offset, count*entsz)
+	if err != nil {
+		return nil, nil, f.errorf("section %s: %v", s.name, err)
+	}
+	strs, err := f.readAt(strSec.offset, strSec.size)
+	if err != nil {
+		return nil, nil, f.errorf("section %s: %v", strSec.name, err)
+	}
+	if len(tabs) > math.MaxUint8 {
+		return raw, tabs, nil
+	}
+	tab := uint8(len(tabs))
+	tabs = append(tabs, strs)
+	bo := f.ByteOrder
+	// Entry 0 is the reserved null symbol.
+	for i := uint64(1); i < count; i++ {
+		e := data[i*entsz : (i+1)*entsz]
+		var nameOff uint32
+		var info uint8
+		var shndx uint16
+		var value, size uint64
+		if entsz == 24 {
+			nameOff = bo.Uint32(e[0:])
+			info = e[4]
+			shndx = bo.Uint16(e[6:])
+			value = bo.Uint64(e[8:])
+			size = bo.Uint64(e[16:])
+		} else {
+			nameOff = bo.Uint32(e[0:])
+			value = uint64(bo.Uint32(e[4:]))
+			size = uint64(bo.Uint32(e[8:]))
+			info = e[12]
+			shndx = bo.Uint16(e[14:])
+		}
+		typ := elf.SymType(info & 0xf)
+		if shndx == uint16(elf.SHN_UNDEF) || shndx >= uint16(elf.SHN_LORESERVE) || int(shndx) >= len(f.secs) {
+			continue
+		}
+		sec := &f.secs[shndx]
+		switch typ {
+		case elf.STT_FUNC, elf.STT_GNU_IFUNC:
+		case elf.STT_NOTYPE:
+			if value == 0 || sec.flags&elf.SHF_EXECINSTR == 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		if uint64(nameOff) >= uint64(len(strs)) {
+			continue
+		}
+		n := bytes.IndexByte(strs[nameOff:], 0)
+		if n < 0 {
+			n = len(strs) - int(nameOff)
+		}
+		if n == 0 || strs[nameOff] == '$' { // unnamed, or an ARM mapping symbol
+			continue
+		}
+		if f.Type == elf.ET_REL {
+			value += sec.addr // relocatable objects store section offsets
+		}
+		var bind uint8
+		switch elf.SymBind(info >> 4) {
+		case elf.STB_GLOBAL:
+			bind = 2
+		case elf.STB_WEAK:
+			bind = 1
+		}
+		secEnd := sec.addr + sec.size
+		if secEnd < sec.addr || value < sec.addr || value >= secEnd {
+			secEnd = value + 1 // outside its section: cover one byte at most
+		}
+		if len(raw) >= maxSymbols {
+			return nil, nil, fmt.Errorf("elfobj: %s: too many symbols", f.Path)
+		}
+		raw = append(raw, rawSym{
+			addr: value, size: size, secEnd: secEnd, tab: tab, bind: bind,
+			order: uint32(len(raw)), nameOff: nameOff, nameLen: uint32(n),
+		})
+	}
+	return raw, tabs, nil
+}
