@@ -163,7 +163,7 @@ func TestAugmentations(t *testing.T) {
 	// FDE pcrel|sdata4, signal frame.
 	body := newAsm().u32(0).u8(1).str("zPLRS").uleb(1).sleb(-8).u8(16)
 	persField := addr + 4 + 4 + 1 + 6 + 3 + 1 + 1 // id, version, "zPLRS\0", align x2 + ra, aug len, P enc
-	body.uleb(7).u8(0x9b).u32(uint32(0x5000 - persField)).u8(0x1b, 0x1b).u8(stdInitial...)
+	body.uleb(7).u8(0x9b).u32(uint32(0x5000-persField)).u8(0x1b, 0x1b).u8(stdInitial...)
 	cie := a.entry(false, 8, body.b)
 	off := len(a.b)
 	fb := newAsm().u32(uint32(off + 4 - cie))
