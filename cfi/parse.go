@@ -47,6 +47,7 @@ type CIE struct {
 	sec     *Section // section the CIE was decoded from; nil if built by hand
 	initOff uint64   // section offset of Initial
 	hasZ    bool     // augmentation has 'z': FDEs carry augmentation data
+	init    *Row     // rules after Initial, precomputed by Parse (nil: run Initial)
 }
 
 // FDE is a Frame Description Entry: the unwind rules for one range of code.
@@ -147,6 +148,11 @@ type parser struct {
 	cies    map[int]*CIE
 	lastOff int
 	last    *CIE
+	// precompute runs each CIE's initial instructions once (Parse);
+	// FDEAt, which decodes a single FDE, does not bother.
+	precompute bool
+	// cieSlot, if not nil, is where the next CIE is decoded.
+	cieSlot *CIE
 }
 
 // Parse decodes every CIE and FDE of the section in order and returns the
@@ -171,7 +177,7 @@ func Parse(sec *Section) ([]*FDE, error) {
 	slab := make([]FDE, n)
 	used := 0
 	out := make([]*FDE, 0, n)
-	p := parser{sec: sec, lastOff: -1}
+	p := parser{sec: sec, lastOff: -1, precompute: true}
 	d := sec.Data
 	for off := 0; off < len(d); {
 		e, err := readEntry(sec, off)
@@ -262,12 +268,16 @@ func FDEAt(sec *Section, off uint64) (*FDE, error) {
 	if e.isCIE {
 		return nil, fmtErr(sec, e.off, "CIE where an FDE was expected")
 	}
-	p := parser{sec: sec, lastOff: -1}
-	f := new(FDE)
-	if err := p.fde(e, f); err != nil {
+	// One allocation for the FDE and its CIE.
+	both := new(struct {
+		f FDE
+		c CIE
+	})
+	p := parser{sec: sec, lastOff: -1, cieSlot: &both.c}
+	if err := p.fde(e, &both.f); err != nil {
 		return nil, err
 	}
-	return f, nil
+	return &both.f, nil
 }
 
 // cieAt returns the CIE at section offset off, decoding it on first use.
@@ -295,12 +305,20 @@ func (p *parser) cieAt(off int, from int) (*CIE, error) {
 
 // cie decodes the CIE with header e and caches it.
 func (p *parser) cie(e entry) (*CIE, error) {
+	if e.off == p.lastOff {
+		return p.last, nil
+	}
 	if c, ok := p.cies[e.off]; ok {
 		return c, nil
 	}
 	sec := p.sec
 	d := sec.Data[:e.end]
-	c := &CIE{Offset: uint64(e.off), sec: sec, FDEEncoding: PEAbsptr, LSDAEncoding: PEOmit}
+	c := p.cieSlot
+	if c == nil {
+		c = new(CIE)
+	}
+	p.cieSlot = nil
+	*c = CIE{Offset: uint64(e.off), sec: sec, FDEEncoding: PEAbsptr, LSDAEncoding: PEOmit}
 	i := e.body
 	if i >= len(d) {
 		return nil, fmtErr(sec, e.off, "truncated CIE")
@@ -420,10 +438,13 @@ func (p *parser) cie(e entry) (*CIE, error) {
 	}
 	c.Initial = d[i:e.end:e.end]
 	c.initOff = uint64(i)
-	if p.cies == nil {
-		p.cies = make(map[int]*CIE, 4)
+	if p.precompute {
+		if p.cies == nil {
+			p.cies = make(map[int]*CIE, 4)
+		}
+		p.cies[e.off] = c
+		c.init = c.initialRow()
 	}
-	p.cies[e.off] = c
 	p.lastOff, p.last = e.off, c
 	return c, nil
 }

@@ -113,17 +113,19 @@ const maxRememberDepth = 64
 // machine is the state of the call frame instruction interpreter. Machines
 // are pooled: Rows reuses one Row and one remember stack.
 type machine struct {
-	cur   Row
-	init  Row   // the CIE's initial rules, for DW_CFA_restore
-	stack []Row // DW_CFA_remember_state
-	loc   uint64
-	end   uint64
-	fde   *FDE
-	cie   *CIE
-	sec   *Section // section of the FDE, or fake
-	fake  Section  // stands in for hand-built CIEs with no section
-	fn    func(*Row) error
+	cur     Row
+	init    *Row  // the CIE's initial rules, for DW_CFA_restore
+	initBuf Row   // holds them when the CIE has no precomputed ones
+	stack   []Row // DW_CFA_remember_state
+	loc     uint64
+	end     uint64
+	fde     *FDE
+	cie     *CIE
+	sec     *Section // section of the FDE, or fake
+	fake    Section  // stands in for hand-built CIEs with no section
+	fn      func(*Row) error
 
+	probe  bool   // initialRow: stop at the first row
 	find   bool   // RowAt: stop at the row covering target
 	target uint64 // RowAt's pc
 }
@@ -146,8 +148,7 @@ func (f *FDE) Rows(fn func(*Row) error) error {
 	}
 	m := machines.Get().(*machine)
 	err := m.run(f, fn)
-	m.fn, m.fde, m.cie, m.sec = nil, nil, nil, nil
-	machines.Put(m)
+	m.release()
 	return err
 }
 
@@ -169,10 +170,43 @@ func (f *FDE) RowAt(pc uint64) (Row, error) {
 		// Unreachable: rows tile [Start, End).
 		err = fmt.Errorf("cfi: no row covers pc %#x", pc)
 	}
-	m.find = false
-	m.fn, m.fde, m.cie, m.sec = nil, nil, nil, nil
-	machines.Put(m)
+	m.release()
 	return out, err
+}
+
+// release returns the machine to the pool.
+func (m *machine) release() {
+	m.find, m.probe = false, false
+	m.fn, m.fde, m.cie, m.sec, m.init = nil, nil, nil, nil, nil
+	machines.Put(m)
+}
+
+// initialRow runs the CIE's initial instructions alone and returns the
+// rules they set up, so that Rows need not run them again for every FDE.
+// It returns nil if the program moves the location, leaves remembered
+// states behind or fails: Rows then runs it for each FDE (and reports
+// the error).
+func (c *CIE) initialRow() *Row {
+	if c.sec == nil {
+		return nil
+	}
+	m := machines.Get().(*machine)
+	m.probe = true
+	f := FDE{CIE: c, Start: 0, End: ^uint64(0)}
+	m.fde, m.cie, m.sec = &f, c, c.sec
+	m.stack = m.stack[:0]
+	m.loc, m.end = 0, ^uint64(0)
+	m.cur = Row{}
+	m.cur.CFA.Kind = cfaUnset
+	m.initBuf = m.cur
+	m.init = &m.initBuf
+	var r *Row
+	if done, err := m.exec(c.Initial, c.initOff); err == nil && !done && len(m.stack) == 0 {
+		r = new(Row)
+		*r = m.cur
+	}
+	m.release()
+	return r
 }
 
 func (m *machine) run(f *FDE, fn func(*Row) error) error {
@@ -187,20 +221,27 @@ func (m *machine) run(f *FDE, fn func(*Row) error) error {
 		m.fake = Section{Kind: EhFrame, ByteOrder: binary.LittleEndian, PtrSize: ps}
 		m.sec = &m.fake
 	}
-	m.cur = Row{}
-	m.cur.CFA.Kind = cfaUnset
-	m.init = m.cur
 	m.stack = m.stack[:0]
 	m.loc, m.end = f.Start, f.End
 	if m.loc >= m.end {
 		return nil
 	}
-	done, err := m.exec(c.Initial, c.initOff)
-	if err != nil || done {
-		return err
+	if c.init != nil {
+		// Parse already ran the CIE's program.
+		m.cur = *c.init
+		m.init = c.init
+	} else {
+		m.cur = Row{}
+		m.cur.CFA.Kind = cfaUnset
+		m.initBuf = m.cur
+		m.init = &m.initBuf // DW_CFA_restore in the CIE: no rule
+		done, err := m.exec(c.Initial, c.initOff)
+		if err != nil || done {
+			return err
+		}
+		m.initBuf = m.cur
 	}
-	m.init = m.cur
-	done, err = m.exec(f.Instructions, f.insOff)
+	done, err := m.exec(f.Instructions, f.insOff)
 	if err != nil || done {
 		return err
 	}
@@ -216,6 +257,9 @@ func (m *machine) emit(next uint64) error {
 	}
 	if start >= end {
 		return nil
+	}
+	if m.probe {
+		return errStop
 	}
 	if m.cur.CFA.Kind == cfaUnset {
 		return &FormatError{Section: m.sec.Name, Offset: m.fde.Offset, Msg: fmt.Sprintf("no CFA rule defined at pc %#x", start)}
