@@ -153,6 +153,8 @@ func (f *FDE) Rows(fn func(*Row) error) error {
 }
 
 // RowAt returns the row covering pc, which must be in [f.Start, f.End).
+// Like an unwinder, it stops executing instructions once it has the row,
+// so malformed instructions after it go unnoticed.
 func (f *FDE) RowAt(pc uint64) (Row, error) {
 	if f == nil || f.CIE == nil {
 		return Row{}, &FormatError{Msg: "FDE has no CIE"}
@@ -368,8 +370,9 @@ func (m *machine) exec(code []byte, base uint64) (bool, error) {
 			m.setReg(uint64(op&0x3f), Rule{Kind: RuleOffset, Offset: int64(a) * c.DataAlign})
 			continue
 		case 3: // DW_CFA_restore
-			r := op & 0x3f
-			m.cur.Regs[r] = m.init.Regs[r]
+			if r := op & 0x3f; r < regs.MaxRegs {
+				m.cur.Regs[r] = m.init.Regs[r]
+			}
 			continue
 		}
 		switch op {
