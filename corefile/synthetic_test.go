@@ -302,3 +302,29 @@ func exerciseCore(c *Core) {
 	}
 	c.ReadMemory(^uint64(0)-10, b[:11])
 }
+
+// TestConcurrentReads races ReadMemory's file cache (run with -race).
+func TestConcurrentReads(t *testing.T) {
+	c, err := Open(writeTemp(t, "core", sampleCore(binary.LittleEndian, 4096)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetFileOpener(func(path string) (io.ReaderAt, error) { return bytes.NewReader(fakeSO), nil })
+	errs := make(chan error)
+	for i := 0; i < 8; i++ {
+		go func(i int) {
+			b := make([]byte, 32)
+			err := c.ReadMemory(0x401000+uint64(i)*64, b)
+			if err == nil && !bytes.Equal(b, fakeSO[0x1000+i*64:][:32]) {
+				err = errors.New("wrong bytes")
+			}
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

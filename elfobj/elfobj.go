@@ -148,7 +148,8 @@ type File struct {
 	symErr  error
 }
 
-// secInfo is what the symbol table needs to know about a section.
+// secInfo is what loading sections and symbols needs to know about a
+// section.
 type secInfo struct {
 	typ    elf.SectionType
 	flags  elf.SectionFlag
@@ -229,10 +230,10 @@ func NewFile(r io.ReaderAt, path string) (*File, error) {
 	f.Class = ef.Class
 	f.Type = ef.Type
 	f.Entry = ef.Entry
-	switch ef.Machine {
-	case elf.EM_X86_64:
-		f.Arch = regs.AMD64
-	case elf.EM_AARCH64:
+	switch {
+	case ef.Machine == elf.EM_X86_64 && ef.Class == elf.ELFCLASS64:
+		f.Arch = regs.AMD64 // (ELFCLASS32 x86-64 is the x32 ABI: unknown)
+	case ef.Machine == elf.EM_AARCH64 && ef.Class == elf.ELFCLASS64:
 		f.Arch = regs.ARM64
 	}
 	for _, p := range ef.Progs {

@@ -35,7 +35,6 @@ type rawSym struct {
 	secEnd     uint64 // end of the symbol's section, caps unsized symbols
 	tab        uint8  // index into the string tables
 	bind       uint8  // 2 global, 1 weak, 0 local
-	order      uint32 // position in the tables, for stable choices
 	nameOff    uint32
 	nameLen    uint32
 }
@@ -134,20 +133,7 @@ func (f *File) buildSymbols() (*symtab, error) {
 			break // one table of each type
 		}
 	}
-	slices.SortFunc(raw, func(a, b rawSym) int {
-		switch {
-		case a.addr != b.addr:
-			return cmpU64(a.addr, b.addr)
-		case a.bind != b.bind:
-			return int(b.bind) - int(a.bind)
-		case (a.size != 0) != (b.size != 0):
-			if a.size != 0 {
-				return -1
-			}
-			return 1
-		}
-		return cmpU64(uint64(a.order), uint64(b.order))
-	})
+	raw = sortRaw(raw)
 	name := func(r *rawSym) []byte {
 		return tabs[r.tab][r.nameOff : r.nameOff+r.nameLen]
 	}
@@ -236,6 +222,68 @@ func (f *File) buildSymbols() (*symtab, error) {
 	return t, nil
 }
 
+// sortRaw sorts symbols by address and, at equal addresses, by preference:
+// global before weak before local, sized before unsized, then table order.
+// It is a stable radix sort of (address, index) pairs, seeded in preference
+// order: several times faster than a comparison sort for the tens of
+// thousands of symbols of a large binary.
+func sortRaw(raw []rawSym) []rawSym {
+	type pair struct {
+		addr uint64
+		i    uint32
+	}
+	n := len(raw)
+	if n == 0 {
+		return raw
+	}
+	// Preference rank 0..5: (2-bind)*2 + unsized. A counting sort on it
+	// keeps table order within each rank.
+	rank := func(r *rawSym) int {
+		k := int(2-r.bind) * 2
+		if r.size == 0 {
+			k++
+		}
+		return k
+	}
+	var start [7]int
+	for i := range raw {
+		start[rank(&raw[i])+1]++
+	}
+	for k := 1; k < len(start); k++ {
+		start[k] += start[k-1]
+	}
+	a := make([]pair, n)
+	b := make([]pair, n)
+	for i := range raw {
+		k := rank(&raw[i])
+		a[start[k]] = pair{raw[i].addr, uint32(i)}
+		start[k]++
+	}
+	for shift := uint(0); shift < 64; shift += 8 {
+		var count [257]int
+		for _, p := range a {
+			count[int(byte(p.addr>>shift))+1]++
+		}
+		if count[int(byte(a[0].addr>>shift))+1] == n {
+			continue // every address has the same byte here
+		}
+		for k := 1; k < len(count); k++ {
+			count[k] += count[k-1]
+		}
+		for _, p := range a {
+			d := byte(p.addr >> shift)
+			b[count[d]] = p
+			count[d]++
+		}
+		a, b = b, a
+	}
+	sorted := make([]rawSym, n)
+	for k, p := range a {
+		sorted[k] = raw[p.i]
+	}
+	return sorted
+}
+
 // dupName reports whether r's name already occurs in prev.
 func dupName(prev []rawSym, r *rawSym, name func(*rawSym) []byte) bool {
 	n := name(r)
@@ -245,16 +293,6 @@ func dupName(prev []rawSym, r *rawSym, name func(*rawSym) []byte) bool {
 		}
 	}
 	return false
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // readSymbols appends the function symbols of symbol table s to raw, and its
@@ -297,6 +335,7 @@ func (f *File) readSymbols(s *secInfo, raw []rawSym, tabs [][]byte) ([]rawSym, [
 	}
 	tab := uint8(len(tabs))
 	tabs = append(tabs, strs)
+	raw = slices.Grow(raw, int(count))
 	bo := f.ByteOrder
 	// Entry 0 is the reserved null symbol.
 	for i := uint64(1); i < count; i++ {
@@ -361,7 +400,7 @@ func (f *File) readSymbols(s *secInfo, raw []rawSym, tabs [][]byte) ([]rawSym, [
 		}
 		raw = append(raw, rawSym{
 			addr: value, size: size, secEnd: secEnd, tab: tab, bind: bind,
-			order: uint32(len(raw)), nameOff: nameOff, nameLen: uint32(n),
+			nameOff: nameOff, nameLen: uint32(n),
 		})
 	}
 	return raw, tabs, nil

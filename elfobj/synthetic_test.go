@@ -267,3 +267,26 @@ func exercise(f *File) {
 	f.SymbolByName("main")
 	f.Bias(0x400000, 0)
 }
+
+// TestConcurrentFirstUse races the lazy loaders (run with -race).
+func TestConcurrentFirstUse(t *testing.T) {
+	f, err := NewFile(bytes.NewReader(sampleELF(binary.LittleEndian, elf.COMPRESS_ZLIB)), "c.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string)
+	for i := 0; i < 8; i++ {
+		go func() {
+			name, _, _ := f.Symbolize(0x1044)
+			if _, err := f.Text.Load(); err != nil {
+				name = err.Error()
+			}
+			done <- name
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if got := <-done; got != "global_fn" {
+			t.Errorf("goroutine got %q", got)
+		}
+	}
+}
