@@ -109,16 +109,16 @@ func (e *FormatError) Error() string {
 // .eh_frame_hdr. The low four bits select the value format, bits 4-6 the
 // base the value is relative to, and bit 7 an extra indirection.
 const (
-	PEAbsptr  = 0x00 // pointer-sized unsigned value
-	PEULEB128 = 0x01
-	PEUdata2  = 0x02
-	PEUdata4  = 0x03
-	PEUdata8  = 0x04
-	PESigned  = 0x08 // pointer-sized signed value
-	PESLEB128 = 0x09
-	PESdata2  = 0x0a
-	PESdata4  = 0x0b
-	PESdata8  = 0x0c
+	PEAbsptr  = 0x00 // unsigned, Section.PtrSize bytes
+	PEULEB128 = 0x01 // unsigned LEB128
+	PEUdata2  = 0x02 // unsigned, 2 bytes
+	PEUdata4  = 0x03 // unsigned, 4 bytes
+	PEUdata8  = 0x04 // unsigned, 8 bytes
+	PESigned  = 0x08 // signed, Section.PtrSize bytes
+	PESLEB128 = 0x09 // signed LEB128
+	PESdata2  = 0x0a // signed, 2 bytes
+	PESdata4  = 0x0b // signed, 4 bytes
+	PESdata8  = 0x0c // signed, 8 bytes
 
 	PEPCRel   = 0x10 // relative to the address of the encoded value
 	PETextRel = 0x20 // relative to Section.TextAddr

@@ -37,6 +37,9 @@ type CIE struct {
 	// if its encoding is indirect, not dereferenced: it is then the
 	// address of the pointer.
 	Personality uint64
+	// PersonalityEncoding is the DW_EH_PE encoding of Personality
+	// (DW_EH_PE_omit if the CIE has no 'P'); test PEIndirect on it.
+	PersonalityEncoding uint8
 	// SignalFrame reports 'S': FDEs using this CIE describe a signal
 	// trampoline, whose PC is not a return address (do not subtract one
 	// before looking up the caller's row).
@@ -48,6 +51,7 @@ type CIE struct {
 	initOff uint64   // section offset of Initial
 	hasZ    bool     // augmentation has 'z': FDEs carry augmentation data
 	init    *Row     // rules after Initial, precomputed by Parse (nil: run Initial)
+	initErr error    // error running Initial, found by Parse
 }
 
 // FDE is a Frame Description Entry: the unwind rules for one range of code.
@@ -180,6 +184,9 @@ func Parse(sec *Section) ([]*FDE, error) {
 	p := parser{sec: sec, lastOff: -1, precompute: true}
 	d := sec.Data
 	for off := 0; off < len(d); {
+		if len(d)-off < 4 && allZero(d[off:]) {
+			break // alignment padding too short for a length
+		}
 		e, err := readEntry(sec, off)
 		if err != nil {
 			return out, err
@@ -215,6 +222,15 @@ func Parse(sec *Section) ([]*FDE, error) {
 		off = e.end
 	}
 	return out, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // countEntries walks the entry lengths to size Parse's allocations. It stops
@@ -318,7 +334,7 @@ func (p *parser) cie(e entry) (*CIE, error) {
 		c = new(CIE)
 	}
 	p.cieSlot = nil
-	*c = CIE{Offset: uint64(e.off), sec: sec, FDEEncoding: PEAbsptr, LSDAEncoding: PEOmit}
+	*c = CIE{Offset: uint64(e.off), sec: sec, FDEEncoding: PEAbsptr, LSDAEncoding: PEOmit, PersonalityEncoding: PEOmit}
 	i := e.body
 	if i >= len(d) {
 		return nil, fmtErr(sec, e.off, "truncated CIE")
@@ -412,6 +428,7 @@ func (p *parser) cie(e entry) (*CIE, error) {
 			case 'R':
 				c.FDEEncoding = enc
 			case 'P':
+				c.PersonalityEncoding = enc
 				var msg string
 				start = i
 				c.Personality, i, _, msg = readEnc(sec, d, i, enc, 0)
@@ -443,7 +460,7 @@ func (p *parser) cie(e entry) (*CIE, error) {
 			p.cies = make(map[int]*CIE, 4)
 		}
 		p.cies[e.off] = c
-		c.init = c.initialRow()
+		c.initialRow()
 	}
 	p.lastOff, p.last = e.off, c
 	return c, nil

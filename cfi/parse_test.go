@@ -177,7 +177,7 @@ func TestAugmentations(t *testing.T) {
 	}
 	f := fdes[0]
 	c := f.CIE
-	if c.Personality != 0x5000 || c.LSDAEncoding != 0x1b || c.FDEEncoding != 0x1b || !c.SignalFrame {
+	if c.Personality != 0x5000 || c.PersonalityEncoding != 0x9b || c.LSDAEncoding != 0x1b || c.FDEEncoding != 0x1b || !c.SignalFrame {
 		t.Errorf("CIE %+v", c)
 	}
 	if f.Start != 0x3000 || f.End != 0x3040 || f.LSDA != 0x7000 || len(f.Instructions) != 3 {
@@ -271,6 +271,7 @@ func TestZeroTerminator(t *testing.T) {
 	a.u32(0).u32(0)
 	a.entry(false, 4, newAsm().u32(uint32(cie)).u64(0x100).u64(0x10).b)
 	a.u32(0)
+	a.u8(0, 0, 0) // padding too short for a length
 	fdes, err = Parse(dbgSection(a.b))
 	if err != nil || len(fdes) != 1 || fdes[0].Start != 0x100 {
 		t.Fatalf("debug_frame: %+v, %v", fdes, err)

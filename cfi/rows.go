@@ -125,7 +125,7 @@ type machine struct {
 	fake    Section  // stands in for hand-built CIEs with no section
 	fn      func(*Row) error
 
-	probe  bool   // initialRow: stop at the first row
+	inCIE  bool   // running the CIE's initial instructions
 	find   bool   // RowAt: stop at the row covering target
 	target uint64 // RowAt's pc
 }
@@ -137,7 +137,9 @@ var errStop = errors.New("stop")
 
 // Rows executes the CIE's initial instructions, then the FDE's
 // instructions, and calls fn for each row of the resulting table in address
-// order. The CIE and FDE programs run as one program starting at f.Start.
+// order, starting at f.Start. The CIE's instructions may only set rules
+// (DW_CFA_advance_loc and DW_CFA_set_loc there are errors, and states it
+// remembers do not carry over to the FDE); Parse runs them once per CIE.
 // fn must not keep the *Row: it is reused for the next row. Rows covering no
 // addresses are not reported; the last row ends at f.End, and instructions
 // past f.End are not executed. An error returned by fn stops Rows and is
@@ -178,37 +180,45 @@ func (f *FDE) RowAt(pc uint64) (Row, error) {
 
 // release returns the machine to the pool.
 func (m *machine) release() {
-	m.find, m.probe = false, false
+	m.find, m.inCIE = false, false
 	m.fn, m.fde, m.cie, m.sec, m.init = nil, nil, nil, nil, nil
 	machines.Put(m)
 }
 
-// initialRow runs the CIE's initial instructions alone and returns the
-// rules they set up, so that Rows need not run them again for every FDE.
-// It returns nil if the program moves the location, leaves remembered
-// states behind or fails: Rows then runs it for each FDE (and reports
-// the error).
-func (c *CIE) initialRow() *Row {
+// initialRow runs the CIE's initial instructions once, at Parse time,
+// and records the rules they set up (or the error they cause) so that Rows
+// need not run them again for every FDE.
+func (c *CIE) initialRow() {
 	if c.sec == nil {
-		return nil
+		return
 	}
 	m := machines.Get().(*machine)
-	m.probe = true
 	f := FDE{CIE: c, Start: 0, End: ^uint64(0)}
 	m.fde, m.cie, m.sec = &f, c, c.sec
+	if err := m.runCIE(); err != nil {
+		c.initErr = err
+	} else {
+		c.init = new(Row)
+		*c.init = m.cur
+	}
+	m.release()
+}
+
+// runCIE sets up the machine and runs the CIE's initial instructions.
+// They may only set rules: location changes are errors, and states they
+// remember are dropped at the end.
+func (m *machine) runCIE() error {
 	m.stack = m.stack[:0]
-	m.loc, m.end = 0, ^uint64(0)
 	m.cur = Row{}
 	m.cur.CFA.Kind = cfaUnset
 	m.initBuf = m.cur
-	m.init = &m.initBuf
-	var r *Row
-	if done, err := m.exec(c.Initial, c.initOff); err == nil && !done && len(m.stack) == 0 {
-		r = new(Row)
-		*r = m.cur
-	}
-	m.release()
-	return r
+	m.init = &m.initBuf // DW_CFA_restore in the CIE: no rule
+	m.inCIE = true
+	_, err := m.exec(m.cie.Initial, m.cie.initOff)
+	m.inCIE = false
+	m.stack = m.stack[:0]
+	m.initBuf = m.cur
+	return err
 }
 
 func (m *machine) run(f *FDE, fn func(*Row) error) error {
@@ -228,20 +238,17 @@ func (m *machine) run(f *FDE, fn func(*Row) error) error {
 	if m.loc >= m.end {
 		return nil
 	}
-	if c.init != nil {
+	switch {
+	case c.initErr != nil:
+		return c.initErr
+	case c.init != nil:
 		// Parse already ran the CIE's program.
 		m.cur = *c.init
 		m.init = c.init
-	} else {
-		m.cur = Row{}
-		m.cur.CFA.Kind = cfaUnset
-		m.initBuf = m.cur
-		m.init = &m.initBuf // DW_CFA_restore in the CIE: no rule
-		done, err := m.exec(c.Initial, c.initOff)
-		if err != nil || done {
+	default:
+		if err := m.runCIE(); err != nil {
 			return err
 		}
-		m.initBuf = m.cur
 	}
 	done, err := m.exec(f.Instructions, f.insOff)
 	if err != nil || done {
@@ -259,9 +266,6 @@ func (m *machine) emit(next uint64) error {
 	}
 	if start >= end {
 		return nil
-	}
-	if m.probe {
-		return errStop
 	}
 	if m.cur.CFA.Kind == cfaUnset {
 		return &FormatError{Section: m.sec.Name, Offset: m.fde.Offset, Msg: fmt.Sprintf("no CFA rule defined at pc %#x", start)}
@@ -359,6 +363,9 @@ func (m *machine) exec(code []byte, base uint64) (bool, error) {
 		var s int64     // signed operand
 		switch op >> 6 {
 		case 1: // DW_CFA_advance_loc
+			if m.inCIE {
+				return true, m.fail(op, base, opOff, "not allowed in CIE initial instructions")
+			}
 			if done, err := m.advance(uint64(op & 0x3f)); done || err != nil {
 				return true, err
 			}
@@ -378,6 +385,9 @@ func (m *machine) exec(code []byte, base uint64) (bool, error) {
 		switch op {
 		case 0x00: // DW_CFA_nop
 		case 0x01: // DW_CFA_set_loc
+			if m.inCIE {
+				return true, m.fail(op, base, opOff, "not allowed in CIE initial instructions")
+			}
 			var msg string
 			a, i, msg = m.readAddr(code, i, base)
 			if msg != "" {
@@ -402,6 +412,9 @@ func (m *machine) exec(code []byte, base uint64) (bool, error) {
 			var ok bool
 			if a, i, ok = readUint(code, i, n, order); !ok {
 				return true, m.truncated(op, base, opOff)
+			}
+			if m.inCIE {
+				return true, m.fail(op, base, opOff, "not allowed in CIE initial instructions")
 			}
 			if done, err := m.advance(a); done || err != nil {
 				return true, err

@@ -316,8 +316,8 @@ func TestRowsEdgeCases(t *testing.T) {
 	if rows := collectRows(t, f); len(rows) != 1 || rows[0].End != 0x1100 {
 		t.Errorf("rows %+v", rows)
 	}
-	// Zero-length advances produce no empty rows; restore and
-	// remember_state in the CIE program work.
+	// Zero-length advances produce no empty rows; remember_state,
+	// restore_state and restore work.
 	f = fdeWith(t, []byte{0x40, 0x40, 0x0e, 32, 0x40, 0x41, 0x0a, 0x90, 2, 0x0b})
 	rows = collectRows(t, f)
 	if len(rows) != 2 || rows[0].CFA.Offset != 32 || rows[1].Start != 0x1001 || !eqRule(rows[1].Regs[16], Rule{Kind: RuleOffset, Offset: -8}) {
@@ -330,6 +330,54 @@ func TestRowsEdgeCases(t *testing.T) {
 	rows = collectRows(t, hf)
 	if len(rows) != 3 || rows[0].End != 0x12 || rows[1].End != 0x18 || rows[2].CFA.Offset != 16 {
 		t.Errorf("hand-built rows %+v", rows)
+	}
+}
+
+func TestCIEProgramErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		initial []byte
+		at      int
+		msg     string
+	}{
+		{"advance_loc", []byte{0x0c, 7, 8, 0x41}, 3, "DW_CFA_advance_loc: not allowed in CIE"},
+		{"advance_loc1", []byte{0x02, 1}, 0, "not allowed in CIE"},
+		{"set_loc", []byte{0x01, 0, 0, 0, 0}, 0, "DW_CFA_set_loc: not allowed in CIE"},
+		{"unknown", []byte{0x0c, 7, 8, 0x3e}, 3, "unknown call frame instruction 0x3e"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAsm()
+			cie := a.entry(false, 4, newAsm().u32(0).u8(1).str("zR").uleb(1).sleb(-8).u8(16).uleb(1).u8(0x03).u8(tc.initial...).b)
+			a.entry(false, 4, newAsm().u32(uint32(len(a.b)+4-cie)).u32(0x1000).u32(0x100).uleb(0).b)
+			sec := ehSection(a.b, 0)
+			fdes, err := Parse(sec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Parse's cached result and FDEAt's fresh run agree.
+			g, err := FDEAt(sec, fdes[0].Offset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []*FDE{fdes[0], g} {
+				err := f.Rows(func(*Row) error { return nil })
+				var fe *FormatError
+				if !errors.As(err, &fe) || fe.Offset != uint64(17+tc.at) || !strings.Contains(fe.Msg, tc.msg) {
+					t.Errorf("err = %v, want %q at %#x", err, tc.msg, 17+tc.at)
+				}
+			}
+		})
+	}
+	// States remembered by the CIE do not reach the FDE.
+	a := newAsm()
+	cie := a.entry(false, 4, newAsm().u32(0).u8(1).str("zR").uleb(1).sleb(-8).u8(16).uleb(1).u8(0x03).u8(0x0c, 7, 8, 0x0a).b)
+	a.entry(false, 4, newAsm().u32(uint32(len(a.b)+4-cie)).u32(0x1000).u32(0x100).uleb(0).u8(0x0b).b)
+	fdes, err := Parse(ehSection(a.b, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fdes[0].Rows(func(*Row) error { return nil }); err == nil || !strings.Contains(err.Error(), "no remembered state") {
+		t.Errorf("err = %v", err)
 	}
 }
 
