@@ -88,7 +88,8 @@ func (f *File) Symbolize(vaddr uint64) (name string, offset uint64, ok bool) {
 
 // SymbolByName returns the address of a function symbol called name (as
 // selected for Symbolize, including names that lost to a preferred alias).
-// If several symbols have the name, the lowest address wins.
+// If several symbols have the name, the lowest address wins. It scans the
+// whole table: it is meant for tests and one-off lookups.
 func (f *File) SymbolByName(name string) (uint64, bool) {
 	if f.LoadSymbols() != nil {
 		return 0, false
