@@ -394,3 +394,35 @@ func TestSetLocDebugFrame(t *testing.T) {
 		t.Errorf("rows %+v", rows)
 	}
 }
+
+// TestRowsConcurrent runs Rows and RowAt on shared FDEs from several
+// goroutines (run with -race): FDEs, CIEs and their cached initial rules
+// are read-only after Parse.
+func TestRowsConcurrent(t *testing.T) {
+	fdes, err := Parse(mustSection(t, libcPath, ".eh_frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Short() {
+		fdes = fdes[:200]
+	}
+	done := make(chan int)
+	for g := 0; g < 4; g++ {
+		go func() {
+			n := 0
+			for _, f := range fdes {
+				f.Rows(func(*Row) error { n++; return nil })
+				if _, err := f.RowAt(f.End - 1); err != nil {
+					t.Error(err)
+				}
+			}
+			done <- n
+		}()
+	}
+	first := <-done
+	for g := 1; g < 4; g++ {
+		if n := <-done; n != first {
+			t.Errorf("goroutines saw %d and %d rows", first, n)
+		}
+	}
+}
