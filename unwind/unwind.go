@@ -93,7 +93,8 @@ type Frame struct {
 	// Method is how this frame was found.
 	Method Method
 	// Exact is true when PC is the address of the next instruction to run
-	// (frame 0, or interrupted by a signal) rather than a return address.
+	// (frame 0, a frame interrupted by a signal, and the signal trampoline
+	// itself) rather than a return address.
 	Exact bool
 }
 
@@ -234,6 +235,11 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 			}
 		}
 		method = c.Method
+		if c.CallerExact {
+			// This frame is a signal trampoline: the kernel, not a call
+			// instruction, stored its address, so it is exact too.
+			f.Exact = true
+		}
 		if err != nil {
 			st.End, st.Detail = endFor(err)
 			return
