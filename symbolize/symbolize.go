@@ -1,5 +1,6 @@
 // Package symbolize turns unwound frames into names: function and offset
-// from the object's symbol tables, and the module that contains the address.
+// from the object's symbol tables (or its separate debug file's, found by
+// build-id or .gnu_debuglink), and the module that contains the address.
 // It caches per module, so the same address in many stacks costs one lookup.
 package symbolize
 
@@ -7,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -31,8 +33,13 @@ func (l Location) ModuleBase() string {
 // Symbolizer resolves addresses in an address space. It is safe for
 // concurrent use.
 type Symbolizer struct {
-	mu    sync.Mutex
-	cache map[key]Location
+	// DebugDirs are searched for separate debug files (nil means
+	// DefaultDebugDir; empty means none).
+	DebugDirs []string
+
+	mu       sync.Mutex
+	cache    map[key]Location
+	symFiles map[*unwind.Module]*elfobj.File
 }
 
 type key struct {
@@ -67,7 +74,9 @@ func (s *Symbolizer) Addr(space *unwind.AddressSpace, addr uint64) Location {
 		return l
 	}
 	s.mu.Unlock()
-	if name, off, ok := m.Module.File.Symbolize(k.addr); ok {
+	if name, off, ok := s.SymbolFile(m.Module).Symbolize(k.addr); ok {
+		loc.Function, loc.Offset = name, off
+	} else if name, off, ok := m.Module.File.Symbolize(k.addr); ok {
 		loc.Function, loc.Offset = name, off
 	}
 	s.mu.Lock()
