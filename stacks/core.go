@@ -1,0 +1,35 @@
+package stacks
+
+import (
+	"fmt"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// FromCore makes a target of an ELF core file. exe, when not empty,
+// replaces the executable path recorded in the core (useful when the binary
+// moved, or the core came from another machine).
+func FromCore(c *corefile.Core, exe string, objs *unwind.Objects) (*Target, error) {
+	if len(c.Threads) == 0 {
+		return nil, fmt.Errorf("%s: core has no threads (no NT_PRSTATUS notes)", c.Path)
+	}
+	maps := make([]unwind.Mapping, 0, len(c.Mappings))
+	for _, m := range c.Mappings {
+		path := m.Path
+		if exe != "" && path == c.Exe {
+			path = exe
+		}
+		maps = append(maps, unwind.Mapping{Start: m.Start, End: m.End, Offset: m.Offset, Path: path})
+	}
+	t := &Target{
+		PID:    c.PID,
+		Source: "core " + c.Path,
+		Mem:    c,
+		Space:  unwind.NewAddressSpace(maps, objs),
+	}
+	for _, th := range c.Threads {
+		t.Threads = append(t.Threads, Thread{TID: th.TID, Regs: th.Regs})
+	}
+	return t, nil
+}

@@ -1,0 +1,234 @@
+package stacks_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/unwindtable"
+)
+
+func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }
+
+// objs is shared by every test: tables are compiled once per build-id, as
+// in a long-running rewind process.
+var objs = &unwind.Objects{}
+
+type program struct {
+	name string
+	args []string
+}
+
+var programs = []program{
+	{"threads", nil}, {"recurse", nil}, {"recurse", []string{"2000"}},
+	{"signal", nil}, {"signal", []string{"busy"}}, {"plt", nil}, {"demo", nil},
+}
+
+func (p program) String() string { return strings.Join(append([]string{p.name}, p.args...), "-") }
+
+// TestCoreMatchesEuStack dumps every fixture program in every variant with
+// gcore and checks, thread by thread, that the dwarf and auto walks give
+// exactly eu-stack's physical frames, and that the frame-pointer walk
+// agrees with eu-stack up to the first frame whose callee has no frame
+// pointer (libc, or the program itself when built without them).
+func TestCoreMatchesEuStack(t *testing.T) {
+	for _, p := range programs {
+		for _, v := range fixture.Variants {
+			p, v := p, v
+			t.Run(p.String()+"/"+v.Name, func(t *testing.T) {
+				t.Parallel()
+				exe := fixture.Build(t, p.name, v)
+				proc := fixture.Start(t, exe, p.args...)
+				core := fixture.Gcore(t, proc)
+				compareCore(t, core, exe, v)
+			})
+		}
+	}
+}
+
+// TestKernelCoreMatchesEuStack is the acceptance case: a core the
+// kernel wrote of a -O2 multi-threaded program blocked in libc.
+func TestKernelCoreMatchesEuStack(t *testing.T) {
+	for _, v := range fixture.Variants {
+		if !v.Optimized() {
+			continue
+		}
+		v := v
+		t.Run(v.Name, func(t *testing.T) {
+			exe := fixture.Build(t, "threads", v)
+			core := fixture.KernelCore(t, exe)
+			compareCore(t, core, exe, v)
+		})
+	}
+}
+
+func compareCore(t *testing.T, core, exe string, v fixture.Variant) {
+	ref, err := fixture.EuStackCore(t, core, exe)
+	if err != nil {
+		t.Fatalf("eu-stack: %v", err)
+	}
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target, err := stacks.FromCore(c, exe, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(target.Threads) != len(ref) {
+		t.Errorf("core has %d threads, eu-stack printed %d", len(target.Threads), len(ref))
+	}
+	sym := &symbolize.Symbolizer{}
+	for _, method := range []string{"dwarf", "auto", "fp"} {
+		u := map[string]*unwind.Unwinder{"dwarf": unwind.NewDWARF(), "auto": unwind.NewAuto(), "fp": unwind.NewFP()}[method]
+		u.MaxDepth = 100000 // eu-stack runs with -n 0 (no limit)
+		rep := stacks.Unwind(target, stacks.Options{Unwinder: u}, sym)
+		for _, want := range ref {
+			got := findThread(rep, want.TID)
+			if got == nil {
+				t.Errorf("%s: thread %d missing", method, want.TID)
+				continue
+			}
+			if want.Err != "" {
+				t.Logf("eu-stack reported for thread %d: %s", want.TID, want.Err)
+			}
+			if method != "fp" {
+				if !samePCs(got, want) {
+					t.Errorf("%s: thread %d differs from eu-stack (end %s %s):\n%s", method, want.TID,
+						got.End, got.EndDetail, sideBySide(got, want))
+					continue
+				}
+				checkNames(t, method, got, want, target.Space, sym)
+				continue
+			}
+			checkFPBreak(t, got, want, target.Space)
+		}
+	}
+}
+
+func findThread(r *output.Report, tid int) *output.Thread {
+	for i := range r.Threads {
+		if r.Threads[i].TID == tid {
+			return &r.Threads[i]
+		}
+	}
+	return nil
+}
+
+func samePCs(got *output.Thread, want fixture.Stack) bool {
+	if len(got.Frames) != len(want.Frames) {
+		return false
+	}
+	for i := range want.Frames {
+		if got.Frames[i].PC != want.Frames[i].PC {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNames compares function names where eu-stack has one; different
+// names for the same address (aliases) are accepted.
+func checkNames(t *testing.T, method string, got *output.Thread, want fixture.Stack, space *unwind.AddressSpace, sym *symbolize.Symbolizer) {
+	t.Helper()
+	for i, wf := range want.Frames {
+		gf := got.Frames[i]
+		name, ours := fixture.BaseName(wf.Func), fixture.BaseName(gf.Function)
+		if name == "" || name == ours {
+			continue
+		}
+		m := space.Find(gf.PC)
+		if f := sym.SymbolFile(m.Module); m != nil && f != nil {
+			a, ok1 := f.SymbolByName(name)
+			b, ok2 := f.SymbolByName(ours)
+			if ok1 && ok2 && a == b {
+				continue
+			}
+		}
+		t.Errorf("%s: thread %d frame %d (%#x): function %q, eu-stack says %q", method, got.TID, i, gf.PC, gf.Function, name)
+	}
+}
+
+// checkFPBreak: the frame-pointer walk finds a subsequence of eu-stack's
+// frames. A frame it loses right below a frame it found must be explained:
+// at that callee's PC no frame record is established (its CFA is not
+// rbp-based: libc, code built with -fomit-frame-pointer, a leaf or a
+// function that never returns, a prologue). Losing the frame a signal
+// interrupted is never excused: the walk must restore the signal context.
+// Once the chain is lost, later frames are not blamed on their callees.
+func checkFPBreak(t *testing.T, got *output.Thread, want fixture.Stack, space *unwind.AddressSpace) {
+	t.Helper()
+	if len(got.Frames) == 0 || got.Frames[0].PC != want.Frames[0].PC {
+		t.Errorf("fp: thread %d: frame 0 differs", got.TID)
+		return
+	}
+	j := 1
+	prevFound := true
+	for i := 1; i < len(want.Frames); i++ {
+		if j < len(got.Frames) && got.Frames[j].PC == want.Frames[i].PC {
+			j++
+			prevFound = true
+			continue
+		}
+		callee := want.Frames[i-1]
+		if prevFound && (fixture.BaseName(callee.Func) == "__restore_rt" || hasFrameRecord(t, space, callee)) {
+			t.Errorf("fp: thread %d lost frame %d below %s (%s), which has a frame record or is a signal frame:\n%s",
+				got.TID, i, callee.Func, callee.Module, sideBySide(got, want))
+			return
+		}
+		prevFound = false
+	}
+}
+
+// hasFrameRecord reports whether, at frame f's PC, its function has pushed
+// the caller's frame pointer and pointed rbp at it (CFA = rbp + 16).
+func hasFrameRecord(t *testing.T, space *unwind.AddressSpace, f fixture.Frame) bool {
+	pc := f.PC
+	if !f.Activation {
+		pc--
+	}
+	m := space.Find(pc)
+	if m == nil || m.Module == nil {
+		return false
+	}
+	tab, err := m.Module.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := tab.Lookup(pc - m.Bias)
+	return ok && r.CFABase == unwindtable.CFAFP && r.CFAOffset == 16 &&
+		r.FPKind == unwindtable.RegAtCFA && r.FPOffset == -16
+}
+
+func sideBySide(got *output.Thread, want fixture.Stack) string {
+	var b strings.Builder
+	n := len(got.Frames)
+	if len(want.Frames) > n {
+		n = len(want.Frames)
+	}
+	for i := 0; i < n; i++ {
+		g, w := "", ""
+		if i < len(got.Frames) {
+			f := got.Frames[i]
+			g = fmt.Sprintf("%#x %s [%s]", f.PC, f.Name(), f.Method)
+		}
+		if i < len(want.Frames) {
+			f := want.Frames[i]
+			w = fmt.Sprintf("%#x %s", f.PC, f.Func)
+		}
+		mark := " "
+		if g == "" || w == "" || !strings.HasPrefix(g, strings.Fields(w)[0]+" ") {
+			mark = "≠"
+		}
+		fmt.Fprintf(&b, "  %s #%-2d %-60s %s\n", mark, i, g, w)
+	}
+	return b.String()
+}

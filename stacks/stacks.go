@@ -1,0 +1,100 @@
+// Package stacks unwinds every thread of a target — a set of threads'
+// registers over one memory and address space, whatever captured it — and
+// produces a symbolized output.Report. It is the glue between snapshot
+// sources (core files, live processes) and the unwinder core.
+package stacks
+
+import (
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// Thread is one thread's starting registers.
+type Thread struct {
+	TID  int
+	Name string
+	Regs regs.Regs
+}
+
+// Target is everything needed to unwind a process's threads.
+type Target struct {
+	PID     int
+	Source  string
+	Threads []Thread
+	Mem     unwind.Memory
+	Space   *unwind.AddressSpace
+}
+
+// Options select what to unwind and how.
+type Options struct {
+	Unwinder *unwind.Unwinder
+	// Threads restricts the report to these TIDs (all when empty).
+	Threads []int
+}
+
+// Unwind walks every selected thread and symbolizes the frames.
+func Unwind(t *Target, opt Options, sym *symbolize.Symbolizer) *output.Report {
+	rep := &output.Report{PID: t.PID, Source: t.Source}
+	want := map[int]bool{}
+	for _, tid := range opt.Threads {
+		want[tid] = true
+	}
+	for _, th := range t.Threads {
+		if len(want) > 0 && !want[th.TID] {
+			continue
+		}
+		st := opt.Unwinder.Walk(th.Regs, t.Mem, t.Space)
+		rep.Threads = append(rep.Threads, Symbolize(th.TID, th.Name, &st, t.Space, sym))
+	}
+	return rep
+}
+
+// Symbolize converts one walk into an output thread.
+func Symbolize(tid int, name string, st *unwind.Stack, space *unwind.AddressSpace, sym *symbolize.Symbolizer) output.Thread {
+	out := output.Thread{TID: tid, Name: name, End: st.End.String(), EndDetail: st.Detail,
+		Frames: make([]output.Frame, 0, len(st.Frames))}
+	for i := range st.Frames {
+		f := &st.Frames[i]
+		loc := sym.Frame(space, f)
+		out.Frames = append(out.Frames, output.Frame{
+			PC:       f.PC,
+			Function: loc.Function,
+			Offset:   loc.Offset,
+			Module:   loc.Module,
+			Method:   f.Method.String(),
+		})
+	}
+	return out
+}
+
+// rootFunctions are the functions a complete stack ends in: the thread entry
+// points of glibc and the program entry.
+var rootFunctions = map[string]bool{
+	"_start": true, "__libc_start_main": true, "__libc_start_call_main": true,
+	"start_thread": true, "clone3": true, "__clone3": true, "clone": true, "__clone": true,
+	"runtime.goexit": true,
+}
+
+// ReachesRoot reports whether a thread's stack ends in a thread root
+// function, i.e. is complete.
+func ReachesRoot(t *output.Thread) bool {
+	for i := len(t.Frames) - 1; i >= 0 && i >= len(t.Frames)-3; i-- {
+		if rootFunctions[t.Frames[i].Function] {
+			return true
+		}
+	}
+	return false
+}
+
+// Complete counts the threads of a report whose stacks reach the root.
+func Complete(r *output.Report) int {
+	n := 0
+	for i := range r.Threads {
+		if ReachesRoot(&r.Threads[i]) {
+			n++
+		}
+	}
+	return n
+}
