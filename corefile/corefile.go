@@ -584,6 +584,17 @@ func (c *Core) segmentAt(addr uint64) (int, int) {
 	return -1, i
 }
 
+// SegmentAt returns the bounds of the memory segment (PT_LOAD) that
+// contains addr, for example a thread's stack, whose mapping is anonymous
+// and so absent from Mappings.
+func (c *Core) SegmentAt(addr uint64) (start, end uint64, ok bool) {
+	i, _ := c.segmentAt(addr)
+	if i < 0 {
+		return 0, 0, false
+	}
+	return c.segs[i].vaddr, c.segs[i].vaddr + c.segs[i].memsz, true
+}
+
 // ReadMemory reads the process memory [addr, addr+len(p)). Bytes come from
 // the core's PT_LOAD segments where the core holds them (p_filesz); where
 // no segment covers an address, or its bytes were not dumped (beyond

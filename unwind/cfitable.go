@@ -87,7 +87,7 @@ func ApplyRule(c *Cursor, t *unwindtable.Table, rule *unwindtable.Rule) error {
 	if err != nil {
 		return err
 	}
-	c.Caller = regs.New(arch)
+	*c.Caller = regs.New(arch)
 	c.Caller.Set(arch.SP(), cfa)
 	c.Caller.Set(arch.PC(), stripPAC(arch, ra))
 	if rule.FPKind != unwindtable.RegUndefined {

@@ -46,7 +46,7 @@ func (FramePointers) Step(c *Cursor) error {
 	if ra == 0 {
 		return ErrChainEnd
 	}
-	c.Caller = regs.New(arch)
+	*c.Caller = regs.New(arch)
 	c.Caller.Set(arch.PC(), stripPAC(arch, ra))
 	c.Caller.Set(arch.SP(), fp+16)
 	c.Caller.Set(arch.FP(), savedFP)

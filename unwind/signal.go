@@ -29,18 +29,25 @@ func isSignalTrampoline(c *Cursor) bool {
 		return hasSigreturnCode(c, pc)
 	}
 	mod, key := c.Map.Module, pc-c.Map.Bias
-	mod.sigMu.Lock()
-	is, seen := mod.sigCache[key]
-	mod.sigMu.Unlock()
-	if !seen {
-		is = hasSigreturnCode(c, pc)
-		mod.sigMu.Lock()
-		if mod.sigCache == nil {
-			mod.sigCache = map[uint64]bool{}
+	if m := mod.sigCache.Load(); m != nil {
+		if is, seen := (*m)[key]; seen {
+			return is
 		}
-		mod.sigCache[key] = is
-		mod.sigMu.Unlock()
 	}
+	is := hasSigreturnCode(c, pc)
+	// Copy on write: readers never lock. Distinct return addresses per
+	// module are few, so the copies stay small.
+	mod.sigMu.Lock()
+	old := mod.sigCache.Load()
+	m := make(map[uint64]bool, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[key] = is
+	mod.sigCache.Store(&m)
+	mod.sigMu.Unlock()
 	return is
 }
 
@@ -77,7 +84,7 @@ func restoreSignalFrame(c *Cursor) error {
 	if err := c.mem.mem.ReadMemory(addr, buf[:]); err != nil {
 		return asMemoryError(addr, err)
 	}
-	c.Caller = regs.New(regs.AMD64)
+	*c.Caller = regs.New(regs.AMD64)
 	for i, n := range amd64GregsDWARF {
 		c.Caller.Set(n, binary.LittleEndian.Uint64(buf[i*8:]))
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
@@ -24,8 +25,8 @@ type Module struct {
 	tableOnce sync.Once
 	table     *unwindtable.Table
 	tableErr  error
-	sigMu     sync.Mutex
-	sigCache  map[uint64]bool
+	sigMu     sync.Mutex                      // serialises writers of sigCache
+	sigCache  atomic.Pointer[map[uint64]bool] // PC in module -> is a sigreturn trampoline
 }
 
 // Table returns the module's compiled unwind table, building it (or taking

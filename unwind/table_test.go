@@ -185,7 +185,7 @@ func checkPC(t *testing.T, tab *unwindtable.Table, fde *cfi.FDE, row *cfi.Row, p
 		t.Fatalf("pc %#x (FDE %#x..%#x): table has no rule", pc, fde.Start, fde.End)
 	}
 	cfa, ra, fp, undef := interpret(t, row, int(fde.CIE.RAReg), &r)
-	c := Cursor{Regs: &r, PC: pc, Exact: true, mem: &reader{mem: hashMem{}}}
+	c := Cursor{Regs: &r, PC: pc, Exact: true, Caller: new(regs.Regs), mem: &reader{mem: hashMem{}}}
 	err := ApplyRule(&c, tab, rule)
 	if undef {
 		if err != ErrOutermost {

@@ -10,6 +10,7 @@ package unwind
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/rewindstack/rewind/regs"
 )
@@ -144,8 +145,9 @@ type Cursor struct {
 	Exact bool
 	// Map is the mapping containing PC, or nil.
 	Map *Mapping
-	// Caller receives the caller's registers.
-	Caller regs.Regs
+	// Caller receives the caller's registers; a stepper overwrites all of
+	// it (regs.New, then Set).
+	Caller *regs.Regs
 	// CallerExact is set by a stepper when the caller's PC is exact (it
 	// was restored from a signal frame).
 	CallerExact bool
@@ -204,8 +206,14 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 	if max <= 0 {
 		max = 1024
 	}
-	rd := reader{mem: mem}
-	cur := r
+	w := walkPool.Get().(*walkState)
+	defer func() {
+		w.rd.mem, w.c = nil, Cursor{} // do not keep the target alive from the pool
+		walkPool.Put(w)
+	}()
+	w.rd = reader{mem: mem}
+	cur, next := &w.regs[0], &w.regs[1]
+	*cur = r
 	exact := true
 	method := MethodContext
 	for {
@@ -225,12 +233,13 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 		}
 		st.Frames = append(st.Frames, Frame{PC: pc, SP: sp, Method: method, Exact: exact})
 		f := &st.Frames[len(st.Frames)-1]
-		c := Cursor{Regs: &cur, PC: f.LookupPC(), Exact: exact, mem: &rd}
+		c := &w.c
+		*c = Cursor{Regs: cur, PC: f.LookupPC(), Exact: exact, Caller: next, mem: &w.rd}
 		c.Map = space.Find(c.PC)
 		err := ErrNoInfo
 		for _, s := range u.Steppers {
 			c.Method = s.Method()
-			if err = s.Step(&c); !errors.Is(err, ErrNoInfo) {
+			if err = s.Step(c); !errors.Is(err, ErrNoInfo) {
 				break
 			}
 		}
@@ -248,20 +257,30 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 		// callee's. Equality is allowed for an exact frame (a leaf that has
 		// not moved SP, as on arm64). A signal frame may switch stacks
 		// (sigaltstack), so its restored SP is not checked.
-		if nsp, ok := c.Caller.SP(); ok && sp != 0 && !c.CallerExact {
-			npc, _ := c.Caller.PC()
+		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact {
+			npc, _ := next.PC()
 			if nsp < sp || (nsp == sp && (npc == pc || !exact)) {
 				st.End, st.Detail = EndNoProgress, fmt.Sprintf("caller sp %#x, callee sp %#x", nsp, sp)
 				return
 			}
 		}
-		cur = c.Caller
+		cur, next = next, cur
 		exact = c.CallerExact
 	}
 }
 
+// walkState is the scratch space of one walk, pooled so that walks do not
+// allocate: the cursor handed to steppers, two register sets (this frame
+// and its caller, swapped each step) and the memory reader's buffer.
+type walkState struct {
+	rd   reader
+	c    Cursor
+	regs [2]regs.Regs
+}
+
+var walkPool = sync.Pool{New: func() any { return new(walkState) }}
+
 func endFor(err error) (EndReason, string) {
-	var me *MemoryError
 	switch {
 	case errors.Is(err, ErrNoInfo):
 		return EndNoInfo, ""
@@ -269,7 +288,7 @@ func endFor(err error) (EndReason, string) {
 		return EndRAUndefined, ""
 	case errors.Is(err, ErrChainEnd):
 		return EndOutermost, ""
-	case errors.As(err, &me):
+	case isMemoryError(err):
 		return EndUnreadable, err.Error()
 	case errors.Is(err, ErrRegister):
 		return EndRegister, err.Error()
@@ -277,4 +296,9 @@ func endFor(err error) (EndReason, string) {
 		return EndBadFP, err.Error()
 	}
 	return EndNoInfo, err.Error()
+}
+
+func isMemoryError(err error) bool {
+	var me *MemoryError
+	return errors.As(err, &me)
 }
