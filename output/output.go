@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 )
 
 // Report is the stacks of one process.
@@ -104,30 +103,11 @@ func WriteText(w io.Writer, r *Report) error {
 }
 
 // WriteSideBySide prints two reports of the same threads in two columns,
-// titled by method, so the frames one method loses are visible next to the
-// frames the other finds.
+// titled by method. Frames are aligned by PC, so a frame one method lost
+// shows as a gap ("·") next to the frame the other found.
 func WriteSideBySide(w io.Writer, left, right *Report, ltitle, rtitle string) error {
-	const col = 52
+	const col = 50
 	bw := bufio.NewWriter(w)
-	cell := func(t *Thread, i int) string {
-		switch {
-		case t == nil:
-			return ""
-		case i < len(t.Frames):
-			f := &t.Frames[i]
-			s := f.Name()
-			if f.Function == "" {
-				s = fmt.Sprintf("[unknown] %#x", f.PC)
-			}
-			if f.Module != "" {
-				s += " (" + filepath.Base(f.Module) + ")"
-			}
-			return s
-		case i == len(t.Frames):
-			return "-- end: " + t.End
-		}
-		return ""
-	}
 	byTID := map[int]*Thread{}
 	for i := range right.Threads {
 		byTID[right.Threads[i].TID] = &right.Threads[i]
@@ -135,34 +115,74 @@ func WriteSideBySide(w io.Writer, left, right *Report, ltitle, rtitle string) er
 	for i := range left.Threads {
 		lt := &left.Threads[i]
 		rt := byTID[lt.TID]
-		fmt.Fprintf(bw, "TID %d %s\n", lt.TID, lt.Name)
-		fmt.Fprintf(bw, "    %-*s  %s\n", col, ltitle+fmt.Sprintf(" (%d frames)", len(lt.Frames)),
-			rtitle+fmt.Sprintf(" (%d frames)", frameCount(rt)))
-		n := len(lt.Frames)
-		if rt != nil && len(rt.Frames) > n {
-			n = len(rt.Frames)
+		if rt == nil {
+			rt = &Thread{TID: lt.TID}
 		}
-		for j := 0; j <= n; j++ {
-			l, r := cell(lt, j), cell(rt, j)
-			if l == "" && r == "" {
-				continue
-			}
-			mark := "  "
-			if l != r && !strings.HasPrefix(l, "-- ") && !strings.HasPrefix(r, "-- ") {
-				mark = "≠ "
-			}
-			fmt.Fprintf(bw, "  %s#%-2d %-*s  %s\n", mark, j, col-4, clip(l, col-4), r)
+		fmt.Fprintf(bw, "TID %d", lt.TID)
+		if lt.Name != "" {
+			fmt.Fprintf(bw, " %s", lt.Name)
 		}
-		fmt.Fprintln(bw)
+		fmt.Fprintf(bw, "\n    %-*s %s\n", col, fmt.Sprintf("%s: %d frames", ltitle, len(lt.Frames)),
+			fmt.Sprintf("%s: %d frames", rtitle, len(rt.Frames)))
+		for _, row := range alignFrames(lt.Frames, rt.Frames) {
+			l, r := "·", "·"
+			if row[0] >= 0 {
+				l = frameCell(&lt.Frames[row[0]])
+			}
+			if row[1] >= 0 {
+				r = frameCell(&rt.Frames[row[1]])
+			}
+			fmt.Fprintf(bw, "    %-*s %s\n", col, clip(l, col), r)
+		}
+		fmt.Fprintf(bw, "    %-*s %s\n\n", col, "end: "+lt.End, "end: "+rt.End)
 	}
 	return bw.Flush()
 }
 
-func frameCount(t *Thread) int {
-	if t == nil {
-		return 0
+func frameCell(f *Frame) string {
+	s := f.Name()
+	if f.Function == "" {
+		s = fmt.Sprintf("[unknown] %#x", f.PC)
 	}
-	return len(t.Frames)
+	if f.Module != "" {
+		s += " (" + filepath.Base(f.Module) + ")"
+	}
+	return s
+}
+
+// alignFrames pairs frames with equal PCs, keeping both orders: each row
+// holds an index into a and one into b, or -1 where that side has no
+// frame. A frame of a whose PC appears later in b is a gap on a's side.
+func alignFrames(a, b []Frame) [][2]int {
+	var rows [][2]int
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i < len(a) && j < len(b) && a[i].PC == b[j].PC:
+			rows = append(rows, [2]int{i, j})
+			i++
+			j++
+		case i < len(a) && j < len(b) && indexPC(b[j:], a[i].PC) > 0:
+			rows = append(rows, [2]int{-1, j})
+			j++
+		case i < len(a):
+			rows = append(rows, [2]int{i, -1})
+			i++
+		default:
+			rows = append(rows, [2]int{-1, j})
+			j++
+		}
+	}
+	return rows
+}
+
+func indexPC(fs []Frame, pc uint64) int {
+	for k := range fs {
+		if fs[k].PC == pc {
+			return k
+		}
+	}
+	return -1
 }
 
 func clip(s string, n int) string {

@@ -69,7 +69,20 @@ through it. The DWARF column is the fix.`)
 	if err := output.WriteSideBySide(os.Stdout, fp, dw, "frame pointers", "DWARF CFI"); err != nil {
 		return err
 	}
-	fmt.Printf("threads whose stack reaches the thread's root: frame pointers %d of %d, DWARF %d of %d\n",
+	nfp, ndw := countFrames(fp), countFrames(dw)
+	fmt.Printf("frames found: frame pointers %d, DWARF %d", nfp, ndw)
+	if ndw > 0 && nfp < ndw {
+		fmt.Printf(" (frame pointers lost %.0f%%)", 100*float64(ndw-nfp)/float64(ndw))
+	}
+	fmt.Printf("\nthreads whose stack reaches the thread's root: frame pointers %d of %d, DWARF %d of %d\n",
 		stacks.Complete(fp), len(fp.Threads), stacks.Complete(dw), len(dw.Threads))
 	return nil
+}
+
+func countFrames(r *output.Report) int {
+	n := 0
+	for _, t := range r.Threads {
+		n += len(t.Frames)
+	}
+	return n
 }
