@@ -58,6 +58,7 @@ func main() {
 // newFlags makes a flag set whose --help prints the command's summary.
 func newFlags(name, summary string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(os.Stdout) // --help is an answer, not an error
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nFlags:\n", summary)
 		fs.PrintDefaults()

@@ -22,7 +22,7 @@ row and build time.`)
 		return fmt.Errorf("need at least one FILE")
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "FDEs\tbad\trows\trules\texprs\tbytes\tbytes/row\tbuild\tfile\t")
+	fmt.Fprintln(tw, "FDEs\tbad\trows\trules\texprs\tbytes\tbytes/row\tbuild\t  file")
 	for _, path := range fs.Args() {
 		f, err := elfobj.Open(path)
 		if err != nil {
@@ -40,7 +40,7 @@ row and build time.`)
 		if s.Rows > 0 {
 			per = float64(t.Bytes()) / float64(s.Rows)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1fms\t%s\t\n", s.FDEs, s.BadFDEs, s.Rows, s.Rules, s.Exprs,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1fms\t  %s\n", s.FDEs, s.BadFDEs, s.Rows, s.Rules, s.Exprs,
 			t.Bytes(), per, float64(el.Microseconds())/1000, path)
 		if s.FirstError != "" {
 			fmt.Fprintf(os.Stderr, "rewind: %s: first skipped FDE: %s\n", path, s.FirstError)

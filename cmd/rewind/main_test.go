@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/output"
+)
+
+var rewindBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rewind-cli-")
+	if err != nil {
+		panic(err)
+	}
+	rewindBin = filepath.Join(dir, "rewind")
+	if out, err := exec.Command("go", "build", "-o", rewindBin, ".").CombinedOutput(); err != nil {
+		panic("building rewind: " + err.Error() + "\n" + string(out))
+	}
+	code := fixture.Main(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(rewindBin, args...)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func TestDumpCore(t *testing.T) {
+	v := fixture.Variants[3] // O2-nofp: the case the issue's acceptance names
+	exe := fixture.Build(t, "threads", v)
+	p := fixture.Start(t, exe)
+	core := fixture.Gcore(t, p)
+
+	out, errOut, code := run(t, "dump", "--core", core)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.HasPrefix(out, "PID ") || strings.Count(out, "\nTID ") != 17 {
+		t.Errorf("text output has no PID line or not 17 threads:\n%s", out)
+	}
+	for _, want := range []string{"block_condwait", "t16_start", "start_thread", "[dwarf]", "end: ra-undefined"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q", want)
+		}
+	}
+
+	out, errOut, code = run(t, "dump", "--core", core, "--json", "--method", "fp", "--threads", strconv.Itoa(p.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep output.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, out)
+	}
+	if rep.PID != p.PID || len(rep.Threads) != 1 || rep.Threads[0].TID != p.PID {
+		t.Fatalf("JSON report: pid %d, threads %+v", rep.PID, rep.Threads)
+	}
+	th := rep.Threads[0]
+	if th.End == "" || len(th.Frames) == 0 || th.Frames[0].Method != "context" || th.Frames[0].PC == 0 {
+		t.Errorf("JSON thread: %+v", th)
+	}
+	for _, key := range []string{`"pid"`, `"threads"`, `"tid"`, `"name"`, `"end"`, `"frames"`, `"pc"`, `"function"`,
+		`"offset"`, `"module"`, `"inlined"`, `"method"`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+}
+
+func TestDumpErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("\x7fELF garbage"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dump"}, "need --core FILE"},
+		{[]string{"dump", "--core", "/nonexistent/core"}, "/nonexistent/core"},
+		{[]string{"dump", "--core", bad}, bad},
+		{[]string{"dump", "--core", bad, "--method", "magic"}, `unknown --method "magic"`},
+		{[]string{"dump", "--core", bad, "--threads", "1,x"}, `bad thread id "x"`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+	} {
+		_, errOut, code := run(t, c.args...)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("rewind %v: exit %d, stderr %q; want an error containing %q", c.args, code, errOut, c.want)
+		}
+	}
+	out, _, code := run(t, "dump", "--help")
+	if code != 0 || !strings.Contains(out, "--core") || !strings.Contains(out, "return address") {
+		t.Errorf("dump --help: exit %d, output:\n%s", code, out)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skip("gcore (gdb) not installed: ", err)
+	}
+	out, errOut, code := run(t, "demo")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"frame pointers:", "DWARF CFI:", "wait_for_quota", "·", "frames found: frame pointers"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	// The point of the demo: DWARF finds every thread's root, frame
+	// pointers do not.
+	if !strings.Contains(out, "DWARF 4 of 4") || strings.Contains(out, "frame pointers 4 of 4") {
+		t.Errorf("demo summary does not show the frame-pointer loss:\n%s", out)
+	}
+}
