@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/rewindstack/rewind/cfi"
@@ -163,9 +164,27 @@ func TestTableAgreesWithCFI(t *testing.T) {
 					})
 				}
 			}
+			// PCs between FDEs have no rule (unless .debug_frame covers them).
+			sort.Slice(ehCovered, func(i, j int) bool { return ehCovered[i][0] < ehCovered[j][0] })
+			gaps := 0
+			for i := 0; i+1 < len(ehCovered); i++ {
+				end, next := ehCovered[i][1], ehCovered[i+1][0]
+				if end >= next || f.DebugFrame != nil {
+					continue
+				}
+				for _, pc := range []uint64{end, next - 1} {
+					if r, ok := tab.Lookup(pc); ok {
+						t.Fatalf("pc %#x lies between FDEs but has rule %v", pc, r)
+					}
+					gaps++
+				}
+			}
+			if _, ok := tab.Lookup(0); ok {
+				t.Fatal("address 0 has a rule")
+			}
 			st := tab.Stats()
-			t.Logf("%d FDEs, %d rows, %d rules, %d bytes (%.2f bytes/row), %d PCs checked",
-				st.FDEs, st.Rows, st.Rules, tab.Bytes(), float64(tab.Bytes())/float64(st.Rows), checked)
+			t.Logf("%d FDEs, %d rows, %d rules, %d bytes (%.2f bytes/row), %d PCs checked, %d gap PCs",
+				st.FDEs, st.Rows, st.Rules, tab.Bytes(), float64(tab.Bytes())/float64(st.Rows), checked, gaps)
 			if checked == 0 {
 				t.Fatal("no rows checked")
 			}

@@ -1,0 +1,83 @@
+package output
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func frames(pcs ...uint64) []Frame {
+	var fs []Frame
+	for _, pc := range pcs {
+		fs = append(fs, Frame{PC: pc, Function: "f", Method: "fp"})
+	}
+	return fs
+}
+
+func TestAlignFrames(t *testing.T) {
+	cases := []struct {
+		a, b []uint64
+		want string
+	}{
+		{[]uint64{1, 2, 3}, []uint64{1, 2, 3}, "0:0 1:1 2:2"},
+		{[]uint64{1, 3}, []uint64{1, 2, 3, 4}, "0:0 -:1 1:2 -:3"},        // a lost frames
+		{[]uint64{1, 9, 8}, []uint64{1, 2}, "0:0 1:- 2:- -:1"},           // a went astray
+		{[]uint64{}, []uint64{5}, "-:0"},                                 // a empty
+		{[]uint64{1, 4, 2}, []uint64{1, 2, 3}, "0:0 1:- 2:1 -:2"},        // garbage then resync
+		{[]uint64{7, 7, 7}, []uint64{7, 7}, "0:0 1:1 2:-"},               // repeated PCs (recursion)
+		{[]uint64{1, 2, 3}, []uint64{3}, "0:- 1:- 2:0"},                  // b shorter
+		{[]uint64{1, 2}, []uint64{2, 1}, "-:0 0:1 1:-"},                  // crossing
+		{[]uint64{1, 5, 6, 3}, []uint64{1, 2, 3}, "0:0 1:- 2:- -:1 3:2"}, // a garbage before b's frame
+	}
+	for _, c := range cases {
+		var parts []string
+		for _, r := range alignFrames(frames(c.a...), frames(c.b...)) {
+			s := func(i int) string {
+				if i < 0 {
+					return "-"
+				}
+				return string(rune('0' + i))
+			}
+			parts = append(parts, s(r[0])+":"+s(r[1]))
+		}
+		if got := strings.Join(parts, " "); got != c.want {
+			t.Errorf("align(%v, %v) = %s, want %s", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestWriters(t *testing.T) {
+	pause := int64(420)
+	r := &Report{PID: 7, PauseUS: &pause, Threads: []Thread{{TID: 8, Name: "w", End: "outermost",
+		Frames: []Frame{{PC: 0x401000, Function: "main", Offset: 0x10, Module: "/bin/x", Method: "context"}, {PC: 0x2, Method: "fp"}}}}}
+	var b bytes.Buffer
+	if err := WriteText(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PID 7 (paused 420 us)", "TID 8: w", "#0  0x0000000000401000 main+0x10 (x) [context]", "#1  0x0000000000000002 ?? [fp]", "end: outermost"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := WriteJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back["pause_us"] != float64(420) || back["pid"] != float64(7) {
+		t.Errorf("JSON: %s", b.String())
+	}
+	fr := back["threads"].([]any)[0].(map[string]any)["frames"].([]any)[0].(map[string]any)
+	if fr["pc"] != float64(0x401000) || fr["method"] != "context" || fr["inlined"] != false {
+		t.Errorf("JSON frame: %v", fr)
+	}
+	b.Reset()
+	WriteSideBySide(&b, r, r, "left", "right")
+	if !strings.Contains(b.String(), "left: 2 frames") || strings.Contains(b.String(), "·") {
+		t.Errorf("side by side of identical reports:\n%s", b.String())
+	}
+}
