@@ -3,6 +3,7 @@ package stacks_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -209,6 +210,9 @@ func hasFrameRecord(t *testing.T, space *unwind.AddressSpace, f fixture.Frame) b
 }
 
 func sideBySide(got *output.Thread, want fixture.Stack) string {
+	if got == nil {
+		got = &output.Thread{}
+	}
 	var b strings.Builder
 	n := len(got.Frames)
 	if len(want.Frames) > n {
@@ -231,4 +235,88 @@ func sideBySide(got *output.Thread, want fixture.Stack) string {
 		fmt.Fprintf(&b, "  %s #%-2d %-60s %s\n", mark, i, g, w)
 	}
 	return b.String()
+}
+
+// TestCoreMatchesGdb uses gdb as the second reference: once gdb's synthetic
+// frames (inlined functions, tail calls from DW_TAG_call_site) are dropped,
+// its frames must be rewind's dwarf frames.
+func TestCoreMatchesGdb(t *testing.T) {
+	for _, p := range []program{{"threads", nil}, {"signal", []string{"busy"}}, {"plt", nil}} {
+		v := fixture.Variants[2] // O2-fp: gdb adds tail-call frames here
+		p := p
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			exe := fixture.Build(t, p.name, v)
+			proc := fixture.Start(t, exe, p.args...)
+			core := fixture.Gcore(t, proc)
+			ref, err := fixture.GdbCore(t, core, exe)
+			if err != nil {
+				t.Fatalf("gdb: %v", err)
+			}
+			c, err := corefile.Open(core)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			target, err := stacks.FromCore(c, exe, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
+			synthetic := 0
+			for _, st := range ref {
+				want := st.Physical()
+				synthetic += len(st.Frames) - len(want.Frames)
+				got := findThread(rep, st.TID)
+				if got == nil || !samePCs(got, want) {
+					t.Errorf("thread %d differs from gdb's physical frames:\n%s", st.TID, sideBySide(got, want))
+				}
+			}
+			t.Logf("gdb added %d synthetic (inlined or tail-call) frames, dropped for the comparison", synthetic)
+		})
+	}
+}
+
+// TestCoreWithMovedExe: --exe names the executable when it is no longer
+// where the core says; the walk and the names must not change.
+func TestCoreWithMovedExe(t *testing.T) {
+	src := fixture.Build(t, "threads", fixture.Variants[3])
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "threads")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proc := fixture.Start(t, exe)
+	core := fixture.Gcore(t, proc)
+	ref, err := fixture.EuStackCore(t, core, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Rename(exe, moved); err != nil {
+		t.Fatal(err)
+	}
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target, err := stacks.FromCore(c, moved, &unwind.Objects{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
+	for _, want := range ref {
+		got := findThread(rep, want.TID)
+		if got == nil || !samePCs(got, want) {
+			t.Fatalf("thread %d differs with --exe:\n%s", want.TID, sideBySide(got, want))
+		}
+	}
+	if !strings.Contains(fmt.Sprint(rep.Threads), "t16_start") {
+		t.Error("no frame named from the moved executable")
+	}
 }
