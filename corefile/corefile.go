@@ -26,6 +26,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
 )
 
@@ -205,28 +206,10 @@ func (c *Core) readAt(off, n uint64) ([]byte, error) {
 		return nil, fmt.Errorf("offset %#x: %d bytes extend beyond the end of the file (size %d)", off, n, c.size)
 	}
 	buf := make([]byte, n)
-	if err := readFull(c.r, buf, off); err != nil {
+	if err := readat.Full(c.r, buf, off); err != nil {
 		return nil, fmt.Errorf("offset %#x: %w", off, err)
 	}
 	return buf, nil
-}
-
-// readFull fills p from r at off; a short read is io.ErrUnexpectedEOF.
-func readFull(r io.ReaderAt, p []byte, off uint64) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if off > 1<<63-1 {
-		return io.ErrUnexpectedEOF
-	}
-	n, err := r.ReadAt(p, int64(off))
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // parse reads the ELF header, program headers and notes.
@@ -616,7 +599,7 @@ func (c *Core) ReadMemory(addr uint64, p []byte) error {
 			rel := addr - s.vaddr
 			if rel < s.filesz {
 				n := min(uint64(len(p)), s.filesz-rel)
-				if err := readFull(c.r, p[:n], s.off+rel); err != nil {
+				if err := readat.Full(c.r, p[:n], s.off+rel); err != nil {
 					return c.errorf("address %#x: core offset %#x: %v", addr, s.off+rel, err)
 				}
 				p = p[n:]
@@ -658,7 +641,7 @@ func (c *Core) readMapped(m *Mapping, addr uint64, p []byte) error {
 	if off < m.Offset {
 		return c.errorf("address %#x: mapped file %s: offset overflows", addr, m.Path)
 	}
-	if err := readFull(r, p, off); err != nil {
+	if err := readat.Full(r, p, off); err != nil {
 		return c.errorf("address %#x: mapped file %s: offset %#x: %v", addr, m.Path, off, err)
 	}
 	return nil
@@ -713,10 +696,10 @@ func (c *Core) checkHeader(path string, r io.ReaderAt) error {
 		}
 		s := &c.segs[si]
 		var inCore, inFile [64]byte
-		if readFull(c.r, inCore[:], s.off+m.Start-s.vaddr) != nil || string(inCore[:4]) != elf.ELFMAG {
+		if readat.Full(c.r, inCore[:], s.off+m.Start-s.vaddr) != nil || string(inCore[:4]) != elf.ELFMAG {
 			continue
 		}
-		if err := readFull(r, inFile[:], 0); err != nil {
+		if err := readat.Full(r, inFile[:], 0); err != nil {
 			return fmt.Errorf("reading ELF header: %v", err)
 		}
 		if inCore != inFile {

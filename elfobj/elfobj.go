@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
 )
 
@@ -337,7 +338,7 @@ func (f *File) readAt(off, n uint64) ([]byte, error) {
 			return nil, fmt.Errorf("offset %#x: %d bytes: %w (file size %d)", off, n, errShort, f.size)
 		}
 		buf := make([]byte, n)
-		if err := readFull(f.r, buf, off); err != nil {
+		if err := readat.Full(f.r, buf, off); err != nil {
 			return nil, fmt.Errorf("offset %#x: %w", off, err)
 		}
 		return buf, nil
@@ -348,27 +349,12 @@ func (f *File) readAt(off, n uint64) ([]byte, error) {
 		c := min(n-got, chunk)
 		start := len(buf)
 		buf = append(buf, make([]byte, c)...)
-		if err := readFull(f.r, buf[start:], off+got); err != nil {
+		if err := readat.Full(f.r, buf[start:], off+got); err != nil {
 			return nil, fmt.Errorf("offset %#x: %w", off+got, err)
 		}
 		got += c
 	}
 	return buf, nil
-}
-
-// readFull fills p from r at off; a short read is io.ErrUnexpectedEOF.
-func readFull(r io.ReaderAt, p []byte, off uint64) error {
-	if off > 1<<63-1 {
-		return io.ErrUnexpectedEOF
-	}
-	n, err := r.ReadAt(p, int64(off))
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // precheck validates what debug/elf would otherwise trust blindly: it
@@ -428,7 +414,7 @@ func (f *File) precheck() error {
 			return nil, fmt.Errorf("section index %d out of range", i)
 		}
 		b := make([]byte, linkOff+4)
-		if err := readFull(f.r, b, shoff+i*shentsize); err != nil {
+		if err := readat.Full(f.r, b, shoff+i*shentsize); err != nil {
 			return nil, fmt.Errorf("section header %d at offset %#x: %w", i, shoff+i*shentsize, err)
 		}
 		return b, nil
@@ -547,7 +533,7 @@ func (f *File) decompress(s *secInfo) ([]byte, error) {
 	kind := "zlib"
 	if es.Flags&elf.SHF_COMPRESSED != 0 {
 		var b [4]byte
-		if err := readFull(f.r, b[:], es.Offset); err != nil {
+		if err := readat.Full(f.r, b[:], es.Offset); err != nil {
 			return nil, fmt.Errorf("offset %#x: compression header: %w", es.Offset, err)
 		}
 		switch ct := elf.CompressionType(f.ByteOrder.Uint32(b[:])); ct {
@@ -588,7 +574,7 @@ func (f *File) decompress(s *secInfo) ([]byte, error) {
 // its "ZLIB" header, or ok=false if it has none (then it is not compressed).
 func (f *File) zdebugSize(s *elf.Section) (uint64, bool) {
 	var b [12]byte
-	if s.FileSize < 12 || readFull(f.r, b[:], s.Offset) != nil || string(b[:4]) != "ZLIB" {
+	if s.FileSize < 12 || readat.Full(f.r, b[:], s.Offset) != nil || string(b[:4]) != "ZLIB" {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[4:]), true

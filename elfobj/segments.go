@@ -1,6 +1,10 @@
 package elfobj
 
-import "debug/elf"
+import (
+	"debug/elf"
+
+	"github.com/rewindstack/rewind/internal/readat"
+)
 
 // pageSizes are the page sizes a mapping's file offset may be aligned to
 // (4 KiB everywhere; 16 KiB and 64 KiB arm64 kernels).
@@ -98,7 +102,7 @@ func (f *File) ReadVaddr(vaddr uint64, p []byte) error {
 			if f.size >= 0 && (off > uint64(f.size) || fn > uint64(f.size)-off) {
 				return f.errorf("vaddr %#x: offset %#x: %d bytes: %v (file size %d)", vaddr, off, fn, errShort, f.size)
 			}
-			if err := readFull(f.r, chunk[:fn], off); err != nil {
+			if err := readat.Full(f.r, chunk[:fn], off); err != nil {
 				return f.errorf("vaddr %#x: offset %#x: %v", vaddr, off, err)
 			}
 			clear(chunk[fn:])

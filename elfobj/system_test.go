@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rewindstack/rewind/internal/readat"
 )
 
 const (
@@ -491,7 +493,7 @@ func TestCompressedDebugFrame(t *testing.T) {
 				t.Fatal("no .debug_frame")
 			}
 			var ch [4]byte
-			if err := readFull(f.r, ch[:], f.DebugFrame.Offset); err != nil || elf.CompressionType(f.ByteOrder.Uint32(ch[:])) != c.ctype {
+			if err := readat.Full(f.r, ch[:], f.DebugFrame.Offset); err != nil || elf.CompressionType(f.ByteOrder.Uint32(ch[:])) != c.ctype {
 				t.Fatalf("compression type %x, want %v (%v)", ch, c.ctype, err)
 			}
 			plain := filepath.Join(dir, c.name+".plain")

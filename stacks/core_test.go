@@ -75,15 +75,7 @@ func compareCore(t *testing.T, core, exe string, v fixture.Variant) {
 	if err != nil {
 		t.Fatalf("eu-stack: %v", err)
 	}
-	c, err := corefile.Open(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	target, err := stacks.FromCore(c, exe, objs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	target := openCore(t, core, exe, objs)
 	if len(target.Threads) != len(ref) {
 		t.Errorf("core has %d threads, eu-stack printed %d", len(target.Threads), len(ref))
 	}
@@ -113,6 +105,21 @@ func compareCore(t *testing.T, core, exe string, v fixture.Variant) {
 			checkFPBreak(t, got, want, target.Space)
 		}
 	}
+}
+
+// openCore opens a core file as a target; it is closed when the test ends.
+func openCore(t testing.TB, core, exe string, objs *unwind.Objects) *stacks.Target {
+	t.Helper()
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	target, err := stacks.FromCore(c, exe, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
 }
 
 func findThread(r *output.Report, tid int) *output.Thread {
@@ -253,15 +260,7 @@ func TestCoreMatchesGdb(t *testing.T) {
 			if err != nil {
 				t.Fatalf("gdb: %v", err)
 			}
-			c, err := corefile.Open(core)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			target, err := stacks.FromCore(c, exe, objs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			target := openCore(t, core, exe, objs)
 			rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
 			synthetic := 0
 			for _, st := range ref {
@@ -300,15 +299,7 @@ func TestCoreWithMovedExe(t *testing.T) {
 	if err := os.Rename(exe, moved); err != nil {
 		t.Fatal(err)
 	}
-	c, err := corefile.Open(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	target, err := stacks.FromCore(c, moved, &unwind.Objects{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	target := openCore(t, core, moved, &unwind.Objects{})
 	rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
 	for _, want := range ref {
 		got := findThread(rep, want.TID)

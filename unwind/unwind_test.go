@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestFramePointerChain(t *testing.T) {
 	s.put(0x7308, 0x403333)
 	st := NewFP().Walk(amd64Regs(0x400000, 0x7080, 0x7100), s.mem(), nil)
 	want := []uint64{0x400000, 0x401111, 0x402222, 0x403333}
-	if got := pcs(st); !equal(got, want) {
+	if got := pcs(st); !slices.Equal(got, want) {
 		t.Fatalf("pcs = %#x, want %#x", got, want)
 	}
 	if st.End != EndOutermost {
@@ -135,7 +136,7 @@ func TestSignalFrameByCode(t *testing.T) {
 	s2.put(0x7808, 0x406666)
 	st := NewFP().Walk(amd64Regs(0x400000, 0x7080, 0x7100), s2.mem(), nil)
 	want := []uint64{0x400000, tramp, 0x405555, 0x406666}
-	if got := pcs(st); !equal(got, want) {
+	if got := pcs(st); !slices.Equal(got, want) {
 		t.Fatalf("pcs = %#x, want %#x (end %v %s)", got, want, st.End, st.Detail)
 	}
 	if f := st.Frames[2]; f.Method != MethodSignal || !f.Exact || f.LookupPC() != 0x405555 {
@@ -182,16 +183,4 @@ func TestSnapshotBounds(t *testing.T) {
 			t.Errorf("read at %#x: %v", a, err)
 		}
 	}
-}
-
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
