@@ -22,6 +22,15 @@ func FromCore(c *corefile.Core, exe string, objs *unwind.Objects) (*Target, erro
 		}
 		maps = append(maps, unwind.Mapping{Start: m.Start, End: m.End, Offset: m.Offset, Path: path})
 	}
+	// The vDSO is not a file, so NT_FILE does not list it; the kernel dumps
+	// its pages, and the auxiliary vector says where it is.
+	if base, ok := c.Auxv[corefile.AtSysinfoEhdr]; ok && base != 0 {
+		if start, end, ok := c.SegmentAt(base); ok {
+			if m, err := VDSOMapping(c, start, end, objs); err == nil {
+				maps = append(maps, m)
+			}
+		}
+	}
 	t := &Target{
 		PID:    c.PID,
 		Source: "core " + c.Path,

@@ -311,3 +311,35 @@ func TestCoreWithMovedExe(t *testing.T) {
 		t.Error("no frame named from the moved executable")
 	}
 }
+
+// TestCoreVDSO: the vDSO image comes from the core's memory, with its CFI
+// and symbols, as eu-stack reads it.
+func TestCoreVDSO(t *testing.T) {
+	exe := fixture.Build(t, "threads", fixture.Variants[3])
+	proc := fixture.Start(t, exe)
+	target := openCore(t, fixture.Gcore(t, proc), exe, objs)
+	var vdso *unwind.Mapping
+	for _, m := range target.Space.Mappings() {
+		if m.Path == "[vdso]" {
+			vdso = m
+		}
+	}
+	if vdso == nil || vdso.Module == nil || vdso.Module.File == nil {
+		t.Fatalf("no [vdso] module in the core's address space")
+	}
+	addr, ok := vdso.Module.File.SymbolByName("__vdso_clock_gettime")
+	if !ok {
+		t.Fatal("the vDSO image has no __vdso_clock_gettime")
+	}
+	loc := (&symbolize.Symbolizer{}).Addr(target.Space, addr+vdso.Bias+1)
+	if loc.Function != "__vdso_clock_gettime" && loc.Function != "clock_gettime" || loc.Module != "[vdso]" {
+		t.Errorf("vDSO address symbolizes as %+v", loc)
+	}
+	tab, err := vdso.Module.Table()
+	if err != nil || tab.Stats().FDEs == 0 {
+		t.Fatalf("vDSO table: %v, %+v", err, tab)
+	}
+	if _, ok := tab.Lookup(addr + 1); !ok {
+		t.Error("no unwind rule inside __vdso_clock_gettime")
+	}
+}

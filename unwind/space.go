@@ -104,6 +104,23 @@ type Objects struct {
 	byPath map[string]*Module
 }
 
+// AddFile registers an object that is not opened by path (the [vdso],
+// read from the target's memory) under key, and returns its module. A key
+// seen before returns the existing module.
+func (o *Objects) AddFile(key string, f *elfobj.File) *Module {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if m := o.byPath[key]; m != nil {
+		return m
+	}
+	if o.byPath == nil {
+		o.byPath = map[string]*Module{}
+	}
+	m := &Module{Path: key, File: f, objs: o}
+	o.byPath[key] = m
+	return m
+}
+
 // Module returns the module for path, opening it on first use.
 func (o *Objects) Module(path string) *Module {
 	o.mu.Lock()
