@@ -5,6 +5,8 @@
 package stacks
 
 import (
+	"strings"
+
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
@@ -81,7 +83,11 @@ var rootFunctions = map[string]bool{
 // function, i.e. is complete.
 func ReachesRoot(t *output.Thread) bool {
 	for i := len(t.Frames) - 1; i >= 0 && i >= len(t.Frames)-3; i-- {
-		if rootFunctions[t.Frames[i].Function] {
+		name := t.Frames[i].Function
+		if at := strings.IndexByte(name, '@'); at > 0 {
+			name = name[:at] // symbol version: __libc_start_main@@GLIBC_2.34
+		}
+		if rootFunctions[name] {
 			return true
 		}
 	}
