@@ -1,0 +1,3 @@
+package symbolize
+
+import _ "github.com/ianlancetaylor/demangle" // C++ and Rust names
