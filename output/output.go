@@ -67,14 +67,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 // unwind method of every frame, and the reason each walk ended.
 func WriteText(w io.Writer, r *Report) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "PID %d", r.PID)
-	if r.Source != "" {
-		fmt.Fprintf(bw, " - %s", r.Source)
-	}
-	if r.PauseUS != nil {
-		fmt.Fprintf(bw, " (paused %d us)", *r.PauseUS)
-	}
-	fmt.Fprintln(bw)
+	writeHeader(bw, r)
 	for i := range r.Threads {
 		t := &r.Threads[i]
 		fmt.Fprintf(bw, "TID %d:", t.TID)
@@ -82,22 +75,7 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(bw, " %s", t.Name)
 		}
 		fmt.Fprintln(bw)
-		for j := range t.Frames {
-			f := &t.Frames[j]
-			fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, f.Name())
-			if f.Module != "" {
-				fmt.Fprintf(bw, " (%s)", filepath.Base(f.Module))
-			}
-			if f.File != "" {
-				fmt.Fprintf(bw, " %s:%d", f.File, f.Line)
-			}
-			fmt.Fprintf(bw, " [%s]\n", f.Method)
-		}
-		fmt.Fprintf(bw, "    end: %s", t.End)
-		if t.EndDetail != "" {
-			fmt.Fprintf(bw, " (%s)", t.EndDetail)
-		}
-		fmt.Fprintln(bw)
+		writeFrames(bw, t)
 	}
 	return bw.Flush()
 }

@@ -81,3 +81,22 @@ func TestWriters(t *testing.T) {
 		t.Errorf("side by side of identical reports:\n%s", b.String())
 	}
 }
+
+func TestGrouped(t *testing.T) {
+	fr := func(pcs ...uint64) []Frame { return frames(pcs...) }
+	r := &Report{PID: 1, Threads: []Thread{
+		{TID: 1, Name: "main", End: "outermost", Frames: fr(1, 2)},
+		{TID: 2, Name: "pool", End: "outermost", Frames: fr(5, 6, 7)},
+		{TID: 3, Name: "pool", End: "outermost", Frames: fr(5, 6, 7)},
+		{TID: 4, Name: "pool", End: "no-unwind-info", Frames: fr(5, 6, 7)}, // same PCs, different end
+	}}
+	g := GroupThreads(r)
+	if len(g) != 3 || len(g[0].TIDs) != 2 || g[0].TIDs[0] != 2 || g[0].TIDs[1] != 3 || g[1].TIDs[0] != 1 {
+		t.Fatalf("groups: %+v", g)
+	}
+	var b bytes.Buffer
+	WriteGrouped(&b, r)
+	if !strings.Contains(b.String(), "2 threads: 2 (pool) 3 (pool)\n#0 ") || strings.Count(b.String(), "#0 ") != 3 {
+		t.Errorf("grouped output:\n%s", b.String())
+	}
+}

@@ -1,0 +1,112 @@
+package output
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Group is a set of threads whose stacks are identical (same PCs, same end).
+type Group struct {
+	TIDs   []int
+	Names  []string
+	Thread *Thread // the first thread of the group, whose frames stand for all
+}
+
+// GroupThreads groups identical stacks, largest group first (ties: by lowest
+// TID), as pstack aggregators do: a 200-thread pool blocked in the same place
+// prints once.
+func GroupThreads(r *Report) []Group {
+	byKey := map[string]*Group{}
+	var order []*Group
+	for i := range r.Threads {
+		t := &r.Threads[i]
+		var key strings.Builder
+		for _, f := range t.Frames {
+			key.WriteString(strconv.FormatUint(f.PC, 16))
+			if f.Inlined {
+				key.WriteString("i")
+			}
+			key.WriteByte(' ')
+		}
+		key.WriteString(t.End)
+		g := byKey[key.String()]
+		if g == nil {
+			g = &Group{Thread: t}
+			byKey[key.String()] = g
+			order = append(order, g)
+		}
+		g.TIDs = append(g.TIDs, t.TID)
+		g.Names = append(g.Names, t.Name)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(order[i].TIDs) > len(order[j].TIDs) })
+	out := make([]Group, len(order))
+	for i, g := range order {
+		out[i] = *g
+	}
+	return out
+}
+
+// WriteGrouped writes the report with identical stacks printed once,
+// headed by how many threads share them and which.
+func WriteGrouped(w io.Writer, r *Report) error {
+	bw := bufio.NewWriter(w)
+	writeHeader(bw, r)
+	for _, g := range GroupThreads(r) {
+		fmt.Fprintf(bw, "%d thread", len(g.TIDs))
+		if len(g.TIDs) > 1 {
+			fmt.Fprint(bw, "s")
+		}
+		fmt.Fprint(bw, ":")
+		for i, tid := range g.TIDs {
+			fmt.Fprintf(bw, " %d", tid)
+			if g.Names[i] != "" {
+				fmt.Fprintf(bw, " (%s)", g.Names[i])
+			}
+		}
+		fmt.Fprintln(bw)
+		writeFrames(bw, g.Thread)
+	}
+	return bw.Flush()
+}
+
+func writeHeader(bw *bufio.Writer, r *Report) {
+	fmt.Fprintf(bw, "PID %d", r.PID)
+	if r.Source != "" {
+		fmt.Fprintf(bw, " - %s", r.Source)
+	}
+	if r.PauseUS != nil {
+		fmt.Fprintf(bw, " (paused %d us)", *r.PauseUS)
+	}
+	fmt.Fprintln(bw)
+}
+
+// writeFrames numbers every entry, inlined ones included, as eu-stack -i
+// and gdb do; an inlined entry repeats the PC of the physical frame it
+// was inlined into and says "inlined" where other frames name their method.
+func writeFrames(bw *bufio.Writer, t *Thread) {
+	for j := range t.Frames {
+		f := &t.Frames[j]
+		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, f.Name())
+		if f.Module != "" {
+			fmt.Fprintf(bw, " (%s)", filepath.Base(f.Module))
+		}
+		if f.File != "" {
+			fmt.Fprintf(bw, " %s:%d", f.File, f.Line)
+		}
+		if f.Inlined {
+			fmt.Fprintln(bw, " [inlined]")
+		} else {
+			fmt.Fprintf(bw, " [%s]\n", f.Method)
+		}
+	}
+	fmt.Fprintf(bw, "    end: %s", t.End)
+	if t.EndDetail != "" {
+		fmt.Fprintf(bw, " (%s)", t.EndDetail)
+	}
+	fmt.Fprintln(bw)
+}
