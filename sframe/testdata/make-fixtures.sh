@@ -103,6 +103,11 @@ build() {
 		"$bin/$a-ld" -shared -z noseparate-code -z max-page-size=4096 \
 			-o "$dir/libfuncs-$a.so" "$dir/funcs-$a-O2.o"
 		"$bin/$a-readelf" --sframe "$dir/libfuncs-$a.so" >"$dir/libfuncs-$a.so.txt"
+		if [ -f "$dir/special-$a.o" ]; then
+			"$bin/$a-ld" -shared -z noseparate-code -z max-page-size=4096 \
+				-o "$dir/libspecial-$a.so" "$dir/special-$a.o"
+			"$bin/$a-readelf" --sframe "$dir/libspecial-$a.so" >"$dir/libspecial-$a.so.txt"
+		fi
 	done
 }
 build trixie v2 "x86_64 aarch64"
