@@ -167,22 +167,35 @@ func (s *Section) Lookup(pc uint64) (Row, bool) {
 	return s.RowOf(f, &e), true
 }
 
-// freAt returns the function's last FRE that starts at or before off.
+// freAt returns the function's last FRE that starts at or before off. It
+// skips over FREs reading only their start offset and info byte; Parse
+// has validated them all.
 func (s *Section) freAt(f *FDE, off uint64) (FRE, bool) {
-	var cur FRE
-	found := false
-	p := int(f.fres)
-	limit := s.freBase + int(s.Header.FRELen)
+	asz := 1 << f.FREType()
+	p, best := int(f.fres), -1
 	for j := uint32(0); j < f.NumFREs; j++ {
-		var e FRE
-		n, _ := s.decodeFRE(f, p, limit, &e)
-		if uint64(e.StartOffset) > off {
+		var start uint32
+		switch asz {
+		case 1:
+			start = uint32(s.Data[p])
+		case 2:
+			start = uint32(s.Order.Uint16(s.Data[p:]))
+		default:
+			start = s.Order.Uint32(s.Data[p:])
+		}
+		if uint64(start) > off {
 			break
 		}
-		cur, found = e, true
-		p += n
+		best = p
+		info := s.Data[p+asz]
+		p += asz + 1 + int(info>>1&0xf)<<(info>>5&3)
 	}
-	return cur, found
+	if best < 0 {
+		return FRE{}, false
+	}
+	var e FRE
+	s.decodeFRE(f, best, s.freBase+int(s.Header.FRELen), &e)
+	return e, true
 }
 
 // RowOf interprets FRE e of function f. The interpretation follows the
