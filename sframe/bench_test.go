@@ -86,4 +86,3 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	})
 }
-
