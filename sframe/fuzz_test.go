@@ -28,9 +28,25 @@ func FuzzParse(f *testing.F) {
 		fres := 0
 		for i := range s.FDEs() {
 			fde := s.FDE(i)
+			var fresOf []sframe.FRE
+			increasing := true
 			for e := range s.FREs(i) {
 				fres++
 				_ = s.RowOf(fde, &e)
+				if n := len(fresOf); n > 0 && e.StartOffset <= fresOf[n-1].StartOffset {
+					increasing = false
+				}
+				fresOf = append(fresOf, e)
+			}
+			// Where this FDE is the one found and its FREs ascend, the
+			// lookup at an FRE's start returns that FRE's row.
+			for _, e := range fresOf {
+				pc := fde.Start + uint64(e.StartOffset)
+				if increasing && !fde.PCMask() && s.FindFDE(pc) == i {
+					if got, ok := s.Lookup(pc); !ok || got != s.RowOf(fde, &e) {
+						t.Fatalf("Lookup(%#x) = %v %v, FRE says %v", pc, got, ok, s.RowOf(fde, &e))
+					}
+				}
 			}
 			for _, pc := range []uint64{fde.Start - 1, fde.Start, fde.Start + uint64(fde.Size)/2, fde.End() - 1, fde.End()} {
 				row, ok := s.Lookup(pc)
