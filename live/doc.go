@@ -1,9 +1,66 @@
 // Package live captures the threads of a running process as a snapshot:
-// registers and stack copies taken while every thread is stopped for as
+// registers and stack copies taken while the threads are stopped for as
 // short a time as possible, plus the process's mappings. Unwinding happens
-// afterwards, from the copies.
+// afterwards, from the copies ("freeze, copy, resume, unwind offline").
+//
+// # How a capture works
+//
+// Capture (and WithStopped) run every ptrace request from one dedicated OS
+// thread, because the kernel ties a tracee to the thread that attached it,
+// not to the process. That thread is created for the capture and ends with
+// it: the goroutine serving it locks itself to the thread and never
+// unlocks, so when it returns the Go runtime ends the thread, and the
+// kernel detaches every tracee still attached to it. This is a second line
+// of defence behind the explicit PTRACE_DETACH of every thread.
+//
+// The sequence, all inside the pause:
+//
+//  1. PTRACE_SEIZE every thread listed in /proc/PID/task (SEIZE does not
+//     stop anything and sends no SIGSTOP), then PTRACE_INTERRUPT each of
+//     them, then collect the stops. /proc/PID/task is read again until no
+//     new thread shows up: a thread being created while the others stop is
+//     caught, and once every listed thread is stopped none can be created.
+//  2. As each stop is reported, PTRACE_GETREGSET NT_PRSTATUS reads the
+//     registers. Then /proc/PID/maps is read (nothing can change it while
+//     every thread is stopped), and one process_vm_readv call with one
+//     iovec per thread copies every stack, from SP-128 (the red zone)
+//     upward to the end of the mapping that holds SP, at most MaxStack
+//     bytes.
+//  3. PTRACE_DETACH every thread; a signal that arrived while the thread
+//     was stopped is passed back on detach so it is not lost. A thread that
+//     was in a group-stop (SIGSTOP, ^Z) before the capture goes back to it.
+//
+// Pause is measured from just before the first PTRACE_INTERRUPT to the
+// return of the last PTRACE_DETACH, so it bounds the time any thread spent
+// stopped.
+//
+// # Never leaving the target stopped
+//
+// Because PTRACE_SEIZE is used instead of PTRACE_ATTACH, no SIGSTOP is ever
+// queued, so nothing can leave the target in a group-stop. Detach runs on
+// every path: errors, a panic in WithStopped's function, and the target
+// exiting meanwhile. If the capturing process dies, even by SIGKILL in the
+// middle of a capture, the kernel's exit_ptrace detaches every tracee as
+// the tracer thread exits and wakes the ones in a ptrace stop; the tests
+// check this by killing a capturing child process mid-pause.
+//
+// # Waiting for stops without hanging
+//
+// The stops are collected with wait4(tid, WNOHANG|__WALL) polling rather
+// than blocking waits. The kernel reports a tracee's stop to any thread of
+// the tracer's process that waits for it, and when the target is a child
+// of the capturing process (a test, or `rewind demo`), the goroutine of
+// os/exec's Cmd.Wait blocked in waitid on it receives the main thread's
+// stop instead of the tracer. Polling lets the tracer notice a stop that
+// was reported elsewhere (a register read succeeds only on a stopped
+// tracee), and bounds the wait for a thread that does not stop (one in
+// uninterruptible sleep: see StopTimeout).
+//
+// # Threads and what is frozen
+//
+// Options.Threads selects threads: only those are stopped and copied, the
+// others keep running. A thread's stack is only written by that thread, so
+// its copy is consistent without stopping the rest, and the target is
+// disturbed less. Selected TIDs that are not threads of the process come
+// back as Threads with Err set.
 package live
-
-import (
-	_ "golang.org/x/sys/unix" // ptrace, process_vm_readv
-)

@@ -1,0 +1,624 @@
+package live
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// testHookStopped, when set (by tests only), runs on the tracer thread
+// while every selected thread is stopped, after the stacks were copied and
+// before they are detached.
+var testHookStopped func(pid int)
+
+// testHookDone, when set (by tests only), receives every finished
+// session, for its phase times.
+var testHookDone func(s *session)
+
+// errThreadGone is the Err of a thread that exited during the capture.
+var errThreadGone = errors.New("thread exited during the capture")
+
+// iovMax is IOV_MAX, the most iovecs one process_vm_readv accepts.
+const iovMax = 1024
+
+// probeAfter is how long the collection of stops goes without news before
+// it asks each pending thread directly whether it is stopped (its stop may
+// have been reported to another thread of this process; see doc.go).
+const probeAfter = 2 * time.Millisecond
+
+// Capture stops the threads of process pid (all, or opt.Threads), copies
+// their registers and stacks and the process's mappings, and lets them
+// run again. See the package documentation for the sequence.
+//
+// Threads that exit during the capture are reported with Err; that is not
+// an error. If the whole process exits while it is being captured,
+// Capture returns what it copied together with an error wrapping
+// ErrExited.
+func Capture(pid int, opt Options) (*Snapshot, error) {
+	info, err := inspect(pid)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(info, opt)
+	s.prepare(true)
+	tr := getTracer()
+	s.tracer = tr
+	var ferr error
+	tr.run(func() {
+		defer s.thaw()
+		if ferr = s.freeze(); ferr != nil {
+			return
+		}
+		s.mark(markFrozen)
+		s.readMaps()
+		s.mark(markMaps)
+		s.copyStacks()
+		s.mark(markCopied)
+		if testHookStopped != nil {
+			testHookStopped(s.pid)
+		}
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	snap := s.snapshot()
+	for i := range snap.Threads {
+		snap.Threads[i].Name = threadName(s.pid, snap.Threads[i].TID)
+	}
+	if testHookDone != nil {
+		testHookDone(s)
+	}
+	return snap, s.exitError()
+}
+
+// WithStopped stops the threads of process pid (all, or opt.Threads),
+// reads their registers and the process's mappings, and calls fn while
+// they stay stopped, so that fn can unwind reading memory on demand
+// (s.Mem reads the live process; no stacks are copied and opt.MaxStack is
+// ignored). The threads are resumed when fn returns, on every path: an
+// error, a panic in fn (which is then raised again), or runtime.Goexit.
+// fn must not keep s.Mem past its return and expect frozen contents.
+// s.Pause is set after the threads resumed, once fn returned.
+func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
+	info, err := inspect(pid)
+	if err != nil {
+		return err
+	}
+	s := newSession(info, opt)
+	s.prepare(false)
+	tr := getTracer()
+	s.tracer = tr
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			tr.run(s.thaw)
+		}
+	}
+	defer thaw()
+	var ferr error
+	tr.run(func() {
+		if ferr = s.freeze(); ferr == nil {
+			s.readMaps()
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	snap := s.snapshot()
+	for i := range snap.Threads {
+		snap.Threads[i].Name = threadName(s.pid, snap.Threads[i].TID)
+	}
+	err = fn(snap)
+	thaw()
+	snap.Pause = s.end.Sub(s.start)
+	if err != nil {
+		return err
+	}
+	return s.exitError()
+}
+
+// session is the state of one capture. Everything but snapshot and
+// exitError runs on the tracer thread.
+type session struct {
+	tracer *tracer
+	pid    int
+	comm   string
+	exe    string
+	want   map[int]bool // selected TIDs; nil selects all
+
+	threads []*tstate // in the order they were found
+	byTID   map[int]*tstate
+	mapsRaw []byte     // the maps text, read during the pause
+	ranges  []mapRange // the address ranges in it
+	mapsErr error
+
+	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
+	started    bool
+	marks      [numMarks]time.Time // phase ends, for tests and benchmarks
+
+	maxStack   int    // bytes per thread; negative: none
+	scratch    []byte // stack copies go here, faulted in before the pause
+	mapsBuf    []byte // /proc/PID/maps is read into it, ditto
+	detachLost int    // threads found gone when detaching
+	regBuf     [userRegsWords + 8]uint64
+}
+
+// tstate is one thread's progress through a capture.
+type tstate struct {
+	tid      int
+	attached bool // seized, not yet detached or found gone
+	stopped  bool // known to be in a ptrace stop
+	sig      int  // signal to deliver when detaching
+	regs     regs.Regs
+	stack    unwind.Region
+	err      error
+}
+
+func newSession(info procInfo, opt Options) *session {
+	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, byTID: map[int]*tstate{}, maxStack: opt.MaxStack}
+	if len(opt.Threads) > 0 {
+		s.want = map[int]bool{}
+		for _, tid := range opt.Threads {
+			s.want[tid] = true
+		}
+	}
+	if s.maxStack == 0 {
+		s.maxStack = DefaultMaxStack
+	}
+	return s
+}
+
+// Phases of a capture, marked in session.marks.
+const (
+	markInterrupted = iota // every thread of the first round interrupted
+	markCollected          // their stops collected
+	markFrozen             // threads created meanwhile stopped too
+	markMaps               // maps read
+	markCopied             // stacks copied
+	numMarks
+)
+
+func (s *session) mark(i int) { s.marks[i] = time.Now() }
+
+// scratchPerThread is how much stack buffer prepare faults in per thread
+// before the pause: enough for an idle thread's stack, its struct pthread
+// and TLS. Copies that need more allocate the rest during the pause.
+const scratchPerThread = 16 << 10
+
+// prepare allocates, before the pause, the buffers that the pause fills,
+// and touches every page of them: a page fault costs microseconds (more
+// in a virtual machine), and process_vm_readv into fresh memory takes one
+// per page.
+func (s *session) prepare(capture bool) {
+	s.mapsBuf = touch(make([]byte, 64<<10))
+	s.ranges = make([]mapRange, 0, 512)
+	if !capture || s.maxStack < 0 {
+		return
+	}
+	n := 1
+	if s.want != nil {
+		n = len(s.want)
+	} else if tids, err := listTasks(s.pid); err == nil {
+		n = len(tids)
+	}
+	per := min(s.maxStack+redZone, scratchPerThread)
+	s.scratch = touch(make([]byte, min(n*per, 16<<20)))
+}
+
+// touch writes to every page of b so that it is backed by memory.
+func touch(b []byte) []byte {
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return b
+}
+
+// freeze seizes and stops every selected thread, threads created
+// meanwhile included, and reads their registers. An error means nothing
+// could be captured; thaw must run in any case.
+func (s *session) freeze() error {
+	tids, err := listTasks(s.pid)
+	if err != nil {
+		return fmt.Errorf("live: no such process: %d: %w", s.pid, os.ErrNotExist)
+	}
+	round := s.seize(tids)
+	if s.want != nil {
+		listed := map[int]bool{}
+		for _, tid := range tids {
+			listed[tid] = true
+		}
+		for tid := range s.want {
+			if !listed[tid] {
+				th := &tstate{tid: tid, err: fmt.Errorf("thread %d is not a thread of process %d", tid, s.pid)}
+				s.threads = append(s.threads, th)
+				s.byTID[tid] = th
+			}
+		}
+	}
+	if len(round) == 0 {
+		return s.noThreadError()
+	}
+	s.interrupt(round)
+	s.mark(markInterrupted)
+	s.collect(round)
+	s.mark(markCollected)
+	// Threads created while the others were stopping: once every listed
+	// thread is stopped none can be created, so this ends.
+	for {
+		tids, err := listTasks(s.pid)
+		if err != nil {
+			break
+		}
+		round = s.seize(tids)
+		if len(round) == 0 {
+			break
+		}
+		s.interrupt(round)
+		s.collect(round)
+	}
+	return nil
+}
+
+// seize PTRACE_SEIZEs the selected threads among tids not seen before and
+// returns those attached.
+func (s *session) seize(tids []int) []*tstate {
+	var round []*tstate
+	for _, tid := range tids {
+		if s.byTID[tid] != nil || (s.want != nil && !s.want[tid]) {
+			continue
+		}
+		th := &tstate{tid: tid}
+		s.threads = append(s.threads, th)
+		s.byTID[tid] = th
+		if err := ptraceSeize(tid); err != nil {
+			th.err = s.seizeError(tid, err)
+			continue
+		}
+		th.attached = true
+		round = append(round, th)
+	}
+	return round
+}
+
+func (s *session) seizeError(tid int, err error) error {
+	switch {
+	case err == unix.ESRCH:
+		return errThreadGone
+	case err == unix.EPERM:
+		// EPERM also answers a thread that is exiting, or that another
+		// tracer holds.
+		if taskGone(s.pid, tid) {
+			return errThreadGone
+		}
+		if terr := tracedError(s.pid, tid); terr != nil {
+			return terr
+		}
+		return permissionError(s.pid, s.comm, err)
+	}
+	return fmt.Errorf("PTRACE_SEIZE of thread %d: %w", tid, err)
+}
+
+// noThreadError explains why the first round attached no thread at all.
+func (s *session) noThreadError() error {
+	var gone, other error
+	for _, th := range s.threads {
+		switch {
+		case th.err == errThreadGone:
+			gone = th.err
+		case th.err != nil && other == nil:
+			other = th.err
+		}
+	}
+	switch {
+	case other != nil && s.want == nil:
+		return other
+	case other != nil:
+		return fmt.Errorf("live: process %d: no selected thread could be captured: %w", s.pid, other)
+	case gone != nil:
+		return fmt.Errorf("live: %w: process %d", ErrExited, s.pid)
+	}
+	return fmt.Errorf("live: process %d has no thread to capture", s.pid)
+}
+
+func (s *session) interrupt(round []*tstate) {
+	if !s.started {
+		s.started = true
+		s.start = time.Now()
+	}
+	for _, th := range round {
+		if err := ptraceInterrupt(th.tid); err != nil {
+			// Only ESRCH is possible here: the thread died since SEIZE.
+			// collect learns it from wait4.
+			continue
+		}
+	}
+}
+
+// collect waits until every thread of round has stopped (and reads its
+// registers), exited, or failed to stop within StopTimeout.
+func (s *session) collect(round []*tstate) {
+	pending := append([]*tstate(nil), round...)
+	deadline := time.Now().Add(StopTimeout)
+	last := time.Now()
+	idle := 0
+	for len(pending) > 0 {
+		n := 0
+		for _, th := range pending {
+			if !s.poll(th) {
+				pending[n] = th
+				n++
+			}
+		}
+		progressed := n < len(pending)
+		pending = pending[:n]
+		if len(pending) == 0 {
+			break
+		}
+		if progressed {
+			idle = 0
+			last = time.Now()
+			continue
+		}
+		idle++
+		now := time.Now()
+		if now.Sub(last) > probeAfter {
+			// A register read succeeds only on a tracee in a ptrace
+			// stop, whoever consumed the report of that stop.
+			n = 0
+			for _, th := range pending {
+				if s.readRegs(th) == nil {
+					th.stopped = true
+					continue
+				}
+				pending[n] = th
+				n++
+			}
+			pending = pending[:n]
+			last = now
+		}
+		if now.After(deadline) {
+			for _, th := range pending {
+				th.err = fmt.Errorf("thread %d did not stop within %v (uninterruptible sleep?)", th.tid, StopTimeout)
+			}
+			break
+		}
+		if idle < 64 {
+			schedYield()
+		} else {
+			ts := unix.Timespec{Nsec: 20_000}
+			unix.Nanosleep(&ts, nil)
+		}
+	}
+}
+
+func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// poll checks for a wait report of th and reports whether th is settled
+// (stopped, with its registers read, or gone).
+func (s *session) poll(th *tstate) bool {
+	wpid, ws, err := wait4(th.tid)
+	switch {
+	case err != nil:
+		// ECHILD: th is no tracee of this thread any more. It exited and
+		// was reaped by another thread of this process (os/exec's
+		// Cmd.Wait on a child, say).
+		th.attached = false
+		th.err = errThreadGone
+		if err != unix.ECHILD {
+			th.err = fmt.Errorf("wait4 of thread %d: %w", th.tid, err)
+		}
+		return true
+	case wpid == 0:
+		return false
+	case ws.Stopped():
+		th.stopped = true
+		// Stops of a seized tracee that are not signal-delivery-stops
+		// (the PTRACE_INTERRUPT trap, a group-stop) carry
+		// PTRACE_EVENT_STOP in bits 16..23. A signal-delivery-stop holds
+		// the signal back: it is delivered again on detach.
+		if uint32(ws)>>16 != unix.PTRACE_EVENT_STOP {
+			th.sig = int(ws.StopSignal())
+		}
+		if err := s.readRegs(th); err != nil && th.err == nil {
+			th.err = err
+		}
+		return true
+	case ws.Exited(), ws.Signaled():
+		th.attached = false
+		th.stopped = false
+		th.err = errThreadGone
+		return true
+	}
+	return false
+}
+
+// readRegs reads th's registers; it fails unless th is in a ptrace stop.
+func (s *session) readRegs(th *tstate) error {
+	n, err := getRegset(th.tid, s.regBuf[:])
+	if err != nil {
+		if err == unix.ESRCH {
+			return errThreadGone
+		}
+		return fmt.Errorf("PTRACE_GETREGSET of thread %d: %w", th.tid, err)
+	}
+	th.regs, err = convertRegs(s.regBuf[:], n)
+	return err
+}
+
+// readMaps reads the maps text and the address ranges in it; the rest is
+// parsed after the pause. With the main thread gone (it called
+// pthread_exit), /proc/PID/maps is empty, and a live thread's copy is
+// read instead.
+func (s *session) readMaps() {
+	s.mapsRaw, s.mapsErr = s.readMapsText(fmt.Sprintf("/proc/%d/maps", s.pid))
+	if len(s.mapsRaw) == 0 {
+		for _, th := range s.threads {
+			if th.stopped && th.tid != s.pid {
+				if b, err := s.readMapsText(fmt.Sprintf("/proc/%d/task/%d/maps", s.pid, th.tid)); err == nil && len(b) > 0 {
+					s.mapsRaw, s.mapsErr = b, nil
+					break
+				}
+			}
+		}
+	}
+	s.ranges = scanRanges(s.mapsRaw, s.ranges[:0])
+}
+
+func (s *session) readMapsText(path string) ([]byte, error) {
+	b, err := readProcFile(path, s.mapsBuf)
+	if err != nil {
+		return nil, err
+	}
+	if cap(b) > cap(s.mapsBuf) {
+		s.mapsBuf = b
+	}
+	return b, nil
+}
+
+// copyStacks copies every stopped thread's stack, from SP-redZone to the
+// end of SP's mapping or maxStack bytes, with as few process_vm_readv
+// calls as there are multiples of IOV_MAX threads (one, in practice).
+func (s *session) copyStacks() {
+	maxStack := s.maxStack
+	if maxStack < 0 {
+		return
+	}
+	type job struct {
+		th         *tstate
+		start, end uint64
+		off        int
+	}
+	var jobs []job
+	total := 0
+	for _, th := range s.threads {
+		if !th.stopped || th.err != nil {
+			continue
+		}
+		sp, ok := th.regs.SP()
+		if !ok {
+			continue
+		}
+		m, ok := findRange(s.ranges, sp)
+		if !ok {
+			continue
+		}
+		start := sp - redZone
+		if sp < redZone || start < m.start {
+			start = m.start
+		}
+		end := m.end
+		if end-start > uint64(maxStack) {
+			end = start + uint64(maxStack)
+		}
+		jobs = append(jobs, job{th: th, start: start, end: end, off: total})
+		total += int(end - start)
+	}
+	if total == 0 {
+		return
+	}
+	buf := s.scratch
+	if total > len(buf) {
+		buf = make([]byte, total)
+	}
+	local := make([]unix.Iovec, len(jobs))
+	remote := make([]unix.RemoteIovec, len(jobs))
+	for i, j := range jobs {
+		n := int(j.end - j.start)
+		local[i].Base = &buf[j.off]
+		local[i].SetLen(n)
+		remote[i] = unix.RemoteIovec{Base: uintptr(j.start), Len: n}
+	}
+	// A read stops at the first page it cannot read; the thread whose
+	// iovec that was keeps what came before it, and the next call starts
+	// with the next thread.
+	for i := 0; i < len(jobs); {
+		hi := min(len(jobs), i+iovMax)
+		got, _ := processVMReadv(s.pid, local[i:hi], remote[i:hi])
+		k := i
+		for ; k < hi; k++ {
+			n := int(jobs[k].end - jobs[k].start)
+			take := min(got, n)
+			got -= take
+			j := jobs[k]
+			j.th.stack = unwind.Region{Addr: j.start, Data: buf[j.off : j.off+take : j.off+take]}
+			if take < n {
+				break
+			}
+		}
+		i = k + 1
+	}
+}
+
+// thaw detaches every attached thread. It runs on every path out of a
+// capture.
+func (s *session) thaw() {
+	for _, th := range s.threads {
+		if !th.attached {
+			continue
+		}
+		th.attached = false
+		if !th.stopped {
+			// Only a stopped tracee can be detached: the tracer
+			// detaches this one when it stops (or forgets it when it
+			// exits).
+			s.tracer.orphans = append(s.tracer.orphans, th.tid)
+			continue
+		}
+		if err := ptraceDetach(th.tid, th.sig); err != nil {
+			// ESRCH on a stopped tracee: SIGKILL woke it and it is
+			// exiting.
+			s.detachLost++
+		}
+	}
+	s.end = time.Now()
+	if !s.started {
+		s.start = s.end
+	}
+}
+
+// snapshot assembles the result (after freeze and thaw).
+func (s *session) snapshot() *Snapshot {
+	pm := NewProcMemory(s.pid)
+	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start), live: pm}
+	snap.Maps, _ = parseMaps(s.mapsRaw)
+	var regions []unwind.Region
+	for _, th := range s.threads {
+		t := Thread{TID: th.tid, Err: th.err}
+		if th.err == nil {
+			t.Regs = th.regs
+			t.Stack = th.stack
+			if len(th.stack.Data) > 0 {
+				regions = append(regions, th.stack)
+			}
+		}
+		snap.Threads = append(snap.Threads, t)
+	}
+	sort.Slice(snap.Threads, func(i, j int) bool {
+		a, b := snap.Threads[i].TID, snap.Threads[j].TID
+		if (a == s.pid) != (b == s.pid) {
+			return a == s.pid
+		}
+		return a < b
+	})
+	snap.Mem = &unwind.Snapshot{Regions: regions, Next: pm}
+	return snap
+}
+
+// exitError reports the process having exited during the capture.
+func (s *session) exitError() error {
+	if s.detachLost == 0 {
+		return nil
+	}
+	if processGone(s.pid) {
+		return fmt.Errorf("live: %w: process %d; the snapshot holds what was copied before", ErrExited, s.pid)
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package live
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// pfKthread is PF_KTHREAD, the kernel-thread bit of the flags field of
+// /proc/PID/stat (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// procStat is the part of /proc/PID/stat (or /proc/PID/task/TID/stat) a
+// capture needs.
+type procStat struct {
+	comm  string
+	state byte
+	ppid  int
+	flags uint64
+}
+
+func readStat(path string) (procStat, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseStat(b)
+}
+
+// parseStat parses "pid (comm) state ppid pgrp session tty tpgid flags
+// ...". comm may contain spaces and parentheses, so it ends at the last
+// ')'.
+func parseStat(b []byte) (procStat, error) {
+	var st procStat
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return st, fmt.Errorf("malformed stat %q", b)
+	}
+	st.comm = string(b[open+1 : end])
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 7 || len(f[0]) != 1 {
+		return st, fmt.Errorf("malformed stat %q", b)
+	}
+	st.state = f[0][0]
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.flags, _ = strconv.ParseUint(f[6], 10, 64)
+	return st, nil
+}
+
+// statusField returns the value of "Name:\tvalue" in a status file.
+func statusField(b []byte, name string) string {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) > len(name) && line[len(name)] == ':' && string(line[:len(name)]) == name {
+			return strings.TrimSpace(string(line[len(name)+1:]))
+		}
+	}
+	return ""
+}
+
+// listTasks returns the TIDs in /proc/PID/task, unsorted. It uses bare
+// system calls, as it runs inside the pause.
+func listTasks(pid int) ([]int, error) {
+	fd, err := openRetry(fmt.Sprintf("/proc/%d/task", pid), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/task", pid), Err: err}
+	}
+	defer unix.Close(fd)
+	var buf [8192]byte
+	var tids []int
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return tids, nil
+		}
+		b := buf[:n]
+		for len(b) >= 19 {
+			// struct linux_dirent64: ino u64, off u64, reclen u16, type
+			// u8, name (NUL-terminated).
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			tid := 0
+			for _, c := range b[19:reclen] {
+				if c < '0' || c > '9' {
+					if c != 0 {
+						tid = -1
+					}
+					break
+				}
+				tid = tid*10 + int(c-'0')
+			}
+			if tid > 0 {
+				tids = append(tids, tid)
+			}
+			b = b[reclen:]
+		}
+	}
+}
+
+// readProcFile reads a whole /proc file with bare system calls and as few
+// reads as buf allows (os.ReadFile starts with a small buffer and grows
+// it, which costs a read per doubling), appending to buf[:0].
+func readProcFile(path string, buf []byte) ([]byte, error) {
+	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// threadName reads /proc/PID/task/TID/comm.
+func threadName(pid, tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// taskGone reports whether thread tid of pid has exited (no longer
+// listed, or a zombie waiting to be reaped).
+func taskGone(pid, tid int) bool {
+	st, err := readStat(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	return err != nil || st.state == 'Z' || st.state == 'X'
+}
+
+// processGone reports whether every thread of pid has exited.
+func processGone(pid int) bool {
+	tids, err := listTasks(pid)
+	if err != nil {
+		return true
+	}
+	for _, tid := range tids {
+		if !taskGone(pid, tid) {
+			return false
+		}
+	}
+	return true
+}
+
+// procInfo is what inspect learns about a process before stopping it.
+type procInfo struct {
+	pid  int
+	comm string
+	exe  string
+}
+
+// inspect checks that pid is a process that can be captured and returns
+// its thread group id (pid itself, unless pid is the TID of a thread that
+// is not the main one), name and executable. Its errors say what is wrong
+// and what to do about it.
+func inspect(pid int) (procInfo, error) {
+	info := procInfo{pid: pid}
+	if pid <= 0 {
+		return info, fmt.Errorf("live: invalid process id %d", pid)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return info, fmt.Errorf("live: no such process: %d: %w", pid, os.ErrNotExist)
+		}
+		return info, fmt.Errorf("live: process %d: %w", pid, err)
+	}
+	if tgid, err := strconv.Atoi(statusField(status, "Tgid")); err == nil && tgid > 0 {
+		info.pid = tgid
+	}
+	if info.pid == os.Getpid() {
+		return info, fmt.Errorf("live: %w: process %d is this process; a process cannot stop its own threads with ptrace, so capture it from another process", ErrSelf, pid)
+	}
+	st, err := readStat(fmt.Sprintf("/proc/%d/stat", info.pid))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return info, fmt.Errorf("live: no such process: %d: %w", pid, os.ErrNotExist)
+		}
+		return info, fmt.Errorf("live: process %d: %w", info.pid, err)
+	}
+	info.comm = st.comm
+	if st.flags&pfKthread != 0 {
+		return info, fmt.Errorf("live: %w: process %d (%s) is a kernel thread: it has no user-space stack to capture", ErrKernelThread, info.pid, st.comm)
+	}
+	if (st.state == 'Z' || st.state == 'X') && processGone(info.pid) {
+		return info, fmt.Errorf("live: %w: process %d (%s) is a zombie: it has exited and has no stacks (its parent, process %d, has not reaped it yet)", ErrZombie, info.pid, st.comm, st.ppid)
+	}
+	info.exe = readExe(info.pid)
+	return info, nil
+}
+
+// readExe reads /proc/PID/exe. When the main thread has exited (and the
+// process lives on in other threads) the link is unreadable there, so
+// other threads' links are tried.
+func readExe(pid int) string {
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		return strings.TrimSuffix(exe, deletedSuffix)
+	}
+	tids, _ := listTasks(pid)
+	for _, tid := range tids {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/task/%d/exe", pid, tid)); err == nil {
+			return strings.TrimSuffix(exe, deletedSuffix)
+		}
+	}
+	return ""
+}
+
+// permissionError explains an EPERM from PTRACE_SEIZE.
+func permissionError(pid int, comm string, err error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "live: cannot trace process %d (%s): %v: run rewind as root or give it CAP_SYS_PTRACE (setcap cap_sys_ptrace=ep rewind); without it, the target must run as your user and be dumpable", pid, comm, err)
+	if v, rerr := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); rerr == nil {
+		scope := strings.TrimSpace(string(v))
+		fmt.Fprintf(&b, "; kernel.yama.ptrace_scope is %s", scope)
+		switch scope {
+		case "1":
+			b.WriteString(", which lets a process trace only its descendants without CAP_SYS_PTRACE: set it to 0 (sysctl kernel.yama.ptrace_scope=0) or use root")
+		case "2":
+			b.WriteString(", which lets only CAP_SYS_PTRACE holders trace")
+		case "3":
+			b.WriteString(", which disables ptrace until the next reboot")
+		}
+	}
+	return fmt.Errorf("%s: %w", b.String(), err)
+}
+
+// tracedError explains an EPERM from PTRACE_SEIZE on a thread that
+// another tracer holds, or returns nil if tid has no tracer.
+func tracedError(pid, tid int) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return nil
+	}
+	// TracerPid is the tracer's thread id: name its process.
+	tracer, _ := strconv.Atoi(statusField(b, "TracerPid"))
+	if tracer == 0 {
+		return nil
+	}
+	if tb, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tracer)); err == nil {
+		if tgid, err := strconv.Atoi(statusField(tb, "Tgid")); err == nil && tgid > 0 {
+			tracer = tgid
+		}
+	}
+	if tracer == os.Getpid() {
+		return fmt.Errorf("%w: thread %d of process %d is being captured by this process already", ErrTraced, tid, pid)
+	}
+	name := "?"
+	if st, err := readStat(fmt.Sprintf("/proc/%d/stat", tracer)); err == nil {
+		name = st.comm
+	}
+	return fmt.Errorf("%w: thread %d of process %d is traced by process %d (%s); detach that debugger or tracer first", ErrTraced, tid, pid, tracer, name)
+}
+
+// readFile reads a /proc file (see readProcFile).
+func readFile(path string, buf []byte) ([]byte, error) { return readProcFile(path, buf) }

@@ -1,0 +1,57 @@
+package live
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Thin ptrace wrappers. They must run on the tracer thread (see tracer).
+
+func ptrace(req int, tid int, addr, data uintptr) error {
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), addr, data, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+}
+
+func ptraceSeize(tid int) error     { return ptrace(unix.PTRACE_SEIZE, tid, 0, 0) }
+func ptraceInterrupt(tid int) error { return ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0) }
+
+// ptraceDetach detaches tid, delivering sig (0 for none) as it resumes.
+func ptraceDetach(tid int, sig int) error {
+	return ptrace(unix.PTRACE_DETACH, tid, 0, uintptr(sig))
+}
+
+// ntPRStatus is the regset of the general registers (NT_PRSTATUS).
+const ntPRStatus = 1
+
+// getRegset reads tid's NT_PRSTATUS register set into buf and returns how
+// many bytes the kernel filled (the native user_regs_struct size, or the
+// smaller compat one for a 32-bit tracee). It fails with ESRCH when tid is
+// not a stopped tracee of this thread.
+func getRegset(tid int, buf []uint64) (int, error) {
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&buf[0]))}
+	iov.SetLen(len(buf) * 8)
+	err := ptrace(unix.PTRACE_GETREGSET, tid, ntPRStatus, uintptr(unsafe.Pointer(&iov)))
+	return int(iov.Len), err
+}
+
+// wait4 waits for tid without blocking. It returns (tid, status) for a
+// reported event, (0, _) when there is nothing to report yet.
+func wait4(tid int) (int, unix.WaitStatus, error) {
+	var ws unix.WaitStatus
+	for {
+		wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return wpid, ws, err
+	}
+}

@@ -1,0 +1,138 @@
+package live
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// DefaultMaxStack is the number of stack bytes Capture copies per thread
+// when Options.MaxStack is zero.
+const DefaultMaxStack = 512 << 10
+
+// redZone is the number of bytes below SP that leaf functions may use
+// without moving SP (System V amd64 psABI); they are copied too.
+const redZone = 128
+
+// StopTimeout bounds how long a capture waits for a thread to stop after
+// PTRACE_INTERRUPT. Threads normally stop within microseconds; one in
+// uninterruptible sleep (D state: disk or NFS I/O, a vfork parent) stops
+// only when that ends. When the time is up the thread is reported with Err
+// and the capture goes on without it; the kernel detaches it when the
+// tracer thread exits, whether it stopped in between or not.
+var StopTimeout = time.Second
+
+// Options tune a capture.
+type Options struct {
+	// MaxStack is the number of bytes of stack copied per thread, from
+	// SP-128 (the red zone) upward, bounded by the end of the mapping that
+	// holds SP. Zero means DefaultMaxStack; a negative value copies no
+	// stack (registers and maps only).
+	MaxStack int
+	// Threads, when not empty, selects the threads to capture by TID. Only
+	// these threads are stopped; the others keep running (see the package
+	// documentation). A TID that is not a thread of the process is
+	// reported as a Thread with Err set.
+	Threads []int
+}
+
+// Mapping is one line of /proc/PID/maps.
+type Mapping struct {
+	Start, End, Offset uint64
+	Perms              string // "r-xp"
+	Dev                string // "fd:01"
+	Inode              uint64
+	// Path is the pathname column without the " (deleted)" suffix: a file,
+	// "[vdso]", "[stack]", "[heap]", "[anon:name]", or "" for anonymous
+	// memory. A newline in a file name stays as the kernel escapes it
+	// ("\012").
+	Path string
+	// Deleted reports that the kernel marked the file " (deleted)": it was
+	// unlinked or replaced since it was mapped. Open it with
+	// Snapshot.OpenObject, which reads it through /proc/PID/map_files.
+	Deleted bool
+}
+
+// Thread is one captured thread.
+type Thread struct {
+	TID  int
+	Name string // /proc/PID/task/TID/comm, read after the threads resumed
+	// Regs are the registers at the stop, in DWARF numbering (PC in the
+	// return address column).
+	Regs regs.Regs
+	// Stack is the copy of the thread's stack; Addr is the first copied
+	// byte (SP-128 unless that lies below the stack's mapping). Empty for
+	// WithStopped, and when SP is in no readable mapping.
+	Stack unwind.Region
+	// Err is set when the thread could not be captured: it exited before
+	// it stopped, another tracer holds it, it did not stop in time, or it
+	// is not a thread of the process (Options.Threads). Regs and Stack are
+	// then empty.
+	Err error
+}
+
+// Snapshot is a captured process.
+type Snapshot struct {
+	PID int
+	Exe string // readlink /proc/PID/exe, read before the threads stopped
+	// Threads are sorted by TID, the main thread (TID == PID) first.
+	Threads []Thread
+	// Maps is /proc/PID/maps as read while the threads were stopped.
+	Maps []Mapping
+	// Pause is the time from the first thread stopped to the last thread
+	// resumed (for WithStopped, it includes the callback).
+	Pause time.Duration
+	// Mem reads the process's memory: the stack copies first, then the
+	// live process (ProcMemory) for anything else, such as text or the
+	// [vdso]. After Capture returns, live reads see the running process.
+	Mem unwind.Memory
+
+	live *ProcMemory
+}
+
+// Errors that classify why a process cannot be captured. Returned errors
+// wrap them (test with errors.Is) and carry a message for the user. A
+// process that does not exist gives an error wrapping os.ErrNotExist, one
+// that cannot be traced for lack of privilege one wrapping
+// os.ErrPermission.
+var (
+	ErrZombie       = errors.New("process is a zombie")
+	ErrKernelThread = errors.New("process is a kernel thread")
+	ErrSelf         = errors.New("process is rewind itself")
+	ErrTraced       = errors.New("process is already traced")
+	ErrExited       = errors.New("process exited during the capture")
+	ErrUnsupported  = errors.New("live capture not supported")
+)
+
+// Thread returns the captured thread with the given TID, or nil.
+func (s *Snapshot) Thread(tid int) *Thread {
+	for i := range s.Threads {
+		if s.Threads[i].TID == tid {
+			return &s.Threads[i]
+		}
+	}
+	return nil
+}
+
+// FindMapping returns the mapping that contains addr, or nil.
+func (s *Snapshot) FindMapping(addr uint64) *Mapping {
+	return findMapping(s.Maps, addr)
+}
+
+func findMapping(maps []Mapping, addr uint64) *Mapping {
+	lo, hi := 0, len(maps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if maps[m].End <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(maps) && maps[lo].Start <= addr && addr < maps[lo].End {
+		return &maps[lo]
+	}
+	return nil
+}

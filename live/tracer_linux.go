@@ -1,0 +1,129 @@
+package live
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tracer runs functions on one OS thread, the tracer of every thread any
+// capture seizes. The kernel ties a tracee to the thread that attached it:
+// ptrace requests and waits from any other thread fail with ESRCH, so all
+// of them go through run.
+//
+// There is one tracer per process, started on first use, and its thread
+// lives as long as the process: the serving goroutine locks itself to its
+// thread and never returns. A tracer thread per capture, ended afterwards,
+// would be a bad idea: a child started with Pdeathsig (as os/exec users
+// often do) gets that signal when the thread that forked it exits, and
+// the Go runtime may well have run that fork on the very thread a capture
+// later locks. (The tests found this the hard way: their targets died.)
+//
+// Captures share the thread, one request at a time. Requests are short
+// (WithStopped's callback runs on the caller's goroutine, not here).
+type tracer struct {
+	req chan func()
+	// orphans are tracees that were interrupted but had not stopped when
+	// their capture gave up on them (StopTimeout). A tracee can only be
+	// detached once stopped, so the tracer polls them between requests
+	// and detaches each as soon as it stops.
+	orphans []int
+}
+
+var (
+	theTracer     *tracer
+	theTracerOnce sync.Once
+)
+
+// orphanPoll is how often the tracer looks at its orphans.
+const orphanPoll = 5 * time.Millisecond
+
+func getTracer() *tracer {
+	theTracerOnce.Do(func() {
+		theTracer = &tracer{req: make(chan func())}
+		go theTracer.serve()
+	})
+	return theTracer
+}
+
+func (t *tracer) serve() {
+	runtime.LockOSThread()
+	// Never unlocked, and serve never returns: see the type's
+	// documentation. The timer slack is per thread: lowering it (for the
+	// short sleeps while collecting stops) affects no other goroutine.
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	tick := time.NewTicker(orphanPoll)
+	tick.Stop()
+	for {
+		select {
+		case f := <-t.req:
+			f()
+		case <-tick.C:
+		}
+		if len(t.orphans) > 0 {
+			t.adoptOrphans()
+			tick.Reset(orphanPoll)
+			if len(t.orphans) == 0 {
+				tick.Stop()
+			}
+		}
+	}
+}
+
+// adoptOrphans detaches the orphans that have stopped and forgets those
+// that have exited.
+func (t *tracer) adoptOrphans() {
+	n := 0
+	for _, tid := range t.orphans {
+		wpid, ws, err := wait4(tid)
+		switch {
+		case err != nil, wpid == tid && (ws.Exited() || ws.Signaled()):
+			continue // gone (or no longer ours)
+		case wpid == tid && ws.Stopped():
+			sig := 0
+			if uint32(ws)>>16 != unix.PTRACE_EVENT_STOP {
+				sig = int(ws.StopSignal())
+			}
+			if ptraceDetach(tid, sig) == nil {
+				continue
+			}
+		}
+		// Its stop may have been reported to another thread of this
+		// process; a detach succeeds on any stopped tracee.
+		if ptraceDetach(tid, 0) == nil {
+			continue
+		}
+		t.orphans[n] = tid
+		n++
+	}
+	t.orphans = t.orphans[:n]
+}
+
+// run runs f on the tracer thread and returns once it is done. A panic in
+// f is raised again in the caller (after f's own deferred calls ran on the
+// tracer thread), and the tracer goes on serving.
+func (t *tracer) run(f func()) {
+	done := make(chan tracerPanic, 1)
+	t.req <- func() {
+		ok := false
+		defer func() {
+			if ok {
+				done <- tracerPanic{}
+			} else {
+				done <- tracerPanic{v: recover(), panicked: true}
+			}
+		}()
+		f()
+		ok = true
+	}
+	if p := <-done; p.panicked {
+		panic(p.v)
+	}
+}
+
+type tracerPanic struct {
+	v        any
+	panicked bool
+}
