@@ -23,7 +23,7 @@ var testHookStopped func(pid int)
 var testHookDone func(s *session)
 
 // errThreadGone is the Err of a thread that exited during the capture.
-var errThreadGone = errors.New("thread exited during the capture")
+var errThreadGone = errors.New("thread has exited")
 
 // iovMax is IOV_MAX, the most iovecs one process_vm_readv accepts.
 const iovMax = 1024
@@ -31,7 +31,7 @@ const iovMax = 1024
 // probeAfter is how long the collection of stops goes without news before
 // it asks each pending thread directly whether it is stopped (its stop may
 // have been reported to another thread of this process; see doc.go).
-const probeAfter = 2 * time.Millisecond
+const probeAfter = 200 * time.Microsecond
 
 // Capture stops the threads of process pid (all, or opt.Threads), copies
 // their registers and stacks and the process's mappings, and lets them
@@ -128,11 +128,12 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 // session is the state of one capture. Everything but snapshot and
 // exitError runs on the tracer thread.
 type session struct {
-	tracer *tracer
-	pid    int
-	comm   string
-	exe    string
-	want   map[int]bool // selected TIDs; nil selects all
+	tracer   *tracer
+	pid      int
+	comm     string
+	exe      string
+	want     map[int]bool // selected TIDs; nil selects all
+	ourChild bool         // the process is a child of this one
 
 	threads []*tstate // in the order they were found
 	byTID   map[int]*tstate
@@ -142,6 +143,7 @@ type session struct {
 
 	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
 	started    bool
+	rounds     int                 // rounds of seize, interrupt, collect
 	marks      [numMarks]time.Time // phase ends, for tests and benchmarks
 
 	maxStack   int    // bytes per thread; negative: none
@@ -163,7 +165,8 @@ type tstate struct {
 }
 
 func newSession(info procInfo, opt Options) *session {
-	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, byTID: map[int]*tstate{}, maxStack: opt.MaxStack}
+	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, ourChild: info.ppid == os.Getpid(),
+		byTID: map[int]*tstate{}, maxStack: opt.MaxStack}
 	if len(opt.Threads) > 0 {
 		s.want = map[int]bool{}
 		for _, tid := range opt.Threads {
@@ -323,12 +326,13 @@ func (s *session) noThreadError() error {
 	case other != nil:
 		return fmt.Errorf("live: process %d: no selected thread could be captured: %w", s.pid, other)
 	case gone != nil:
-		return fmt.Errorf("live: %w: process %d", ErrExited, s.pid)
+		return kindErrorf(ErrExited, "live: process %d exited before it could be stopped", s.pid)
 	}
 	return fmt.Errorf("live: process %d has no thread to capture", s.pid)
 }
 
 func (s *session) interrupt(round []*tstate) {
+	s.rounds++
 	if !s.started {
 		s.started = true
 		s.start = time.Now()
@@ -498,9 +502,15 @@ func (s *session) copyStacks() {
 	}
 	var jobs []job
 	total := 0
+	// process_vm_readv takes any thread's id; the main thread's is no
+	// good once it has exited (a zombie has no memory).
+	memTID := 0
 	for _, th := range s.threads {
 		if !th.stopped || th.err != nil {
 			continue
+		}
+		if memTID == 0 || th.tid == s.pid {
+			memTID = th.tid
 		}
 		sp, ok := th.regs.SP()
 		if !ok {
@@ -541,7 +551,7 @@ func (s *session) copyStacks() {
 	// with the next thread.
 	for i := 0; i < len(jobs); {
 		hi := min(len(jobs), i+iovMax)
-		got, _ := processVMReadv(s.pid, local[i:hi], remote[i:hi])
+		got, _ := processVMReadv(memTID, local[i:hi], remote[i:hi])
 		k := i
 		for ; k < hi; k++ {
 			n := int(jobs[k].end - jobs[k].start)
@@ -574,8 +584,17 @@ func (s *session) thaw() {
 		}
 		if err := ptraceDetach(th.tid, th.sig); err != nil {
 			// ESRCH on a stopped tracee: SIGKILL woke it and it is
-			// exiting.
+			// exiting. A dead tracee stays a zombie until its tracer
+			// waits for it, and a process's main thread cannot be
+			// reaped before its other threads are, so the tracer reaps
+			// it. Except the main thread of a child of this process:
+			// waiting for it here would take its exit status from its
+			// parent, which can reap it itself (the kernel treats the
+			// parent's thread group as its tracer).
 			s.detachLost++
+			if th.tid != s.pid || !s.ourChild {
+				s.tracer.orphans = append(s.tracer.orphans, th.tid)
+			}
 		}
 	}
 	s.end = time.Now()
@@ -618,7 +637,7 @@ func (s *session) exitError() error {
 		return nil
 	}
 	if processGone(s.pid) {
-		return fmt.Errorf("live: %w: process %d; the snapshot holds what was copied before", ErrExited, s.pid)
+		return kindErrorf(ErrExited, "live: process %d exited during the capture; the snapshot holds what was copied before", s.pid)
 	}
 	return nil
 }

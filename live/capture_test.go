@@ -189,7 +189,7 @@ func TestWithStopped(t *testing.T) {
 		called = true
 		ts, _ := tasks(tg.pid)
 		for _, x := range ts {
-			if x.state != 't' || x.tracer != os.Getpid() {
+			if x.state != 't' || tgidOf(x.tracer) != os.Getpid() {
 				t.Errorf("during fn: thread %d in state %c traced by %d, want t by %d", x.tid, x.state, x.tracer, os.Getpid())
 			}
 		}

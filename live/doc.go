@@ -7,11 +7,11 @@
 //
 // Capture (and WithStopped) run every ptrace request from one dedicated OS
 // thread, because the kernel ties a tracee to the thread that attached it,
-// not to the process. That thread is created for the capture and ends with
-// it: the goroutine serving it locks itself to the thread and never
-// unlocks, so when it returns the Go runtime ends the thread, and the
-// kernel detaches every tracee still attached to it. This is a second line
-// of defence behind the explicit PTRACE_DETACH of every thread.
+// not to the process. The thread is started on first use and lives as long
+// as the process (a goroutine locked to it serves requests over a
+// channel); it must not exit after a capture, because a child started with
+// Pdeathsig gets that signal when the thread that forked it exits, and the
+// Go runtime may have forked it from that very thread.
 //
 // The sequence, all inside the pause:
 //
@@ -39,22 +39,29 @@
 // Because PTRACE_SEIZE is used instead of PTRACE_ATTACH, no SIGSTOP is ever
 // queued, so nothing can leave the target in a group-stop. Detach runs on
 // every path: errors, a panic in WithStopped's function, and the target
-// exiting meanwhile. If the capturing process dies, even by SIGKILL in the
-// middle of a capture, the kernel's exit_ptrace detaches every tracee as
-// the tracer thread exits and wakes the ones in a ptrace stop; the tests
-// check this by killing a capturing child process mid-pause.
+// exiting meanwhile (the tracer then reaps the dead threads, which would
+// otherwise stay zombies attached to it). If the capturing process dies,
+// even by SIGKILL in the middle of a capture, the kernel's exit_ptrace
+// detaches every tracee as the tracer thread exits and wakes the ones in
+// a ptrace stop; the tests check this by killing a capturing child process
+// mid-pause. A thread that does not stop within StopTimeout (one in
+// uninterruptible sleep) cannot be detached yet: the tracer keeps polling
+// it between requests and detaches it as soon as it stops.
 //
 // # Waiting for stops without hanging
 //
 // The stops are collected with wait4(tid, WNOHANG|__WALL) polling rather
 // than blocking waits. The kernel reports a tracee's stop to any thread of
 // the tracer's process that waits for it, and when the target is a child
-// of the capturing process (a test, or `rewind demo`), the goroutine of
-// os/exec's Cmd.Wait blocked in waitid on it receives the main thread's
-// stop instead of the tracer. Polling lets the tracer notice a stop that
-// was reported elsewhere (a register read succeeds only on a stopped
-// tracee), and bounds the wait for a thread that does not stop (one in
-// uninterruptible sleep: see StopTimeout).
+// of the capturing process, a goroutine blocked in os/exec's Cmd.Wait (or
+// os.Process.Wait) on it takes the main thread's stop instead of the
+// tracer: its Wait then returns a "stop signal: trace/breakpoint trap"
+// state for a process that is still running. Capture survives that (it
+// notices the stop by reading the registers, which only works on a
+// stopped tracee), but the waiting goroutine cannot be protected: do not
+// capture a child of your own process while something waits for it. The
+// CLI never does; tests that start targets with os/exec must wait for
+// them only after killing them.
 //
 // # Threads and what is frozen
 //

@@ -20,7 +20,8 @@ import (
 // not be read. It is safe for concurrent use.
 type ProcMemory struct {
 	pid      int
-	fallback atomic.Bool // process_vm_readv refused: use /proc/PID/mem
+	tid      atomic.Int64 // the thread whose id the reads use
+	fallback atomic.Bool  // process_vm_readv refused: use /proc/PID/mem
 
 	memOnce sync.Once
 	mem     *os.File
@@ -28,7 +29,11 @@ type ProcMemory struct {
 }
 
 // NewProcMemory returns a reader of process pid's memory.
-func NewProcMemory(pid int) *ProcMemory { return &ProcMemory{pid: pid} }
+func NewProcMemory(pid int) *ProcMemory {
+	m := &ProcMemory{pid: pid}
+	m.tid.Store(int64(pid))
+	return m
+}
 
 // ReadMemory implements unwind.Memory: it fills p from addr or fails.
 func (m *ProcMemory) ReadMemory(addr uint64, p []byte) error {
@@ -39,7 +44,15 @@ func (m *ProcMemory) ReadMemory(addr uint64, p []byte) error {
 		return &unwind.MemoryError{Addr: addr, Err: errors.New("range wraps around")}
 	}
 	if !m.fallback.Load() {
-		n, err := vmRead(m.pid, addr, p)
+		tid := int(m.tid.Load())
+		n, err := vmRead(tid, addr, p)
+		if n == 0 && err == unix.ESRCH {
+			// The thread has exited (the main thread can exit and
+			// leave the others running): read through another one.
+			if other := m.liveThread(tid); other != 0 {
+				n, err = vmRead(other, addr, p)
+			}
+		}
 		if n == len(p) {
 			return nil
 		}
@@ -55,9 +68,25 @@ func (m *ProcMemory) ReadMemory(addr uint64, p []byte) error {
 	return m.preadMem(addr, p)
 }
 
+// liveThread finds a thread of the process other than dead, remembers it
+// for later reads and returns it, or returns 0.
+func (m *ProcMemory) liveThread(dead int) int {
+	tids, err := listTasks(m.pid)
+	if err != nil {
+		return 0
+	}
+	for _, tid := range tids {
+		if tid != dead && !taskGone(m.pid, tid) {
+			m.tid.CompareAndSwap(int64(dead), int64(tid))
+			return tid
+		}
+	}
+	return 0
+}
+
 func (m *ProcMemory) preadMem(addr uint64, p []byte) error {
 	m.memOnce.Do(func() {
-		m.mem, m.memErr = os.Open(fmt.Sprintf("/proc/%d/mem", m.pid))
+		m.mem, m.memErr = os.Open(fmt.Sprintf("/proc/%d/task/%d/mem", m.pid, m.tid.Load()))
 	})
 	if m.memErr != nil {
 		return &unwind.MemoryError{Addr: addr, Err: m.memErr}

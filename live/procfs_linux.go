@@ -187,6 +187,7 @@ type procInfo struct {
 	pid  int
 	comm string
 	exe  string
+	ppid int
 }
 
 // inspect checks that pid is a process that can be captured and returns
@@ -209,7 +210,11 @@ func inspect(pid int) (procInfo, error) {
 		info.pid = tgid
 	}
 	if info.pid == os.Getpid() {
-		return info, fmt.Errorf("live: %w: process %d is this process; a process cannot stop its own threads with ptrace, so capture it from another process", ErrSelf, pid)
+		what := "process %d is this process"
+		if pid != info.pid {
+			what = "thread %d belongs to this process"
+		}
+		return info, kindErrorf(ErrSelf, "live: "+what+"; a process cannot stop its own threads with ptrace, so capture it from another process", pid)
 	}
 	st, err := readStat(fmt.Sprintf("/proc/%d/stat", info.pid))
 	if err != nil {
@@ -219,11 +224,12 @@ func inspect(pid int) (procInfo, error) {
 		return info, fmt.Errorf("live: process %d: %w", info.pid, err)
 	}
 	info.comm = st.comm
+	info.ppid = st.ppid
 	if st.flags&pfKthread != 0 {
-		return info, fmt.Errorf("live: %w: process %d (%s) is a kernel thread: it has no user-space stack to capture", ErrKernelThread, info.pid, st.comm)
+		return info, kindErrorf(ErrKernelThread, "live: process %d (%s) is a kernel thread: it has no user-space stack to capture", info.pid, st.comm)
 	}
 	if (st.state == 'Z' || st.state == 'X') && processGone(info.pid) {
-		return info, fmt.Errorf("live: %w: process %d (%s) is a zombie: it has exited and has no stacks (its parent, process %d, has not reaped it yet)", ErrZombie, info.pid, st.comm, st.ppid)
+		return info, kindErrorf(ErrZombie, "live: process %d (%s) is a zombie: it has exited and has no stacks (its parent, process %d, has not reaped it yet)", info.pid, st.comm, st.ppid)
 	}
 	info.exe = readExe(info.pid)
 	return info, nil
@@ -261,7 +267,7 @@ func permissionError(pid int, comm string, err error) error {
 			b.WriteString(", which disables ptrace until the next reboot")
 		}
 	}
-	return fmt.Errorf("%s: %w", b.String(), err)
+	return &kindError{kind: err, msg: b.String()}
 }
 
 // tracedError explains an EPERM from PTRACE_SEIZE on a thread that
@@ -282,13 +288,13 @@ func tracedError(pid, tid int) error {
 		}
 	}
 	if tracer == os.Getpid() {
-		return fmt.Errorf("%w: thread %d of process %d is being captured by this process already", ErrTraced, tid, pid)
+		return kindErrorf(ErrTraced, "live: thread %d of process %d is being captured by this process already", tid, pid)
 	}
 	name := "?"
 	if st, err := readStat(fmt.Sprintf("/proc/%d/stat", tracer)); err == nil {
 		name = st.comm
 	}
-	return fmt.Errorf("%w: thread %d of process %d is traced by process %d (%s); detach that debugger or tracer first", ErrTraced, tid, pid, tracer, name)
+	return kindErrorf(ErrTraced, "live: thread %d of process %d is traced by process %d (%s); detach that debugger or tracer first", tid, pid, tracer, name)
 }
 
 // readFile reads a /proc file (see readProcFile).

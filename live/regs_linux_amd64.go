@@ -1,8 +1,6 @@
 package live
 
 import (
-	"fmt"
-
 	"github.com/rewindstack/rewind/regs"
 )
 
@@ -24,7 +22,7 @@ var userRegsToDWARF = [17]int{
 // register set.
 func convertRegs(buf []uint64, n int) (regs.Regs, error) {
 	if n != userRegsWords*8 {
-		return regs.Regs{}, fmt.Errorf("%w: %d-byte register set (a 32-bit process?)", ErrUnsupported, n)
+		return regs.Regs{}, kindErrorf(ErrUnsupported, "live: %d-byte register set: 32-bit processes are not supported", n)
 	}
 	r := regs.New(regs.AMD64)
 	for dw, i := range userRegsToDWARF {

@@ -1,8 +1,6 @@
 package live
 
 import (
-	"fmt"
-
 	"github.com/rewindstack/rewind/regs"
 )
 
@@ -14,7 +12,7 @@ const userRegsWords = 34
 // register set: x0..x30, sp and pc are DWARF registers 0..32 in order.
 func convertRegs(buf []uint64, n int) (regs.Regs, error) {
 	if n != userRegsWords*8 {
-		return regs.Regs{}, fmt.Errorf("%w: %d-byte register set (a 32-bit process?)", ErrUnsupported, n)
+		return regs.Regs{}, kindErrorf(ErrUnsupported, "live: %d-byte register set: 32-bit processes are not supported", n)
 	}
 	r := regs.New(regs.ARM64)
 	for i := 0; i <= regs.ARM64PC; i++ {

@@ -2,6 +2,7 @@ package live
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rewindstack/rewind/regs"
@@ -105,6 +106,20 @@ var (
 	ErrExited       = errors.New("process exited during the capture")
 	ErrUnsupported  = errors.New("live capture not supported")
 )
+
+// kindError is an error with its own message that classifies as kind
+// (errors.Is(err, kind)) without repeating kind's text.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+func kindErrorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
 
 // Thread returns the captured thread with the given TID, or nil.
 func (s *Snapshot) Thread(tid int) *Thread {

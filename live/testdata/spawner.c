@@ -5,9 +5,10 @@
  *
  * Up to NLIVE workers run at a time; each spins a little, sometimes
  * sleeps a little, and exits. The main thread starts a new worker as soon
- * as one finishes (joined), and a helper thread creates detached workers
- * of its own, so threads appear from two creators. "ready" is printed
- * once the first workers ran.
+ * as one finishes (joined), and NDETACHERS helper threads create detached
+ * workers of their own in a tight loop, so threads appear from several
+ * creators, often while a capture is stopping the others. "ready" is
+ * printed once the first workers ran.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #define NLIVE 6
+#define NDETACHERS 2
 
 static atomic_long started;
 
@@ -48,7 +50,6 @@ static void *detacher(void *arg)
 
 		if (pthread_create(&t, &attr, worker, (void *)n++) != 0)
 			nanosleep(&ts, NULL);
-		nanosleep(&ts, NULL);
 	}
 	return NULL;
 }
@@ -59,8 +60,9 @@ int main(void)
 	unsigned long n = 1000000;
 	int announced = 0;
 
-	if (pthread_create(&d, NULL, detacher, NULL) != 0)
-		return 2;
+	for (int i = 0; i < NDETACHERS; i++)
+		if (pthread_create(&d, NULL, detacher, NULL) != 0)
+			return 2;
 	for (int i = 0; i < NLIVE; i++)
 		if (pthread_create(&live[i], NULL, worker, (void *)n++) != 0)
 			return 2;

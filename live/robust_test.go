@@ -1,0 +1,356 @@
+package live
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestKilledMidCapture kills (SIGKILL) a process in the middle of a
+// capture, while every thread of the target is in a ptrace stop, and
+// checks that the kernel lets them all run again: the tracer thread's
+// exit detaches its tracees (exit_ptrace), and since PTRACE_SEIZE queued
+// no SIGSTOP nothing is left to stop them. The capturing process is this
+// test binary run again with REWIND_LIVE_HOLD set (see holdMain), both in
+// Capture (a test hook sleeps with the threads stopped) and in
+// WithStopped (the callback sleeps).
+func TestKilledMidCapture(t *testing.T) {
+	for _, mode := range []string{"capture", "lazy"} {
+		t.Run(mode, func(t *testing.T) {
+			tg := threadsTarget(t)
+			child := exec.Command(os.Args[0], "-test.run=^$")
+			child.Env = append(os.Environ(), "REWIND_LIVE_HOLD="+strconv.Itoa(tg.pid), "REWIND_LIVE_HOLD_MODE="+mode)
+			child.Stderr = os.Stderr
+			out, err := child.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer child.Wait()
+			defer child.Process.Kill()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || line != "stopped\n" {
+				t.Fatalf("child said %q, %v", line, err)
+			}
+			// Every thread is in a ptrace stop, traced by a thread of the
+			// child.
+			waitAllState(t, tg.pid, "t", time.Second)
+			ts, _ := tasks(tg.pid)
+			for _, x := range ts {
+				if x.tracer == 0 || tgidOf(x.tracer) != child.Process.Pid {
+					t.Fatalf("thread %d traced by %d, not by the child %d", x.tid, x.tracer, child.Process.Pid)
+				}
+			}
+			if err := child.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			child.Wait()
+			// No thread may be left stopped or traced.
+			tids := waitAllState(t, tg.pid, "S", time.Second)
+			t.Logf("all %d threads asleep again %v after SIGKILL of the tracer", len(tids), time.Since(killed).Round(time.Microsecond))
+			checkReleased(t, tg.pid, "S")
+		})
+	}
+}
+
+func tgidOf(tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(statusField(b, "Tgid"))
+	return n
+}
+
+// TestTargetExitsMidCapture kills the target while its threads are
+// stopped: Capture returns without hanging, says the process exited, and
+// leaves no zombie tracee behind (the target is reaped normally).
+func TestTargetExitsMidCapture(t *testing.T) {
+	tg := threadsTarget(t)
+	testHookStopped = func(pid int) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		// SIGKILL wakes the stopped threads; wait until they are gone.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !processGone(pid); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { testHookStopped = nil }()
+	s, err := Capture(tg.pid, Options{})
+	if !errors.Is(err, ErrExited) || s == nil {
+		t.Fatalf("Capture returned %v, %v; want a partial snapshot and ErrExited", s, err)
+	}
+	t.Logf("Capture: %v", err)
+	n := 0
+	for _, th := range s.Threads {
+		if th.Err == nil && len(th.Stack.Data) > 0 {
+			n++
+		}
+	}
+	if n != 17 {
+		t.Errorf("%d threads with registers and stack, want the 17 captured before the kill", n)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tg.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("target ended with %v, want killed by SIGKILL", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("target not reaped within 5s of the capture")
+	}
+	tg.reapOnce.Do(func() {})
+}
+
+// TestThreadsComingAndGoing captures, 50 times, a program that creates
+// and ends threads all the time: every capture succeeds, threads that
+// end meanwhile are reported (not fatal), threads created meanwhile are
+// caught, and nothing is left stopped or traced.
+func TestThreadsComingAndGoing(t *testing.T) {
+	tg := startTarget(t, true, compileC(t, "spawner"))
+	var rounds, late, gone, ok int
+	testHookDone = func(s *session) {
+		if s.rounds > 1 {
+			late++
+		}
+		rounds += s.rounds
+	}
+	defer func() { testHookDone = nil }()
+	seen := map[int]bool{}
+	for i := 0; i < 50; i++ {
+		s, err := Capture(tg.pid, Options{})
+		if err != nil {
+			t.Fatalf("capture %d: %v", i, err)
+		}
+		if s.Threads[0].TID != tg.pid || s.Threads[0].Err != nil {
+			t.Fatalf("capture %d: main thread %d: %v", i, s.Threads[0].TID, s.Threads[0].Err)
+		}
+		for _, th := range s.Threads {
+			seen[th.TID] = true
+			switch {
+			case th.Err == nil:
+				if sp, _ := th.Regs.SP(); len(th.Stack.Data) == 0 || th.Stack.Addr != sp-redZone {
+					t.Errorf("capture %d: thread %d: SP %#x, %d bytes at %#x", i, th.TID, sp, len(th.Stack.Data), th.Stack.Addr)
+				}
+				ok++
+			case isGone(th.Err):
+				gone++
+			default:
+				t.Errorf("capture %d: thread %d: %v", i, th.TID, th.Err)
+			}
+		}
+		ts, _ := tasks(tg.pid)
+		for _, x := range ts {
+			if x.tracer != 0 {
+				t.Fatalf("capture %d: thread %d still traced by %d", i, x.tid, x.tracer)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A thread left stopped would stay in t for good.
+	checkReleased(t, tg.pid, "RSD")
+	t.Logf("50 captures: %d threads captured, %d ended during a capture, %d distinct TIDs; %d captures found threads created while stopping (%d rounds in all)", ok, gone, len(seen), late, rounds)
+	if len(seen) < 100 {
+		t.Errorf("only %d distinct threads seen: the spawner is not spawning", len(seen))
+	}
+}
+
+// TestMainThreadExited captures a process whose main thread called
+// pthread_exit: the main thread is reported, not captured, and the maps
+// and executable come from another thread.
+func TestMainThreadExited(t *testing.T) {
+	needAMD64(t)
+	exe := compileC(t, "leaderexit")
+	tg := startTarget(t, true, exe)
+	tg.tids = waitAllState(t, tg.pid, "ZS", 5*time.Second)
+	s := mustCapture(t, tg.pid, Options{})
+	if len(s.Threads) != 3 || s.Threads[0].TID != tg.pid || s.Threads[0].Err == nil {
+		t.Fatalf("threads %+v", s.Threads)
+	}
+	t.Logf("main thread: %v", s.Threads[0].Err)
+	for _, th := range s.Threads[1:] {
+		if th.Err != nil || len(th.Stack.Data) == 0 {
+			t.Errorf("thread %d: %v", th.TID, th.Err)
+		}
+	}
+	if s.Exe != exe || len(s.Maps) == 0 || s.FindMapping(must(s.Threads[1].Regs.PC())) == nil {
+		t.Errorf("Exe %q (want %q), %d maps", s.Exe, exe, len(s.Maps))
+	}
+	checkReleased(t, tg.pid, "ZS")
+}
+
+func must(v uint64, ok bool) uint64 { return v }
+
+// TestChildWithConcurrentWaiter documents a kernel behaviour and checks
+// that Capture survives it: when the target is a child of the capturing
+// process and another thread of it waits for that child (os/exec's
+// Cmd.Wait), the kernel reports the main thread's ptrace stop to that
+// waiter as well as to the tracer, and whichever waits first consumes it
+// (kernel/exit.c: a child traced by its real parent's thread group is
+// waited for as a tracee). Capture must then still stop, capture and
+// release every thread rather than wait forever for a report that went
+// elsewhere.
+func TestChildWithConcurrentWaiter(t *testing.T) {
+	tg := threadsTarget(t)
+	waited := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := tg.cmd.Process.Wait()
+		waited <- st
+	}()
+	time.Sleep(20 * time.Millisecond) // let the waiter block in waitid
+	s := mustCapture(t, tg.pid, Options{})
+	for _, th := range s.Threads {
+		if th.Err != nil || len(th.Stack.Data) == 0 {
+			t.Errorf("thread %d: %v", th.TID, th.Err)
+		}
+	}
+	checkReleased(t, tg.pid, "S")
+	select {
+	case st := <-waited:
+		// The waiter took the stop: os.Process.Wait returned for a
+		// process that is still running.
+		t.Logf("the concurrent Wait returned %v: the kernel gave it the main thread's ptrace stop (pause %v)", st, s.Pause)
+	case <-time.After(100 * time.Millisecond):
+		t.Logf("the concurrent Wait did not get the stop this time (pause %v)", s.Pause)
+	}
+	// The process is still ours to kill and reap.
+	tg.reapOnce.Do(func() {
+		syscall.Kill(tg.pid, syscall.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(tg.pid, &ws, 0, nil)
+	})
+}
+
+// TestErrors checks the refusals: they must say what is wrong.
+func TestErrors(t *testing.T) {
+	check := func(name string, pid int, target error, msg string) {
+		t.Helper()
+		_, err := Capture(pid, Options{})
+		werr := WithStopped(pid, Options{}, func(*Snapshot) error {
+			t.Errorf("%s: WithStopped called fn", name)
+			return nil
+		})
+		for _, e := range []error{err, werr} {
+			if !errors.Is(e, target) || !strings.Contains(fmt.Sprint(e), msg) {
+				t.Errorf("%s: %v; want an error wrapping %v that says %q", name, e, target, msg)
+			}
+		}
+		t.Logf("%s: %v", name, err)
+	}
+
+	// A PID that no process has: above pid_max.
+	free := 1 << 22
+	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			free = n + 1
+		}
+	}
+	check("nonexistent", free, os.ErrNotExist, "no such process")
+
+	check("self", os.Getpid(), ErrSelf, "this process")
+	if tids, _ := listTasks(os.Getpid()); len(tids) > 1 {
+		for _, tid := range tids {
+			if tid != os.Getpid() {
+				check("own thread", tid, ErrSelf, fmt.Sprintf("thread %d belongs to this process", tid))
+				break
+			}
+		}
+	}
+
+	// A zombie: the shell's background child exits after the shell has
+	// been replaced by a sleep that never waits for it.
+	sh := exec.Command("/bin/sh", "-c", "sleep 0.1 & echo $!; exec sleep 100")
+	out, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Skipf("no /bin/sh: %v", err)
+	}
+	defer func() { sh.Process.Kill(); sh.Wait() }()
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	zpid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("shell printed %q", line)
+	}
+	var zst procStat
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, err := readStat(fmt.Sprintf("/proc/%d/stat", zpid))
+		if err == nil && st.state == 'Z' {
+			zst = st
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never became a zombie: %v %c", zpid, err, st.state)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	check("zombie", zpid, ErrZombie, fmt.Sprintf("process %d (%s) is a zombie: it has exited and has no stacks", zpid, zst.comm))
+
+	// A kernel thread: kthreadd is PID 2 unless PID namespaces hide it.
+	if st, err := readStat("/proc/2/stat"); err == nil && st.flags&pfKthread != 0 {
+		check("kernel thread", 2, ErrKernelThread, "process 2 ("+st.comm+") is a kernel thread")
+	} else {
+		t.Logf("kernel thread: skipped, PID 2 is no kernel thread here (%v)", err)
+	}
+}
+
+// TestPermissionDenied runs the capture as an unprivileged user (nobody)
+// against a process of root's: the error must wrap os.ErrPermission and
+// tell what to do.
+func TestPermissionDenied(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	tg := threadsTarget(t)
+	// The test binary's directory is private to root: run a copy.
+	dir, err := os.MkdirTemp("", "rewind-live-perm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := dir + "/live.test"
+	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(bin, b, 0o755) != nil || os.Chmod(dir, 0o755) != nil {
+		t.Fatalf("copying the test binary: %v", err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestPermissionChild$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "REWIND_LIVE_PERM_TARGET="+strconv.Itoa(tg.pid), "TMPDIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "PERMISSION-OK") {
+		t.Fatalf("child output:\n%s", out)
+	}
+	t.Logf("%s", out)
+	checkReleased(t, tg.pid, "S")
+}
+
+// TestPermissionChild is the unprivileged side of TestPermissionDenied.
+func TestPermissionChild(t *testing.T) {
+	arg := os.Getenv("REWIND_LIVE_PERM_TARGET")
+	if arg == "" {
+		t.Skip("run by TestPermissionDenied")
+	}
+	pid, _ := strconv.Atoi(arg)
+	_, err := Capture(pid, Options{})
+	if !errors.Is(err, os.ErrPermission) || !strings.Contains(fmt.Sprint(err), "CAP_SYS_PTRACE") {
+		t.Fatalf("Capture as uid %d: %v; want a permission error that mentions CAP_SYS_PTRACE", os.Getuid(), err)
+	}
+	t.Logf("PERMISSION-OK: %v", err)
+}
