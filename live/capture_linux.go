@@ -18,6 +18,10 @@ import (
 // before they are detached.
 var testHookStopped func(pid int)
 
+// testHookSeized, when set (by tests only), runs on the tracer thread
+// after the first threads were seized and before they are interrupted.
+var testHookSeized func(pid int)
+
 // testHookDone, when set (by tests only), receives every finished
 // session, for its phase times.
 var testHookDone func(s *session)
@@ -212,7 +216,7 @@ func (s *session) prepare(capture bool) {
 	} else if tids, err := listTasks(s.pid); err == nil {
 		n = len(tids)
 	}
-	per := min(s.maxStack+redZone, scratchPerThread)
+	per := min(s.maxStack, scratchPerThread)
 	s.scratch = touch(make([]byte, min(n*per, 16<<20)))
 }
 
@@ -248,6 +252,9 @@ func (s *session) freeze() error {
 	}
 	if len(round) == 0 {
 		return s.noThreadError()
+	}
+	if testHookSeized != nil {
+		testHookSeized(s.pid)
 	}
 	s.interrupt(round)
 	s.mark(markInterrupted)
@@ -498,10 +505,10 @@ func (s *session) copyStacks() {
 	type job struct {
 		th         *tstate
 		start, end uint64
-		off        int
+		dst        []byte
 	}
 	var jobs []job
-	total := 0
+	used, overflow := 0, 0
 	// process_vm_readv takes any thread's id; the main thread's is no
 	// good once it has exited (a zombie has no memory).
 	memTID := 0
@@ -524,25 +531,32 @@ func (s *session) copyStacks() {
 		if sp < redZone || start < m.start {
 			start = m.start
 		}
-		end := m.end
-		if end-start > uint64(maxStack) {
-			end = start + uint64(maxStack)
+		end := min(m.end, start+uint64(maxStack))
+		j := job{th: th, start: start, end: end}
+		if n := int(end - start); used+n <= len(s.scratch) {
+			j.dst = s.scratch[used : used+n : used+n]
+			used += n
+		} else {
+			overflow += n
 		}
-		jobs = append(jobs, job{th: th, start: start, end: end, off: total})
-		total += int(end - start)
+		jobs = append(jobs, j)
 	}
-	if total == 0 {
+	if len(jobs) == 0 {
 		return
 	}
-	buf := s.scratch
-	if total > len(buf) {
-		buf = make([]byte, total)
-	}
+	// What does not fit the prepared buffer gets fresh memory now.
+	extra := make([]byte, overflow)
 	local := make([]unix.Iovec, len(jobs))
 	remote := make([]unix.RemoteIovec, len(jobs))
-	for i, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		n := int(j.end - j.start)
-		local[i].Base = &buf[j.off]
+		if j.dst == nil {
+			j.dst, extra = extra[:n:n], extra[n:]
+		}
+		if n > 0 {
+			local[i].Base = &j.dst[0]
+		}
 		local[i].SetLen(n)
 		remote[i] = unix.RemoteIovec{Base: uintptr(j.start), Len: n}
 	}
@@ -554,12 +568,11 @@ func (s *session) copyStacks() {
 		got, _ := processVMReadv(memTID, local[i:hi], remote[i:hi])
 		k := i
 		for ; k < hi; k++ {
-			n := int(jobs[k].end - jobs[k].start)
-			take := min(got, n)
+			j := &jobs[k]
+			take := min(got, len(j.dst))
 			got -= take
-			j := jobs[k]
-			j.th.stack = unwind.Region{Addr: j.start, Data: buf[j.off : j.off+take : j.off+take]}
-			if take < n {
+			j.th.stack = unwind.Region{Addr: j.start, Data: j.dst[:take:take]}
+			if take < len(j.dst) {
 				break
 			}
 		}
@@ -606,7 +619,7 @@ func (s *session) thaw() {
 // snapshot assembles the result (after freeze and thaw).
 func (s *session) snapshot() *Snapshot {
 	pm := NewProcMemory(s.pid)
-	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start), live: pm}
+	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start)}
 	snap.Maps, _ = parseMaps(s.mapsRaw)
 	var regions []unwind.Region
 	for _, th := range s.threads {

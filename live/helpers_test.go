@@ -57,6 +57,8 @@ type target struct {
 	pid  int
 	tids []int
 	exe  string
+	// lines receives what the program prints after "ready".
+	lines chan string
 
 	reapOnce sync.Once
 }
@@ -76,7 +78,7 @@ func startTarget(t testing.TB, busy bool, exe string, args ...string) *target {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	tg := &target{cmd: cmd, pid: cmd.Process.Pid, exe: exe}
+	tg := &target{cmd: cmd, pid: cmd.Process.Pid, exe: exe, lines: make(chan string, 1024)}
 	t.Cleanup(tg.kill)
 	ready := make(chan bool, 1)
 	go func() {
@@ -89,7 +91,12 @@ func startTarget(t testing.TB, busy bool, exe string, args ...string) *target {
 		}
 		close(ready)
 		for sc.Scan() {
+			select {
+			case tg.lines <- sc.Text():
+			default:
+			}
 		}
+		close(tg.lines)
 	}()
 	select {
 	case ok := <-ready:

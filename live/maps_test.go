@@ -1,9 +1,11 @@
 package live
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/regs"
 )
 
 func TestParseMaps(t *testing.T) {
@@ -247,4 +250,51 @@ func buildID(t *testing.T, path string) string {
 		t.Fatalf("%s has no build-id", path)
 	}
 	return f.BuildIDHex()
+}
+
+// TestCopyStacksPartial runs the stack copy against this process with
+// made-up threads: one whose "stack" runs into an unreadable page, which
+// must keep what precedes it and not stop the copy of the next thread,
+// and one larger than the prepared buffer.
+func TestCopyStacksPartial(t *testing.T) {
+	const page = 4096
+	mem, err := unix.Mmap(-1, 0, 3*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	big := make([]byte, 40<<10)
+	for i := range mem {
+		mem[i] = byte(i * 7)
+	}
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	if err := unix.Mprotect(mem[page:2*page], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	bigBase := uint64(uintptr(unsafe.Pointer(&big[0])))
+	s := &session{pid: os.Getpid(), maxStack: DefaultMaxStack, scratch: touch(make([]byte, 8<<10))}
+	thread := func(tid int, sp uint64) *tstate {
+		th := &tstate{tid: tid, stopped: true, attached: true, regs: regs.New(regs.AMD64)}
+		th.regs.Set(regs.AMD64RSP, sp)
+		s.threads = append(s.threads, th)
+		return th
+	}
+	a := thread(os.Getpid(), base+256)      // runs into the PROT_NONE page
+	b := thread(os.Getpid()+1, bigBase+256) // 40 KiB: more than the scratch
+	// One range over all three pages, as if it were one mapping.
+	s.ranges = []mapRange{{base, base + 3*page}, {bigBase, bigBase + uint64(len(big))}}
+	if s.ranges[1].start < s.ranges[0].end {
+		s.ranges[0], s.ranges[1] = s.ranges[1], s.ranges[0]
+	}
+	s.copyStacks()
+	if a.stack.Addr != base+256-redZone || !bytes.Equal(a.stack.Data, mem[256-redZone:page]) {
+		t.Errorf("thread a: %d bytes at %#x, want the %d readable bytes at %#x", len(a.stack.Data), a.stack.Addr, page-256+redZone, base+256-redZone)
+	}
+	if b.stack.Addr != bigBase+256-redZone || !bytes.Equal(b.stack.Data, big[256-redZone:]) {
+		t.Errorf("thread b: %d bytes at %#x, want %d at %#x", len(b.stack.Data), b.stack.Addr, len(big)-256+redZone, bigBase+256-redZone)
+	}
+	runtime.KeepAlive(big)
 }

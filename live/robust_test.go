@@ -354,3 +354,51 @@ func TestPermissionChild(t *testing.T) {
 	}
 	t.Logf("PERMISSION-OK: %v", err)
 }
+
+// TestNoSignalLost sends a signal to a thread between PTRACE_SEIZE and
+// PTRACE_INTERRUPT, so that the thread's stop is a signal-delivery-stop:
+// the capture must hand the signal back when it detaches (detaching with
+// signal 0 would discard it). The program counts the signals it handles.
+func TestNoSignalLost(t *testing.T) {
+	tg := startTarget(t, true, compileC(t, "sigcount"))
+	tids := waitAllState(t, tg.pid, "S", 5*time.Second)
+	var target int
+	testHookSeized = func(pid int) {
+		unix.Tgkill(pid, target, unix.SIGUSR1)
+		// Let the thread wake, dequeue the signal and stop for it
+		// before the interrupt is requested.
+		time.Sleep(2 * time.Millisecond)
+	}
+	delivery := 0
+	testHookDone = func(s *session) {
+		for _, th := range s.threads {
+			if th.sig == int(unix.SIGUSR1) {
+				delivery++
+			}
+		}
+	}
+	defer func() { testHookSeized, testHookDone = nil, nil }()
+	const n = 20
+	for i := 0; i < n; i++ {
+		target = tids[1+i%(len(tids)-1)]
+		mustCapture(t, tg.pid, Options{MaxStack: -1})
+	}
+	checkReleased(t, tg.pid, "S")
+	t.Logf("%d of %d signals arrived as signal-delivery-stops", delivery, n)
+	if delivery == 0 {
+		t.Errorf("no signal-delivery-stop seen: the test did not exercise re-injection")
+	}
+	timeout := time.After(5 * time.Second)
+	last := ""
+	for last != strconv.Itoa(n) {
+		select {
+		case l, ok := <-tg.lines:
+			if !ok {
+				t.Fatalf("program ended; last count %q", last)
+			}
+			last = l
+		case <-timeout:
+			t.Fatalf("the program handled %s signals, %d were sent: the capture lost some", last, n)
+		}
+	}
+}

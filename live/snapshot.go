@@ -89,8 +89,6 @@ type Snapshot struct {
 	// live process (ProcMemory) for anything else, such as text or the
 	// [vdso]. After Capture returns, live reads see the running process.
 	Mem unwind.Memory
-
-	live *ProcMemory
 }
 
 // Errors that classify why a process cannot be captured. Returned errors
