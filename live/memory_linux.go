@@ -15,9 +15,11 @@ import (
 // ProcMemory reads a live process's memory with process_vm_readv, one
 // system call per read. Where process_vm_readv is not permitted (a seccomp
 // filter that rejects it, as some container runtimes install, gives
-// EPERM or ENOSYS) it falls back, for good, to pread on /proc/PID/mem.
-// Errors are *unwind.MemoryError whose Addr is the first byte that could
-// not be read. It is safe for concurrent use.
+// EPERM or ENOSYS) it falls back, for good, to pread on /proc/PID/mem,
+// which differs in one way: like ptrace, it also reads pages the process
+// itself may not read (PROT_NONE). Errors are *unwind.MemoryError whose
+// Addr is the first byte that could not be read. It is safe for
+// concurrent use; Close must not race with reads.
 type ProcMemory struct {
 	pid      int
 	tid      atomic.Int64 // the thread whose id the reads use
