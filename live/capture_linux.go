@@ -387,6 +387,7 @@ func (s *session) collect(round []*tstate) {
 			for _, th := range pending {
 				if s.readRegs(th) == nil {
 					th.stopped = true
+					th.sig, _ = stopSignal(th.tid)
 					continue
 				}
 				pending[n] = th

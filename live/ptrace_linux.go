@@ -55,3 +55,19 @@ func wait4(tid int) (int, unix.WaitStatus, error) {
 		return wpid, ws, err
 	}
 }
+
+// stopSignal returns the signal a stopped tracee's stop holds back (0 for
+// a PTRACE_EVENT_STOP stop: the interrupt trap or a group-stop), from its
+// siginfo. It serves stops whose wait report went to another thread.
+func stopSignal(tid int) (int, error) {
+	// siginfo_t is 128 bytes: si_signo, si_errno, si_code (int32 each)
+	// come first.
+	var si [32]int32
+	if err := ptrace(unix.PTRACE_GETSIGINFO, tid, 0, uintptr(unsafe.Pointer(&si[0]))); err != nil {
+		return 0, err
+	}
+	if si[2]>>8 == unix.PTRACE_EVENT_STOP {
+		return 0, nil
+	}
+	return int(si[0]), nil
+}

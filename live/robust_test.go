@@ -402,3 +402,60 @@ func TestNoSignalLost(t *testing.T) {
 		}
 	}
 }
+
+// TestStopTimeout captures a process with a thread in vfork, waiting
+// uninterruptibly for its child: that thread cannot stop in time, is
+// reported, and the others are captured. Once the child exits the thread
+// reaches the stop it was asked for, and the tracer detaches it then: no
+// thread stays traced.
+func TestStopTimeout(t *testing.T) {
+	tg := startTarget(t, true, compileC(t, "vforker"))
+	defer func(d time.Duration) { StopTimeout = d }(StopTimeout)
+	StopTimeout = 100 * time.Millisecond
+	var s *Snapshot
+	var late *Thread
+	for try := 0; try < 5 && late == nil; try++ {
+		s = mustCapture(t, tg.pid, Options{})
+		for i := range s.Threads {
+			th := &s.Threads[i]
+			switch {
+			case th.Err != nil && strings.Contains(th.Err.Error(), "did not stop"):
+				late = th
+			case th.Err != nil || len(th.Stack.Data) == 0:
+				t.Errorf("thread %d: %v", th.TID, th.Err)
+			}
+		}
+		if late == nil {
+			// The vfork thread was between two vforks: try again.
+			checkReleased(t, tg.pid, "SDR")
+		}
+	}
+	if late == nil {
+		t.Fatalf("the vfork thread always stopped in time")
+	}
+	t.Logf("thread %d: %v; pause %v", late.TID, late.Err, s.Pause)
+	if len(s.Threads) != 4 {
+		t.Errorf("%d threads", len(s.Threads))
+	}
+	// The child sleeps 1.5 s; then the thread stops and the tracer lets
+	// it go.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ts, _ := tasks(tg.pid)
+		traced := false
+		for _, x := range ts {
+			traced = traced || x.tracer != 0
+		}
+		if !traced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still traced 5s later:%s", describe(ts))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	checkReleased(t, tg.pid, "SDR")
+	// And it goes on vforking: it is not stuck in a stop.
+	time.Sleep(1600 * time.Millisecond)
+	checkReleased(t, tg.pid, "SDR")
+}

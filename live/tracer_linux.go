@@ -92,7 +92,7 @@ func (t *tracer) adoptOrphans() {
 		}
 		// Its stop may have been reported to another thread of this
 		// process; a detach succeeds on any stopped tracee.
-		if ptraceDetach(tid, 0) == nil {
+		if sig, err := stopSignal(tid); err == nil && ptraceDetach(tid, sig) == nil {
 			continue
 		}
 		t.orphans[n] = tid
