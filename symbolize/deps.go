@@ -1,3 +1,0 @@
-package symbolize
-
-import _ "github.com/ianlancetaylor/demangle" // C++ and Rust names
