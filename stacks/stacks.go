@@ -59,14 +59,21 @@ func Symbolize(tid int, name string, st *unwind.Stack, space *unwind.AddressSpac
 		Frames: make([]output.Frame, 0, len(st.Frames))}
 	for i := range st.Frames {
 		f := &st.Frames[i]
-		loc := sym.Frame(space, f)
-		out.Frames = append(out.Frames, output.Frame{
-			PC:       f.PC,
-			Function: loc.Function,
-			Offset:   loc.Offset,
-			Module:   loc.Module,
-			Method:   f.Method.String(),
-		})
+		// One output frame per function activation: the inlined calls at
+		// the frame's address (when sym.Inlines is set), innermost first,
+		// then the physical function; all share the PC and the method.
+		for _, loc := range sym.Frame(space, f) {
+			out.Frames = append(out.Frames, output.Frame{
+				PC:       f.PC,
+				Function: loc.Function,
+				Offset:   loc.Offset,
+				Module:   loc.Module,
+				File:     loc.File,
+				Line:     loc.Line,
+				Inlined:  loc.Inlined,
+				Method:   f.Method.String(),
+			})
+		}
 	}
 	return out
 }

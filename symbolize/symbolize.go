@@ -1,10 +1,39 @@
-// Package symbolize turns unwound frames into names: function and offset
-// from the object's symbol tables (or its separate debug file's, found by
-// build-id or .gnu_debuglink), and the module that contains the address.
-// It caches per module, so the same address in many stacks costs one lookup.
+// Package symbolize turns unwound frames into names and source positions.
+//
+// For a frame's address it reports the physical function (name and offset
+// from the object's symbol tables, or those of its separate debug file,
+// found by build-id or .gnu_debuglink) and, when debug information is
+// available, the source file and line and the chain of inlined calls at
+// that address:
+//
+//   - Go binaries (recognised by their pcln table, .gopclntab): function,
+//     file, line and inlined calls from the table the Go runtime itself
+//     uses, as runtime.CallersFrames reports them.
+//   - Everything else with DWARF (in the object or its separate debug
+//     file): file and line from the line tables, inlined calls from
+//     DW_TAG_inlined_subroutine, as addr2line -i reports them.
+//   - Without either: the symbol only, as before.
+//
+// C++ and Rust names are demangled (see Demangle).
+//
+// Naming rule: the physical (last) entry of a frame is named from the
+// symbol table, demangled — the name eu-stack and gdb's "bt" print for the
+// frame — except in Go code, where the pcln table's name (which is the
+// symbol name) is used so stripped Go binaries are named too. If no symbol
+// covers the address the DWARF subprogram's name is used. Inlined entries
+// are named from DWARF (the demangled DW_AT_linkage_name, else
+// DW_AT_name, as addr2line -C does) or from the Go inline tree.
+//
+// Everything derived from an object (indexes and per-address results) is
+// cached per build-id in a Cache, shared by default between Symbolizers,
+// so repeated dumps of the same process, or of processes that map the same
+// libraries, are cheap.
 package symbolize
 
 import (
+	"debug/elf"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -12,14 +41,29 @@ import (
 	"github.com/rewindstack/rewind/unwind"
 )
 
-// Location is what is known about a frame's code address.
+// Location is what is known about one function activation at a frame's
+// code address: the physical function, or one inlined call in it.
 type Location struct {
-	// Function is the symbol containing the address ("" when unknown).
+	// Function is the function's name, demangled ("" when unknown).
 	Function string
-	// Offset is the address's offset into Function.
+	// Offset is the address's offset into Function. It is set on the
+	// physical entry only (0 for inlined entries). For a frame whose PC
+	// is a return address it is the return address's offset.
 	Offset uint64
 	// Module is the path of the mapped object ("" for anonymous memory).
 	Module string
+	// File and Line are the source position: for the innermost entry,
+	// the position of the address itself; for each entry outside it, the
+	// position of the call that was inlined into it. Empty and 0 when
+	// there is no line information.
+	File string
+	Line int
+	// Inlined is true for an entry that is an inlined call rather than
+	// the physical function.
+	Inlined bool
+	// Mangled is the raw symbol name when Function was demangled from it
+	// (physical entries only; "" otherwise).
+	Mangled string
 }
 
 // ModuleBase returns the module's base name ("libc.so.6"), or "" if none.
@@ -36,54 +80,310 @@ type Symbolizer struct {
 	// DebugDirs are searched for separate debug files (nil means
 	// DefaultDebugDir; empty means none).
 	DebugDirs []string
+	// Inlines makes Frame return the inlined calls at a frame's address
+	// before the physical function. Without it Frame returns the physical
+	// entry alone (one frame per physical frame, as eu-stack prints
+	// without -i); that entry is the same either way.
+	Inlines bool
+	// Cache holds what is derived from objects; nil means a cache shared
+	// by every Symbolizer of the process.
+	Cache *Cache
 
 	mu       sync.Mutex
-	cache    map[key]Location
 	symFiles map[*unwind.Module]*elfobj.File
+	mods     map[*unwind.Module]*modInfo
 }
 
-type key struct {
-	mod  *unwind.Module
-	addr uint64
+// modInfo is what a Symbolizer knows of one module.
+type modInfo struct {
+	obj, sym *elfobj.File
+	info     *debugInfo
 }
 
-// Frame resolves a frame (using its lookup PC, so a return address is
-// attributed to the call instruction's function).
-func (s *Symbolizer) Frame(space *unwind.AddressSpace, f *unwind.Frame) Location {
-	loc := s.Addr(space, f.LookupPC())
-	if loc.Function != "" && !f.Exact && f.PC != 0 {
-		loc.Offset++ // report the offset of the return address itself
+// Frame resolves a frame, using its lookup PC so that a return address is
+// attributed to the call instruction. The result has at least one entry:
+// with Inlines set, the inlined calls at that address innermost first,
+// then the physical function, always last; without, the physical function
+// alone. An address outside any mapping gives one empty Location.
+func (s *Symbolizer) Frame(space *unwind.AddressSpace, f *unwind.Frame) []Location {
+	locs := s.resolve(space, f.LookupPC())
+	phys := &locs[len(locs)-1]
+	if phys.Function != "" && !f.Exact && f.PC != 0 {
+		phys.Offset++ // report the offset of the return address itself
 	}
-	return loc
+	if !s.Inlines {
+		return locs[len(locs)-1:]
+	}
+	return locs
 }
 
-// Addr resolves one runtime address.
+// Addr resolves one runtime address to its physical function.
 func (s *Symbolizer) Addr(space *unwind.AddressSpace, addr uint64) Location {
+	locs := s.resolve(space, addr)
+	return locs[len(locs)-1]
+}
+
+// resolve returns a fresh copy of the entries at addr, Module filled in.
+func (s *Symbolizer) resolve(space *unwind.AddressSpace, addr uint64) []Location {
 	m := space.Find(addr)
 	if m == nil {
-		return Location{}
+		return []Location{{}}
 	}
-	loc := Location{Module: m.Path}
 	if m.Module == nil || m.Module.File == nil {
-		return loc
+		return []Location{{Module: m.Path}}
 	}
-	k := key{m.Module, addr - m.Bias}
+	mi := s.module(m.Module)
+	cached := mi.info.resolve(addr-m.Bias, mi)
+	locs := make([]Location, len(cached))
+	copy(locs, cached)
+	for i := range locs {
+		locs[i].Module = m.Path
+	}
+	return locs
+}
+
+// module returns the Symbolizer's view of m, creating it on first use.
+func (s *Symbolizer) module(m *unwind.Module) *modInfo {
 	s.mu.Lock()
-	if l, ok := s.cache[k]; ok {
-		s.mu.Unlock()
-		return l
-	}
+	mi := s.mods[m]
 	s.mu.Unlock()
-	if name, off, ok := s.SymbolFile(m.Module).Symbolize(k.addr); ok {
-		loc.Function, loc.Offset = name, off
-	} else if name, off, ok := m.Module.File.Symbolize(k.addr); ok {
-		loc.Function, loc.Offset = name, off
+	if mi != nil {
+		return mi
 	}
+	sym := s.SymbolFile(m)
+	c := s.Cache
+	if c == nil {
+		c = sharedCache
+	}
+	mi = &modInfo{obj: m.File, sym: sym, info: c.get(m.File, sym, s.debugDirs())}
 	s.mu.Lock()
-	if s.cache == nil {
-		s.cache = map[key]Location{}
+	defer s.mu.Unlock()
+	if old := s.mods[m]; old != nil {
+		return old
 	}
-	s.cache[k] = loc
-	s.mu.Unlock()
-	return loc
+	if s.mods == nil {
+		s.mods = map[*unwind.Module]*modInfo{}
+	}
+	s.mods[m] = mi
+	return mi
+}
+
+func (s *Symbolizer) debugDirs() []string {
+	if s.DebugDirs == nil {
+		return []string{DefaultDebugDir}
+	}
+	return s.DebugDirs
+}
+
+// Cache keeps, per object (by build-id), the Go and DWARF indexes built
+// from it and the entries resolved at each address. It is safe for
+// concurrent use. Entries are never evicted: an object's index is a
+// fraction of the size of its debug information, and the per-address
+// results are bounded by maxResults.
+type Cache struct {
+	mu    sync.Mutex
+	byKey map[string]*debugInfo
+}
+
+// NewCache returns an empty cache.
+func NewCache() *Cache { return &Cache{byKey: map[string]*debugInfo{}} }
+
+var sharedCache = NewCache()
+
+// Len returns the number of objects cached.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byKey)
+}
+
+// maxResults bounds the per-address results kept for one object; past it
+// the table is started afresh.
+const maxResults = 1 << 20
+
+// debugInfo is everything derived from one object and its debug file.
+type debugInfo struct {
+	objPath, symPath string
+	dirs             []string
+
+	goOnce sync.Once
+	gt     *goTable
+
+	dwOnce sync.Once
+	dw     *dwarfIndex
+
+	mu      sync.RWMutex
+	results map[uint64][]Location // Module not set
+}
+
+// get returns the cache entry of an object whose symbols come from sym.
+// The key is the object's build-id (and the debug file's path, since the
+// same object may be paired with different debug files); without a
+// build-id, the path, size and modification time of the object.
+func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
+	key := obj.BuildIDHex()
+	if key == "" {
+		key = "path:" + obj.Path
+		if fi, err := os.Stat(obj.Path); err == nil && fi.Mode().IsRegular() {
+			key += fmt.Sprintf(":%d:%d", fi.Size(), fi.ModTime().UnixNano())
+		} else {
+			key += fmt.Sprintf(":%p", obj) // not a file: never shared
+		}
+	}
+	key += "\x00" + sym.Path
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if di := c.byKey[key]; di != nil {
+		return di
+	}
+	di := &debugInfo{objPath: obj.Path, symPath: sym.Path, dirs: dirs, results: map[uint64][]Location{}}
+	c.byKey[key] = di
+	return di
+}
+
+// goTable returns the object's Go pcln table, or nil if it is not a Go
+// binary.
+func (di *debugInfo) goTable() *goTable {
+	di.goOnce.Do(func() {
+		for _, p := range uniq(di.objPath, di.symPath) {
+			ef, err := openELF(p)
+			if err != nil {
+				continue
+			}
+			var gt *goTable
+			err = protect(func() error {
+				var err error
+				gt, err = openGoTable(ef.ef)
+				return err
+			})
+			ef.Close()
+			if err == nil {
+				di.gt = gt
+				return
+			}
+		}
+	})
+	return di.gt
+}
+
+// dwarf returns the DWARF index of the debug file, or else of the object;
+// nil if neither has DWARF.
+func (di *debugInfo) dwarf() *dwarfIndex {
+	di.dwOnce.Do(func() {
+		for _, p := range uniq(di.symPath, di.objPath) {
+			ef, err := openELF(p)
+			if err != nil {
+				continue
+			}
+			d, line, infoSize, err := loadDWARF(ef.ef)
+			var alt *dwarfAlt
+			if err == nil {
+				alt = loadAlt(ef.ef, p, di.dirs)
+			}
+			ef.Close()
+			if err == nil {
+				di.dw = newDWARFIndex(d, line, infoSize, alt)
+				return
+			}
+		}
+	})
+	return di.dw
+}
+
+func uniq(a, b string) []string {
+	if a == b {
+		return []string{a}
+	}
+	return []string{a, b}
+}
+
+// resolve returns the (shared, read-only) entries at object address vaddr.
+func (di *debugInfo) resolve(vaddr uint64, mi *modInfo) []Location {
+	di.mu.RLock()
+	locs, ok := di.results[vaddr]
+	di.mu.RUnlock()
+	if ok {
+		return locs
+	}
+	locs = di.compute(vaddr, mi)
+	di.mu.Lock()
+	if len(di.results) >= maxResults {
+		di.results = map[uint64][]Location{}
+	}
+	di.results[vaddr] = locs
+	di.mu.Unlock()
+	return locs
+}
+
+// compute resolves vaddr: Go table first, then symbols and DWARF.
+func (di *debugInfo) compute(vaddr uint64, mi *modInfo) []Location {
+	if gt := di.goTable(); gt != nil {
+		var locs []Location
+		var ok bool
+		if protect(func() error { locs, ok = gt.lookup(vaddr); return nil }) == nil && ok {
+			return locs
+		}
+	}
+	var phys Location
+	raw, off, haveSym := mi.sym.Symbolize(vaddr)
+	if !haveSym {
+		raw, off, haveSym = mi.obj.Symbolize(vaddr)
+	}
+	if haveSym {
+		phys.Function, phys.Offset = Demangle(raw), off
+		if phys.Function != raw {
+			phys.Mangled = raw
+		}
+	}
+	var frames []dwarfFrame
+	if dw := di.dwarf(); dw != nil {
+		frames, _ = dw.lookup(vaddr)
+	}
+	if len(frames) == 0 {
+		return []Location{phys}
+	}
+	locs := make([]Location, 0, len(frames))
+	for _, fr := range frames[:len(frames)-1] {
+		locs = append(locs, Location{Function: fr.name, File: fr.file, Line: fr.line, Inlined: true})
+	}
+	last := frames[len(frames)-1]
+	phys.File, phys.Line = last.file, last.line
+	if !haveSym && last.name != "" {
+		phys.Function = last.name
+		if last.lo != 0 && vaddr >= last.lo {
+			phys.Offset = vaddr - last.lo
+		}
+	}
+	return append(locs, phys)
+}
+
+// elfHandle is a file opened with debug/elf for reading debug sections.
+type elfHandle struct {
+	ef *elf.File
+	f  *os.File
+}
+
+func (h *elfHandle) Close() { h.f.Close() }
+
+// openELF opens path with debug/elf (a panic in it becomes an error).
+func openELF(path string) (*elfHandle, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	var ef *elf.File
+	err = protect(func() error {
+		var err error
+		ef, err = elf.NewFile(f)
+		return err
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &elfHandle{ef: ef, f: f}, nil
 }
