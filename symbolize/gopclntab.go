@@ -347,7 +347,10 @@ func (t *goTable) pcvalue(f *goFunc, off uint32, pc uint64) (int32, bool) {
 	p := t.pctab[off:]
 	val := int32(-1)
 	cur := f.entry
-	for n := 0; n < goMaxPCValueEntries; n++ {
+	// Every step but the first advances the pc, so a table has at most
+	// one step per instruction quantum of the function.
+	steps := min(goMaxPCValueEntries, (f.end-f.entry)/t.quantum+2)
+	for n := uint64(0); n < steps; n++ {
 		uv, k := binary.Uvarint(p)
 		if k <= 0 || uv > 1<<32-1 {
 			return -1, false

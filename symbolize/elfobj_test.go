@@ -1,0 +1,5 @@
+package symbolize
+
+import "github.com/rewindstack/rewind/elfobj"
+
+var elfobjOpen = elfobj.Open

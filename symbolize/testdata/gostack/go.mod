@@ -1,0 +1,3 @@
+module gostack
+
+go 1.26
