@@ -36,21 +36,44 @@ type Options struct {
 	Threads []int
 }
 
-// Unwind walks every selected thread and symbolizes the frames.
-func Unwind(t *Target, opt Options, sym *symbolize.Symbolizer) *output.Report {
-	rep := &output.Report{PID: t.PID, Source: t.Source}
+// Walked is one thread's walk, not yet symbolized.
+type Walked struct {
+	TID   int
+	Name  string
+	Stack unwind.Stack
+}
+
+// Walk unwinds every selected thread. It reads the target's memory but no
+// files beyond the unwind tables, so a live target can be resumed right
+// after it (see --lazy).
+func Walk(t *Target, opt Options) []Walked {
 	want := map[int]bool{}
 	for _, tid := range opt.Threads {
 		want[tid] = true
 	}
+	var out []Walked
 	for _, th := range t.Threads {
 		if len(want) > 0 && !want[th.TID] {
 			continue
 		}
-		st := opt.Unwinder.Walk(th.Regs, t.Mem, t.Space)
-		rep.Threads = append(rep.Threads, Symbolize(th.TID, th.Name, &st, t.Space, sym))
+		out = append(out, Walked{TID: th.TID, Name: th.Name, Stack: opt.Unwinder.Walk(th.Regs, t.Mem, t.Space)})
+	}
+	return out
+}
+
+// Report symbolizes walks into a report.
+func Report(t *Target, walks []Walked, sym *symbolize.Symbolizer) *output.Report {
+	rep := &output.Report{PID: t.PID, Source: t.Source, Threads: make([]output.Thread, 0, len(walks))}
+	for i := range walks {
+		w := &walks[i]
+		rep.Threads = append(rep.Threads, Symbolize(w.TID, w.Name, &w.Stack, t.Space, sym))
 	}
 	return rep
+}
+
+// Unwind walks every selected thread and symbolizes the frames.
+func Unwind(t *Target, opt Options, sym *symbolize.Symbolizer) *output.Report {
+	return Report(t, Walk(t, opt), sym)
 }
 
 // Symbolize converts one walk into an output thread.

@@ -1,0 +1,99 @@
+package stacks_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// TestLiveMatchesEuStack captures running fixture programs (copied stacks,
+// and --lazy) and checks every thread against `eu-stack -p`, as the core
+// tests do, and that every thread runs again afterwards.
+func TestLiveMatchesEuStack(t *testing.T) {
+	for _, p := range []program{{"threads", nil}, {"plt", nil}, {"signal", []string{"busy"}}, {"recurse", []string{"2000"}}, {"demo", nil}} {
+		for _, v := range []fixture.Variant{fixture.Variants[0], fixture.Variants[3]} {
+			p, v := p, v
+			t.Run(p.String()+"/"+v.Name, func(t *testing.T) {
+				t.Parallel()
+				exe := fixture.Build(t, p.name, v)
+				proc := fixture.Start(t, exe, p.args...)
+				ref, err := fixture.EuStackPID(t, proc.PID)
+				if err != nil {
+					t.Fatalf("eu-stack: %v", err)
+				}
+				snap, err := live.Capture(proc.PID, live.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkRunning(t, proc.PID)
+				target := stacks.FromLive(snap, &unwind.Objects{}, func(s string) { t.Log(s) })
+				compareTarget(t, target, ref)
+
+				err = live.WithStopped(proc.PID, live.Options{}, func(s *live.Snapshot) error {
+					compareTarget(t, stacks.FromLive(s, &unwind.Objects{}, nil), ref)
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("lazy: %v", err)
+				}
+				checkRunning(t, proc.PID)
+			})
+		}
+	}
+}
+
+// compareTarget applies the core tests' rules: dwarf and auto equal
+// eu-stack frame for frame, fp loses frames only below callees without a
+// frame record.
+func compareTarget(t *testing.T, target *stacks.Target, ref []fixture.Stack) {
+	t.Helper()
+	if len(target.Threads) != len(ref) {
+		t.Errorf("captured %d threads, eu-stack printed %d", len(target.Threads), len(ref))
+	}
+	sym := &symbolize.Symbolizer{}
+	for _, method := range []string{"dwarf", "auto", "fp"} {
+		u := map[string]*unwind.Unwinder{"dwarf": unwind.NewDWARF(), "auto": unwind.NewAuto(), "fp": unwind.NewFP()}[method]
+		u.MaxDepth = 100000
+		rep := stacks.Unwind(target, stacks.Options{Unwinder: u}, sym)
+		for _, want := range ref {
+			got := findThread(rep, want.TID)
+			switch {
+			case got == nil:
+				t.Errorf("%s: thread %d missing", method, want.TID)
+			case method == "fp":
+				checkFPBreak(t, got, want, target.Space)
+			case !samePCs(got, want):
+				t.Errorf("%s: thread %d differs from eu-stack (end %s %s):\n%s", method, want.TID,
+					got.End, got.EndDetail, sideBySide(got, want))
+			default:
+				checkNames(t, method, got, want, target.Space, sym)
+			}
+		}
+	}
+}
+
+// checkRunning: no thread of pid is stopped or traced.
+func checkRunning(t *testing.T, pid int) {
+	t.Helper()
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*"))
+	for _, task := range tasks {
+		st, err := os.ReadFile(filepath.Join(task, "status"))
+		if err != nil {
+			continue // exited
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			if (strings.HasPrefix(line, "State:") && (strings.Contains(line, "t (") || strings.Contains(line, "T ("))) ||
+				(strings.HasPrefix(line, "TracerPid:") && strings.TrimSpace(line[len("TracerPid:"):]) != "0") {
+				t.Errorf("%s left stopped or traced: %s", task, line)
+			}
+		}
+	}
+}
