@@ -3,33 +3,47 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
 
-func runDump(args []string) error {
-	fs := newFlags("dump", `rewind dump --core FILE [--exe PATH]: print the stack of every thread in an ELF core file.
+const dumpHelp = `rewind dump PID [flags]            every thread of a running process
+rewind dump --core FILE [flags]    every thread of an ELF core file
+
+A live process is frozen only while rewind copies each thread's registers
+and stack (PTRACE_SEIZE + INTERRUPT, process_vm_readv, detach); unwinding
+and symbolization happen afterwards from the copies, and the pause is
+printed. With --lazy the threads stay stopped while rewind unwinds, reading
+memory on demand: slower for the target, but no stack is cut at --max-stack.
 
 Frames show the PC (the current PC for frame #0, the return address for
-callers, as eu-stack and gdb print them), function+offset, module, and the
-method that found the frame; each thread ends with the reason its walk
-stopped.`)
-	core := fs.String("core", "", "ELF core `FILE` to read (required)")
-	exe := fs.String("exe", "", "executable `PATH` to use instead of the one the core names")
+callers, as eu-stack and gdb print them), function+offset, module,
+file:line where debug information exists, and the method that found the
+frame; each thread ends with the reason its walk stopped.
+
+Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
+kernel.yama.ptrace_scope=0 for processes of the same user.`
+
+func runDump(args []string) error {
+	fs := newFlags("dump", dumpHelp)
+	core := fs.String("core", "", "read the ELF core `FILE` instead of a live process")
+	exe := fs.String("exe", "", "with --core: executable `PATH` to use instead of the one the core names")
 	method := methodFlag(fs)
 	maxDepth := fs.Int("max-depth", 1024, "stop each walk after `N` frames")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	group := fs.Bool("group", false, "print identical stacks once, with the threads that share them")
 	threads := fs.String("threads", "", "only these thread IDs (`TID,...`)")
-	if err := fs.Parse(args); err != nil {
+	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
+	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
-	}
-	if *core == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("need --core FILE (live processes arrive with 'rewind dump PID')")
 	}
 	u, err := unwinderFor(*method, *maxDepth)
 	if err != nil {
@@ -39,23 +53,84 @@ stopped.`)
 	if err != nil {
 		return err
 	}
-	c, err := corefile.Open(*core)
-	if err != nil {
-		return err
+	opt := stacks.Options{Unwinder: u, Threads: tids}
+	sym := &symbolize.Symbolizer{}
+	var rep *output.Report
+	switch {
+	case *core != "" && len(pos) == 0:
+		if rep, err = dumpCore(*core, *exe, opt, sym); err != nil {
+			return err
+		}
+	case *core == "" && len(pos) == 1:
+		pid, perr := strconv.Atoi(pos[0])
+		if perr != nil || pid <= 0 {
+			return fmt.Errorf("%q is not a process ID", pos[0])
+		}
+		if *exe != "" {
+			return fmt.Errorf("--exe applies to --core only")
+		}
+		if rep, err = dumpLive(pid, *lazy, *maxStack, opt, sym); err != nil {
+			return err
+		}
+	default:
+		fs.Usage()
+		return fmt.Errorf("need a PID or --core FILE")
 	}
-	defer c.Close()
-	objs := &unwind.Objects{}
-	target, err := stacks.FromCore(c, *exe, objs)
-	if err != nil {
-		return err
-	}
-	warnUnreadable(target.Space)
-	rep := stacks.Unwind(target, stacks.Options{Unwinder: u, Threads: tids}, &symbolize.Symbolizer{})
-	if *asJSON {
+	switch {
+	case *asJSON:
 		return output.WriteJSON(os.Stdout, rep)
+	case *group:
+		return output.WriteGrouped(os.Stdout, rep)
 	}
 	return output.WriteText(os.Stdout, rep)
 }
+
+func dumpCore(path, exe string, opt stacks.Options, sym *symbolize.Symbolizer) (*output.Report, error) {
+	c, err := corefile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	target, err := stacks.FromCore(c, exe, &unwind.Objects{})
+	if err != nil {
+		return nil, err
+	}
+	warnUnreadable(target.Space)
+	return stacks.Unwind(target, opt, sym), nil
+}
+
+func dumpLive(pid int, lazy bool, maxStack int, opt stacks.Options, sym *symbolize.Symbolizer) (*output.Report, error) {
+	objs := &unwind.Objects{}
+	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads}
+	var target *stacks.Target
+	var walks []stacks.Walked
+	var snap *live.Snapshot
+	var err error
+	if lazy {
+		err = live.WithStopped(pid, lopt, func(s *live.Snapshot) error {
+			snap = s
+			target = stacks.FromLive(s, objs, warn)
+			walks = stacks.Walk(target, opt)
+			return nil
+		})
+	} else {
+		snap, err = live.Capture(pid, lopt)
+		if err == nil {
+			target = stacks.FromLive(snap, objs, warn)
+			walks = stacks.Walk(target, opt)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	warnUnreadable(target.Space)
+	rep := stacks.Report(target, walks, sym)
+	pause := snap.Pause.Microseconds()
+	rep.PauseUS = &pause
+	return rep, nil
+}
+
+func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", msg) }
 
 // warnUnreadable tells the user about mapped objects that could not be
 // opened: their frames print as addresses only.
@@ -64,7 +139,7 @@ func warnUnreadable(space *unwind.AddressSpace) {
 	for _, m := range space.Mappings() {
 		if m.Module != nil && m.Module.File == nil && !seen[m.Path] {
 			seen[m.Path] = true
-			fmt.Fprintf(os.Stderr, "rewind: warning: %v (frames in it print as addresses)\n", m.Module.Err)
+			warn(fmt.Sprintf("%v (frames in it print as addresses)", m.Module.Err))
 		}
 	}
 }

@@ -19,6 +19,7 @@ const usage = `rewind: fast, correct stack traces for Linux.
 Usage:
   rewind demo                      compile a bundled C program, capture it, and show
                                    frame-pointer and DWARF stacks side by side
+  rewind dump PID [flags]          print every thread's stack of a running process
   rewind dump --core FILE [flags]  print every thread's stack of a core file
   rewind table FILE...             compile objects' DWARF CFI into unwind tables and
                                    print their size and build time
@@ -64,6 +65,22 @@ func newFlags(name, summary string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseArgs parses flags that may come before or after positional
+// arguments ("rewind dump 1234 --json") and returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 // methodFlag registers --method.

@@ -92,7 +92,9 @@ func TestDumpErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"dump"}, "need --core FILE"},
+		{[]string{"dump"}, "need a PID or --core FILE"},
+		{[]string{"dump", "abc"}, `"abc" is not a process ID`},
+		{[]string{"dump", "1", "2"}, "need a PID or --core FILE"},
 		{[]string{"dump", "--core", "/nonexistent/core"}, "/nonexistent/core"},
 		{[]string{"dump", "--core", bad}, bad},
 		{[]string{"dump", "--core", bad, "--method", "magic"}, `unknown --method "magic"`},
