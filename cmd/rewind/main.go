@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,18 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	if path := os.Getenv("REWIND_CPUPROFILE"); path != "" {
+		// For tuning rewind itself: a pprof CPU profile of this run.
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			code := runCommand()
+			pprof.StopCPUProfile()
+			os.Exit(code)
+		}
+	}
+	os.Exit(runCommand())
+}
+
+func runCommand() int {
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "demo":
@@ -42,18 +55,19 @@ func main() {
 		err = runTable(args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
-		return
+		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "rewind: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		return 2
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		return
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rewind %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // newFlags makes a flag set whose --help prints the command's summary.
