@@ -42,9 +42,11 @@ const probeAfter = 200 * time.Microsecond
 // run again. See the package documentation for the sequence.
 //
 // Threads that exit during the capture are reported with Err; that is not
-// an error. If the whole process exits while it is being captured,
-// Capture returns what it copied together with an error wrapping
-// ErrExited.
+// an error. If the whole process exits while it is being captured, or its
+// maps cannot be read, Capture returns what it copied together with an
+// error (wrapping ErrExited in the first case). Do not capture a child of
+// the calling process while another goroutine waits for it: see the
+// package documentation.
 func Capture(pid int, opt Options) (*Snapshot, error) {
 	info, err := inspect(pid)
 	if err != nil {
@@ -89,7 +91,9 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 // ignored). The threads are resumed when fn returns, on every path: an
 // error, a panic in fn (which is then raised again), or runtime.Goexit.
 // fn must not keep s.Mem past its return and expect frozen contents.
-// s.Pause is set after the threads resumed, once fn returned.
+// s.Pause is set after the threads resumed, once fn returned. An error of
+// fn is returned as is; otherwise the process exiting meanwhile gives an
+// error wrapping ErrExited.
 func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 	info, err := inspect(pid)
 	if err != nil {
@@ -163,6 +167,7 @@ type tstate struct {
 	attached bool // seized, not yet detached or found gone
 	stopped  bool // known to be in a ptrace stop
 	sig      int  // signal to deliver when detaching
+	probed   bool // found stopped by a register read, not by wait4
 	regs     regs.Regs
 	stack    unwind.Region
 	err      error
@@ -387,6 +392,7 @@ func (s *session) collect(round []*tstate) {
 			for _, th := range pending {
 				if s.readRegs(th) == nil {
 					th.stopped = true
+					th.probed = true
 					th.sig, _ = stopSignal(th.tid)
 					continue
 				}
@@ -593,22 +599,17 @@ func (s *session) thaw() {
 			// Only a stopped tracee can be detached: the tracer
 			// detaches this one when it stops (or forgets it when it
 			// exits).
-			s.tracer.orphans = append(s.tracer.orphans, th.tid)
+			s.orphan(th)
 			continue
 		}
 		if err := ptraceDetach(th.tid, th.sig); err != nil {
 			// ESRCH on a stopped tracee: SIGKILL woke it and it is
 			// exiting. A dead tracee stays a zombie until its tracer
-			// waits for it, and a process's main thread cannot be
-			// reaped before its other threads are, so the tracer reaps
-			// it. Except the main thread of a child of this process:
-			// waiting for it here would take its exit status from its
-			// parent, which can reap it itself (the kernel treats the
-			// parent's thread group as its tracer).
+			// waits for it (and a process's main thread cannot be
+			// reaped before its other threads are), so the tracer
+			// reaps it, or detaches it if it was not dying after all.
 			s.detachLost++
-			if th.tid != s.pid || !s.ourChild {
-				s.tracer.orphans = append(s.tracer.orphans, th.tid)
-			}
+			s.orphan(th)
 		}
 	}
 	s.end = time.Now()
@@ -617,11 +618,22 @@ func (s *session) thaw() {
 	}
 }
 
+// orphan leaves th to the tracer, to detach or reap later. The main
+// thread of a child of this process is not reaped by the tracer: its
+// parent can reap it (the kernel treats the parent's thread group as its
+// tracer), and waiting for it here would take the exit status away from
+// the parent.
+func (s *session) orphan(th *tstate) {
+	s.tracer.orphans = append(s.tracer.orphans, orphan{pid: s.pid, tid: th.tid, noReap: th.tid == s.pid && s.ourChild})
+}
+
 // snapshot assembles the result (after freeze and thaw).
 func (s *session) snapshot() *Snapshot {
 	pm := NewProcMemory(s.pid)
 	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start)}
-	snap.Maps, _ = parseMaps(s.mapsRaw)
+	if s.mapsErr == nil {
+		snap.Maps, s.mapsErr = parseMaps(s.mapsRaw)
+	}
 	var regions []unwind.Region
 	for _, th := range s.threads {
 		t := Thread{TID: th.tid, Err: th.err}
@@ -645,13 +657,14 @@ func (s *session) snapshot() *Snapshot {
 	return snap
 }
 
-// exitError reports the process having exited during the capture.
+// exitError reports the process having exited during the capture, or its
+// maps having been unreadable.
 func (s *session) exitError() error {
-	if s.detachLost == 0 {
-		return nil
-	}
-	if processGone(s.pid) {
+	if s.detachLost > 0 && processGone(s.pid) {
 		return kindErrorf(ErrExited, "live: process %d exited during the capture; the snapshot holds what was copied before", s.pid)
+	}
+	if s.mapsErr != nil {
+		return fmt.Errorf("live: process %d: reading its maps: %w", s.pid, s.mapsErr)
 	}
 	return nil
 }

@@ -299,3 +299,14 @@ func tracedError(pid, tid int) error {
 
 // readFile reads a /proc file (see readProcFile).
 func readFile(path string, buf []byte) ([]byte, error) { return readProcFile(path, buf) }
+
+// tracerOf returns the TracerPid of thread tid of pid (a thread id; 0 when
+// untraced or gone).
+func tracerOf(pid, tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(statusField(b, "TracerPid"))
+	return n
+}

@@ -127,14 +127,27 @@ func TestThreadsComingAndGoing(t *testing.T) {
 			late++
 		}
 		rounds += s.rounds
+		for _, th := range s.threads {
+			if sp, ok := th.regs.SP(); ok && th.err == nil && len(th.stack.Data) == 0 {
+				var near []string
+				for _, m := range s.ranges {
+					if m.end+1<<20 > sp && m.start < sp+1<<20 {
+						near = append(near, fmt.Sprintf("%x-%x", m.start, m.end))
+					}
+				}
+				t.Errorf("thread %d: no stack copied: SP %#x, probed %v, sig %d, round count %d; mappings near SP: %v", th.tid, sp, th.probed, th.sig, s.rounds, near)
+			}
+		}
 	}
 	defer func() { testHookDone = nil }()
 	seen := map[int]bool{}
+	var pauses []time.Duration
 	for i := 0; i < 50; i++ {
 		s, err := Capture(tg.pid, Options{})
 		if err != nil {
 			t.Fatalf("capture %d: %v", i, err)
 		}
+		pauses = append(pauses, s.Pause)
 		if s.Threads[0].TID != tg.pid || s.Threads[0].Err != nil {
 			t.Fatalf("capture %d: main thread %d: %v", i, s.Threads[0].TID, s.Threads[0].Err)
 		}
@@ -162,7 +175,8 @@ func TestThreadsComingAndGoing(t *testing.T) {
 	}
 	// A thread left stopped would stay in t for good.
 	checkReleased(t, tg.pid, "RSD")
-	t.Logf("50 captures: %d threads captured, %d ended during a capture, %d distinct TIDs; %d captures found threads created while stopping (%d rounds in all)", ok, gone, len(seen), late, rounds)
+	lo, med, hi := pauseStats(pauses)
+	t.Logf("50 captures: %d threads captured, %d ended during a capture, %d distinct TIDs; %d captures found threads created while stopping (%d rounds in all); pause min %v median %v max %v", ok, gone, len(seen), late, rounds, lo, med, hi)
 	if len(seen) < 100 {
 		t.Errorf("only %d distinct threads seen: the spawner is not spawning", len(seen))
 	}

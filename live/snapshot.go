@@ -21,8 +21,9 @@ const redZone = 128
 // PTRACE_INTERRUPT. Threads normally stop within microseconds; one in
 // uninterruptible sleep (D state: disk or NFS I/O, a vfork parent) stops
 // only when that ends. When the time is up the thread is reported with Err
-// and the capture goes on without it; the kernel detaches it when the
-// tracer thread exits, whether it stopped in between or not.
+// and the capture goes on without it; the tracer detaches it once it
+// stops, shortly after (or the kernel does, if this process ends first).
+// Set it before capturing, not during a capture.
 var StopTimeout = time.Second
 
 // Options tune a capture.
@@ -82,8 +83,9 @@ type Snapshot struct {
 	Threads []Thread
 	// Maps is /proc/PID/maps as read while the threads were stopped.
 	Maps []Mapping
-	// Pause is the time from the first thread stopped to the last thread
-	// resumed (for WithStopped, it includes the callback).
+	// Pause is the time from the first thread stopped (just before the
+	// first PTRACE_INTERRUPT) to the last thread resumed (the return of
+	// the last PTRACE_DETACH). For WithStopped it includes the callback.
 	Pause time.Duration
 	// Mem reads the process's memory: the stack copies first, then the
 	// live process (ProcMemory) for anything else, such as text or the
@@ -99,7 +101,7 @@ type Snapshot struct {
 var (
 	ErrZombie       = errors.New("process is a zombie")
 	ErrKernelThread = errors.New("process is a kernel thread")
-	ErrSelf         = errors.New("process is rewind itself")
+	ErrSelf         = errors.New("process is the calling process")
 	ErrTraced       = errors.New("process is already traced")
 	ErrExited       = errors.New("process exited during the capture")
 	ErrUnsupported  = errors.New("live capture not supported")

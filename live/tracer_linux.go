@@ -29,7 +29,16 @@ type tracer struct {
 	// their capture gave up on them (StopTimeout). A tracee can only be
 	// detached once stopped, so the tracer polls them between requests
 	// and detaches each as soon as it stops.
-	orphans []int
+	orphans []orphan
+}
+
+// orphan is a tracee left to the tracer by a finished capture.
+type orphan struct {
+	pid, tid int
+	// noReap marks the main thread of a child of this process: when it
+	// dies its parent reaps it, and waiting for it here would take the
+	// exit status from the parent.
+	noReap bool
 }
 
 var (
@@ -73,29 +82,34 @@ func (t *tracer) serve() {
 }
 
 // adoptOrphans detaches the orphans that have stopped and forgets those
-// that have exited.
+// that have exited (reaping them: a dead tracee stays a zombie until its
+// tracer waits for it).
 func (t *tracer) adoptOrphans() {
 	n := 0
-	for _, tid := range t.orphans {
-		wpid, ws, err := wait4(tid)
-		switch {
-		case err != nil, wpid == tid && (ws.Exited() || ws.Signaled()):
-			continue // gone (or no longer ours)
-		case wpid == tid && ws.Stopped():
-			sig := 0
-			if uint32(ws)>>16 != unix.PTRACE_EVENT_STOP {
-				sig = int(ws.StopSignal())
+	for _, o := range t.orphans {
+		if !o.noReap {
+			wpid, ws, err := wait4(o.tid)
+			switch {
+			case err != nil, wpid == o.tid && (ws.Exited() || ws.Signaled()):
+				continue // gone (or no longer ours)
+			case wpid == o.tid && ws.Stopped():
+				sig := 0
+				if uint32(ws)>>16 != unix.PTRACE_EVENT_STOP {
+					sig = int(ws.StopSignal())
+				}
+				if ptraceDetach(o.tid, sig) == nil {
+					continue
+				}
 			}
-			if ptraceDetach(tid, sig) == nil {
-				continue
-			}
-		}
-		// Its stop may have been reported to another thread of this
-		// process; a detach succeeds on any stopped tracee.
-		if sig, err := stopSignal(tid); err == nil && ptraceDetach(tid, sig) == nil {
+		} else if taskGone(o.pid, o.tid) || tracerOf(o.pid, o.tid) != unix.Gettid() {
 			continue
 		}
-		t.orphans[n] = tid
+		// A detach succeeds on any stopped tracee, also one whose stop
+		// was reported to another thread of this process.
+		if sig, err := stopSignal(o.tid); err == nil && ptraceDetach(o.tid, sig) == nil {
+			continue
+		}
+		t.orphans[n] = o
 		n++
 	}
 	t.orphans = t.orphans[:n]
