@@ -284,22 +284,14 @@ func TestErrors(t *testing.T) {
 		}
 	}
 
-	// A zombie: the shell's background child exits after the shell has
-	// been replaced by a sleep that never waits for it.
-	sh := exec.Command("/bin/sh", "-c", "sleep 0.1 & echo $!; exec sleep 100")
-	out, err := sh.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	// A zombie: a child of this process that exited and that nobody has
+	// waited for yet.
+	z := exec.Command("/bin/true")
+	if err := z.Start(); err != nil {
+		t.Skipf("no /bin/true: %v", err)
 	}
-	if err := sh.Start(); err != nil {
-		t.Skipf("no /bin/sh: %v", err)
-	}
-	defer func() { sh.Process.Kill(); sh.Wait() }()
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	zpid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("shell printed %q", line)
-	}
+	defer z.Wait()
+	zpid := z.Process.Pid
 	var zst procStat
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		st, err := readStat(fmt.Sprintf("/proc/%d/stat", zpid))
@@ -424,6 +416,7 @@ func TestNoSignalLost(t *testing.T) {
 // thread stays traced.
 func TestStopTimeout(t *testing.T) {
 	tg := startTarget(t, true, compileC(t, "vforker"))
+	defer endVforks(t, tg.pid)
 	defer func(d time.Duration) { StopTimeout = d }(StopTimeout)
 	StopTimeout = 100 * time.Millisecond
 	var s *Snapshot
@@ -472,4 +465,36 @@ func TestStopTimeout(t *testing.T) {
 	// And it goes on vforking: it is not stuck in a stop.
 	time.Sleep(1600 * time.Millisecond)
 	checkReleased(t, tg.pid, "SDR")
+}
+
+// endVforks makes vforker stop vforking and kills its current child, so
+// that the child is reaped by vforker rather than orphaned.
+func endVforks(t *testing.T, pid int) {
+	syscall.Kill(pid, syscall.SIGUSR2)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		kids := childrenOf(pid)
+		if len(kids) == 0 {
+			return
+		}
+		for _, k := range kids {
+			syscall.Kill(k, syscall.SIGKILL)
+		}
+	}
+	t.Errorf("vforker %d still has children", pid)
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat("/proc/" + e.Name() + "/stat"); err == nil && st.ppid == pid {
+			kids = append(kids, n)
+		}
+	}
+	return kids
 }

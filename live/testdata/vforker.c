@@ -4,9 +4,14 @@
  * exits. A thread in that wait cannot stop for a tracer until the child
  * is gone, which is what the test of StopTimeout needs. Two more threads
  * block in nanosleep; main prints "ready" once the first vfork started.
+ *
+ * SIGUSR2 ends the vforking (after the current child, which the test then
+ * kills), so that no child outlives the program: an orphan would be left
+ * to init, which does not reap in every container.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -14,11 +19,18 @@
 #include <unistd.h>
 
 static atomic_int forking;
+static volatile sig_atomic_t quit;
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	quit = 1;
+}
 
 static void *vforker(void *arg)
 {
 	(void)arg;
-	for (;;) {
+	while (!quit) {
 		pid_t pid;
 
 		atomic_store(&forking, 1);
@@ -49,7 +61,9 @@ int main(void)
 {
 	pthread_t t;
 	struct timespec ts = {0, 50000000};
+	struct sigaction sa = {.sa_handler = on_usr2};
 
+	sigaction(SIGUSR2, &sa, NULL);
 	for (int i = 0; i < 2; i++)
 		if (pthread_create(&t, NULL, sleeper, NULL) != 0)
 			return 2;
