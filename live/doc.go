@@ -58,16 +58,19 @@
 //
 // The stops are collected with wait4(tid, WNOHANG|__WALL) polling rather
 // than blocking waits. The kernel reports a tracee's stop to any thread of
-// the tracer's process that waits for it, and when the target is a child
-// of the capturing process, a goroutine blocked in os/exec's Cmd.Wait (or
-// os.Process.Wait) on it takes the main thread's stop instead of the
-// tracer: its Wait then returns a "stop signal: trace/breakpoint trap"
-// state for a process that is still running. Capture survives that (it
-// notices the stop by reading the registers, which only works on a
-// stopped tracee), but the waiting goroutine cannot be protected: do not
-// capture a child of your own process while something waits for it. The
-// CLI never does; tests that start targets with os/exec must wait for
-// them only after killing them.
+// the tracer's process that waits for it, so another goroutine's wait can
+// take a report meant for the tracer; polling notices such a stop anyway
+// (a register read succeeds only on a stopped tracee), and bounds the wait
+// for a thread that does not stop (see StopTimeout).
+//
+// The one case where that other wait is likely is a target that is a child
+// of the capturing process, with a goroutine blocked in os/exec's Cmd.Wait
+// on it (fixture programs started by a test, say): that goroutine takes
+// the main thread's stop and its Wait returns for a process that still
+// runs. Capture cannot prevent that from inside the process, so it refuses
+// such a target with ErrWaitedChild when it sees the wait (in
+// /proc/self/task/*/syscall). Start targets without a concurrent Wait
+// (reap them after killing them), or capture from another process.
 //
 // # Threads and what is frozen
 //

@@ -11,6 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// testSkipWaiterCheck, set by tests only, captures a child of this
+// process even while something waits for it, to test that the capture
+// itself survives that.
+var testSkipWaiterCheck bool
+
 // pfKthread is PF_KTHREAD, the kernel-thread bit of the flags field of
 // /proc/PID/stat (include/linux/sched.h).
 const pfKthread = 0x00200000
@@ -225,6 +230,11 @@ func inspect(pid int) (procInfo, error) {
 	}
 	info.comm = st.comm
 	info.ppid = st.ppid
+	if st.ppid == os.Getpid() && !testSkipWaiterCheck {
+		if err := checkWaiters(info.pid); err != nil {
+			return info, err
+		}
+	}
 	if st.flags&pfKthread != 0 {
 		return info, kindErrorf(ErrKernelThread, "live: process %d (%s) is a kernel thread: it has no user-space stack to capture", info.pid, st.comm)
 	}

@@ -208,15 +208,15 @@ func TestMainThreadExited(t *testing.T) {
 
 func must(v uint64, ok bool) uint64 { return v }
 
-// TestChildWithConcurrentWaiter documents a kernel behaviour and checks
-// that Capture survives it: when the target is a child of the capturing
-// process and another thread of it waits for that child (os/exec's
-// Cmd.Wait), the kernel reports the main thread's ptrace stop to that
-// waiter as well as to the tracer, and whichever waits first consumes it
-// (kernel/exit.c: a child traced by its real parent's thread group is
-// waited for as a tracee). Capture must then still stop, capture and
-// release every thread rather than wait forever for a report that went
-// elsewhere.
+// TestChildWithConcurrentWaiter: when the target is a child of the
+// capturing process and another thread of it waits for that child (here
+// os.Process.Wait, as os/exec's Cmd.Wait does), the kernel reports the
+// main thread's ptrace stop to that waiter as well as to the tracer, and
+// whichever waits first consumes it (see ErrWaitedChild). Capture refuses
+// such a target, and the waiter is unharmed. Forced to capture anyway,
+// the capture itself must still stop, capture and release every thread
+// rather than wait forever for a report that went elsewhere; the waiter
+// then returns early, with a stop.
 func TestChildWithConcurrentWaiter(t *testing.T) {
 	tg := threadsTarget(t)
 	waited := make(chan *os.ProcessState, 1)
@@ -224,7 +224,24 @@ func TestChildWithConcurrentWaiter(t *testing.T) {
 		st, _ := tg.cmd.Process.Wait()
 		waited <- st
 	}()
-	time.Sleep(20 * time.Millisecond) // let the waiter block in waitid
+	// Let the waiter block in waitid.
+	for deadline := time.Now().Add(5 * time.Second); checkWaiters(tg.pid) == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiting goroutine is not seen waiting")
+		}
+	}
+	_, err := Capture(tg.pid, Options{})
+	werr := WithStopped(tg.pid, Options{}, func(*Snapshot) error { return nil })
+	for _, e := range []error{err, werr} {
+		if !errors.Is(e, ErrWaitedChild) || !strings.Contains(e.Error(), "is waiting for it") {
+			t.Errorf("capture of a waited-for child: %v, want ErrWaitedChild", e)
+		}
+	}
+	t.Logf("refused: %v", err)
+	checkReleased(t, tg.pid, "S")
+
+	testSkipWaiterCheck = true
+	defer func() { testSkipWaiterCheck = false }()
 	s := mustCapture(t, tg.pid, Options{})
 	for _, th := range s.Threads {
 		if th.Err != nil || len(th.Stack.Data) == 0 {
@@ -234,11 +251,9 @@ func TestChildWithConcurrentWaiter(t *testing.T) {
 	checkReleased(t, tg.pid, "S")
 	select {
 	case st := <-waited:
-		// The waiter took the stop: os.Process.Wait returned for a
-		// process that is still running.
-		t.Logf("the concurrent Wait returned %v: the kernel gave it the main thread's ptrace stop (pause %v)", st, s.Pause)
+		t.Logf("forced: the concurrent Wait returned %v: the kernel gave it the main thread's ptrace stop (pause %v)", st, s.Pause)
 	case <-time.After(100 * time.Millisecond):
-		t.Logf("the concurrent Wait did not get the stop this time (pause %v)", s.Pause)
+		t.Logf("forced: the concurrent Wait did not get the stop this time (pause %v)", s.Pause)
 	}
 	// The process is still ours to kill and reap.
 	tg.reapOnce.Do(func() {
@@ -497,4 +512,43 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return kids
+}
+
+// TestCheckWaiters checks that the waits that would take a child's
+// ptrace stops are seen: wait4 and waitid on its pid (os/exec's pidfd
+// wait is covered by TestChildWithConcurrentWaiter), and no false alarm.
+func TestCheckWaiters(t *testing.T) {
+	for _, kind := range []string{"none", "wait4", "waitid"} {
+		cmd := exec.Command("sleep", "10")
+		if err := cmd.Start(); err != nil {
+			t.Skip(err)
+		}
+		pid := cmd.Process.Pid
+		done := make(chan bool)
+		go func() {
+			var ws unix.WaitStatus
+			var si unix.Siginfo
+			switch kind {
+			case "wait4":
+				unix.Wait4(pid, &ws, 0, nil)
+			case "waitid":
+				unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED, nil)
+			}
+			close(done)
+		}()
+		var err error
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if err = checkWaiters(pid); err != nil || kind == "none" {
+				break
+			}
+		}
+		if (err != nil) != (kind != "none") || (err != nil && !errors.Is(err, ErrWaitedChild)) {
+			t.Errorf("%s: checkWaiters: %v", kind, err)
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		<-done
+		if kind == "none" {
+			cmd.Wait()
+		}
+	}
 }

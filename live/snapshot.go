@@ -105,6 +105,18 @@ var (
 	ErrTraced       = errors.New("process is already traced")
 	ErrExited       = errors.New("process exited during the capture")
 	ErrUnsupported  = errors.New("live capture not supported")
+	// ErrWaitedChild refuses a child of this process while a thread of
+	// this process waits for it. The kernel treats a child traced by its
+	// parent's own thread group as a tracee of the whole group: a wait
+	// for it from any thread also reports its main thread's ptrace stops
+	// (kernel/exit.c, wait_consider_task). A goroutine blocked in
+	// os/exec's Cmd.Wait or os.Process.Wait on the child would take the
+	// capture's stop: its Wait would return a "stop signal:
+	// trace/breakpoint trap" state for a process that still runs (and
+	// Cmd.Wait would then hang waiting for the child's output). No way of
+	// tracing from this process avoids that, so Capture refuses when it
+	// sees such a wait (it cannot see one that starts later).
+	ErrWaitedChild = errors.New("process is a child that this process is waiting for")
 )
 
 // kindError is an error with its own message that classifies as kind
