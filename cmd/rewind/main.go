@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -24,6 +25,7 @@ Usage:
   rewind dump --core FILE [flags]  print every thread's stack of a core file
   rewind table FILE...             compile objects' DWARF CFI into unwind tables and
                                    print their size and build time
+  rewind sframe dump FILE...       print .sframe sections exactly as readelf --sframe does
 
 Run 'rewind COMMAND --help' for a command's flags.
 `
@@ -53,6 +55,8 @@ func runCommand() int {
 		err = runDump(args)
 	case "table":
 		err = runTable(args)
+	case "sframe":
+		err = runSFrame(args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0
@@ -99,8 +103,8 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // methodFlag registers --method.
 func methodFlag(fs *flag.FlagSet) *string {
-	return fs.String("method", "auto", "unwind method: `fp` (frame pointers), dwarf (CFI tables), "+
-		"or auto (CFI where it covers the PC, frame pointers elsewhere)")
+	return fs.String("method", "auto", "unwind method: `fp` (frame pointers), dwarf (CFI tables), sframe "+
+		"(.sframe sections), or auto (per frame: SFrame where the object has it, then CFI, then frame pointers)")
 }
 
 func unwinderFor(method string, maxDepth int) (*unwind.Unwinder, error) {
@@ -110,10 +114,12 @@ func unwinderFor(method string, maxDepth int) (*unwind.Unwinder, error) {
 		u = unwind.NewFP()
 	case "dwarf":
 		u = unwind.NewDWARF()
+	case "sframe":
+		u = &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{}}}
 	case "auto":
-		u = unwind.NewAuto()
+		u = &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{}, unwind.CFITable{}, unwind.FramePointers{}}}
 	default:
-		return nil, fmt.Errorf("unknown --method %q (want fp, dwarf or auto)", method)
+		return nil, fmt.Errorf("unknown --method %q (want fp, dwarf, sframe or auto)", method)
 	}
 	u.MaxDepth = maxDepth
 	return u, nil

@@ -98,6 +98,8 @@ func TestDumpErrors(t *testing.T) {
 		{[]string{"dump", "--core", "/nonexistent/core"}, "/nonexistent/core"},
 		{[]string{"dump", "--core", bad}, bad},
 		{[]string{"dump", "--core", bad, "--method", "magic"}, `unknown --method "magic"`},
+		{[]string{"sframe", "dump", "/nonexistent"}, "/nonexistent"},
+		{[]string{"sframe", "dump", "--readelf", "9", bad}, `unknown --readelf "9"`},
 		{[]string{"dump", "--core", bad, "--threads", "1,x"}, `bad thread id "x"`},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 	} {
@@ -129,5 +131,29 @@ func TestDemo(t *testing.T) {
 	// pointers do not.
 	if !strings.Contains(out, "DWARF 4 of 4") || strings.Contains(out, "frame pointers 4 of 4") {
 		t.Errorf("demo summary does not show the frame-pointer loss:\n%s", out)
+	}
+}
+
+// TestSFrameDumpMatchesReadelf: rewind sframe dump prints what the
+// system's readelf (binutils 2.40, SFrame v1) prints for a gcc -Wa,--gsframe
+// executable, byte for byte.
+func TestSFrameDumpMatchesReadelf(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "s.c")
+	os.WriteFile(src, []byte("int f(int x) { return x + 1; }\nint main(void) { return f(2); }\n"), 0o644)
+	exe := filepath.Join(dir, "s")
+	if out, err := exec.Command("gcc", "-O2", "-Wa,--gsframe", src, "-o", exe).CombinedOutput(); err != nil {
+		t.Skipf("gcc cannot emit SFrame here: %v %s", err, out)
+	}
+	want, err := exec.Command("readelf", "--sframe=.sframe", exe).Output()
+	if err != nil {
+		t.Fatalf("readelf: %v", err)
+	}
+	got, errOut, code := run(t, "sframe", "dump", exe)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got != string(want) {
+		t.Errorf("rewind sframe dump differs from readelf:\n--- rewind\n%s\n--- readelf\n%s", got, want)
 	}
 }
