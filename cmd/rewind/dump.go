@@ -41,6 +41,7 @@ func runDump(args []string) error {
 	threads := fs.String("threads", "", "only these thread IDs (`TID,...`)")
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
+	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -54,7 +55,9 @@ func runDump(args []string) error {
 		return err
 	}
 	opt := stacks.Options{Unwinder: u, Threads: tids}
-	sym := &symbolize.Symbolizer{}
+	// Inlined calls are listed (marked) above the frame they were inlined
+	// into, as eu-stack -i and gdb show them.
+	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:

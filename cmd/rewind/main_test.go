@@ -77,6 +77,9 @@ func TestDumpCore(t *testing.T) {
 	if th.End == "" || len(th.Frames) == 0 || th.Frames[0].Method != "context" || th.Frames[0].PC == 0 {
 		t.Errorf("JSON thread: %+v", th)
 	}
+	if !strings.Contains(out, `"file"`) || !strings.Contains(out, `"line"`) {
+		t.Errorf("JSON frames carry no file:line although the fixture has debug info")
+	}
 	for _, key := range []string{`"pid"`, `"threads"`, `"tid"`, `"name"`, `"end"`, `"frames"`, `"pc"`, `"function"`,
 		`"offset"`, `"module"`, `"inlined"`, `"method"`} {
 		if !strings.Contains(out, key) {
