@@ -12,10 +12,11 @@ import (
 
 var pauseRE = regexp.MustCompile(`paused (\d+) us`)
 
-// BenchmarkDumpVsTools runs, side by side in one run, the three answers to
-// "what is this 17-thread process doing?": rewind dump PID, eu-stack -p and
-// gdb's thread apply all bt, each as a whole command, on the same blocked
-// -O2 process. rewind also reports the target's pause (median).
+// BenchmarkDumpVsTools runs, side by side in one run, the answers to "what
+// is this 17-thread process doing?": rewind dump PID, eu-stack -p (plain,
+// and with -s -i for the source lines and inlined frames rewind prints),
+// and gdb's thread apply all bt, each as a whole command, on the same
+// blocked -O2 process. rewind also reports the target's pause.
 //
 //	go test ./cmd/rewind -run '^$' -bench DumpVsTools -benchtime 20x
 func BenchmarkDumpVsTools(b *testing.B) {
@@ -28,6 +29,9 @@ func BenchmarkDumpVsTools(b *testing.B) {
 	}{
 		{"rewind", []string{rewindBin, "dump", pid}},
 		{"eu-stack", []string{"eu-stack", "-p", pid}},
+		// The same information rewind prints by default: source lines and
+		// inlined frames.
+		{"eu-stack-s-i", []string{"eu-stack", "-s", "-i", "-p", pid}},
 		{"gdb", []string{"gdb", "-batch", "-p", pid, "-ex", "thread apply all bt"}},
 	}
 	for _, tool := range tools {
