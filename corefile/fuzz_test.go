@@ -3,11 +3,12 @@ package corefile
 import (
 	"debug/elf"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 )
 
 // fuzzSeeds are tiny cores covering the parser's paths.
@@ -51,12 +52,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzOpen")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for name, data := range fuzzSeeds() {
-		content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
-		if err := os.WriteFile(filepath.Join(dir, "seed-"+name), []byte(content), 0o644); err != nil {
+		if err := fuzzcorpus.Write(dir, "seed-"+name, data); err != nil {
 			t.Fatal(err)
 		}
 	}

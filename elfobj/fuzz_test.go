@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 )
 
 // fuzzSeeds are small ELF files covering the parser's paths.
@@ -40,12 +41,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzNewFile")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for name, data := range fuzzSeeds() {
-		content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
-		if err := os.WriteFile(filepath.Join(dir, "seed-"+name), []byte(content), 0o644); err != nil {
+		if err := fuzzcorpus.Write(dir, "seed-"+name, data); err != nil {
 			t.Fatal(err)
 		}
 	}

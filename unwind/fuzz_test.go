@@ -7,10 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/rewindstack/rewind/cfi"
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/unwindtable"
 )
@@ -76,8 +76,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	os.WriteFile(src, []byte(`int g(int x) { return x * 3; }
 int f(int x) { int a[8]; for (int i = 0; i < 8; i++) a[i] = g(x + i); return a[x & 7]; }
 int main(int c, char **v) { return f(c); }`), 0o644)
-	out, _ := filepath.Abs("testdata/fuzz/FuzzTableWalk")
-	os.MkdirAll(out, 0o755)
+	out := filepath.Join("testdata", "fuzz", "FuzzTableWalk")
 	for i, flags := range [][]string{{"-O0"}, {"-O2", "-fomit-frame-pointer"}} {
 		obj := filepath.Join(dir, fmt.Sprint("o", i))
 		args := append(append([]string{}, flags...), "-c", src, "-o", obj)
@@ -97,9 +96,7 @@ int main(int c, char **v) { return f(c); }`), 0o644)
 		for w := 0; w < 16; w++ {
 			binary.LittleEndian.PutUint64(stack[w*8:], fuzzText+uint64(w*13))
 		}
-		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n[]byte(%s)\nuint16(%d)\nuint16(%d)\n",
-			strconv.Quote(string(data)), strconv.Quote(string(stack)), 5+i*3, 16)
-		if err := os.WriteFile(filepath.Join(out, fmt.Sprint("gcc-", flags[0])), []byte(body), 0o644); err != nil {
+		if err := fuzzcorpus.Write(out, "gcc-"+flags[0], data, stack, uint16(5+i*3), uint16(16)); err != nil {
 			t.Fatal(err)
 		}
 	}
