@@ -35,6 +35,11 @@ import (
 type Stepper struct {
 	// Cache holds the parsed sections; nil means a package-wide cache.
 	Cache *Cache
+	// Source, when set, supplies each module's section instead of the
+	// module's own .sframe (one generated from its CFI, for example); it
+	// returns nil and no error for a module without one. It must be safe
+	// for concurrent use. Cache is not used then.
+	Source func(mod *unwind.Module) (*Section, error)
 }
 
 // Method implements unwind.Stepper.
@@ -97,11 +102,17 @@ func (st Stepper) Step(c *unwind.Cursor) error {
 	if c.Map == nil || c.Map.Module == nil {
 		return unwind.ErrNoInfo
 	}
-	cache := st.Cache
-	if cache == nil {
-		cache = &defaultCache
+	var sec *Section
+	var err error
+	if st.Source != nil {
+		sec, err = st.Source(c.Map.Module)
+	} else {
+		cache := st.Cache
+		if cache == nil {
+			cache = &defaultCache
+		}
+		sec, err = cache.Section(c.Map.Module)
 	}
-	sec, err := cache.Section(c.Map.Module)
 	if err != nil || sec == nil || !archOK(sec.Header.ABI, c.Regs.Arch) {
 		return unwind.ErrNoInfo
 	}

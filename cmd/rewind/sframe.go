@@ -1,16 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/elfedit"
 	"github.com/rewindstack/rewind/sframe"
 )
 
+const sframeUsage = "usage: rewind sframe dump [--readelf 2.40|2.44|2.47] FILE...\n" +
+	"       rewind sframe gen IN -o OUT [--version 1|2|3] [--separate [--addr ADDR]]"
+
 func runSFrame(args []string) error {
+	if len(args) > 0 && args[0] == "gen" {
+		return runSFrameGen(args[1:])
+	}
 	if len(args) == 0 || args[0] != "dump" {
-		return fmt.Errorf("usage: rewind sframe dump [--readelf 2.40|2.44|2.47] FILE...")
+		return errors.New(sframeUsage)
 	}
 	fs := newFlags("sframe dump", `rewind sframe dump FILE...: print each file's .sframe section exactly as
 readelf --sframe=.sframe of the binutils release that produces its SFrame
@@ -55,4 +65,139 @@ named by --readelf.`)
 		}
 	}
 	return nil
+}
+
+// ELF constants debug/elf does not name.
+const (
+	shtGNUSFrame = elf.SectionType(0x6ffffff4) // SHT_GNU_SFRAME (binutils 2.45+)
+	ptGNUSFrame  = elf.ProgType(0x6474e554)    // PT_GNU_SFRAME
+)
+
+func runSFrameGen(args []string) error {
+	fs := newFlags("sframe gen", `rewind sframe gen IN -o OUT: compile IN's .eh_frame (or .debug_frame) into
+an .sframe section and write a copy of IN with the section added, as
+objcopy --add-section does. The section is put in a new loadable segment with
+a PT_GNU_SFRAME program header when the file allows it; otherwise it is added
+unloaded, with a note saying why. Functions whose CFI SFrame cannot express
+are left out and listed on stderr with the reason, as gas warns. A summary
+goes to stdout.
+
+With --separate, OUT gets only the section's bytes, encoded for the section
+address given by --addr (0: a section that is not loaded).`)
+	outPath := fs.String("o", "", "write the result to `FILE` (required)")
+	version := fs.Uint("version", 2, "SFrame `version` to write: 2 (binutils 2.41-2.45 readelf), 3 (2.46+), or 1 (2.40)")
+	separate := fs.Bool("separate", false, "write only the section's bytes")
+	addr := fs.Uint64("addr", 0, "with --separate: the section `address` the bytes are encoded for")
+	quiet := fs.Bool("q", false, "do not list skipped functions")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *outPath == "" {
+		fs.Usage()
+		return errors.New("need one input FILE and -o OUT")
+	}
+	if *version < 1 || *version > 3 {
+		return fmt.Errorf("unsupported --version %d (want 1, 2 or 3)", *version)
+	}
+	if *addr != 0 && !*separate {
+		return errors.New("--addr goes with --separate (the address of an added section is chosen for it)")
+	}
+	in := pos[0]
+	f, err := elfobj.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	g, err := sframe.Generate(f, sframe.GenOptions{Version: uint8(*version)})
+	if err != nil {
+		return err
+	}
+	if !*quiet {
+		for _, s := range g.Stats.Skipped {
+			name := ""
+			if s.End > s.Start {
+				if n, off, ok := f.Symbolize(s.Start); ok && off == 0 {
+					name = n + " "
+				}
+			}
+			fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", in, name, s)
+		}
+	}
+	var note string
+	var out []byte
+	secAddr := *addr
+	if *separate {
+		if out, err = g.Encode(*addr); err != nil {
+			return err
+		}
+	} else {
+		raw, err := os.ReadFile(in)
+		if err != nil {
+			return err
+		}
+		typ := elf.SHT_PROGBITS
+		if *version >= 3 {
+			typ = shtGNUSFrame
+		}
+		var res *elfedit.Result
+		out, res, err = elfedit.AddSection(raw, elfedit.Section{
+			Name: ".sframe", Type: typ, Align: 8, Size: uint64(g.Size()),
+			Contents: g.Encode, Load: true, Segment: ptGNUSFrame, SegmentAlign: 8,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", in, err)
+		}
+		secAddr = res.Addr
+		if !res.Loaded {
+			note = "note: .sframe added but not loaded (no PT_GNU_SFRAME): " + res.Note
+		}
+	}
+	// Read back what is about to be written: a generator bug must not
+	// produce a file that readers reject.
+	if err := readBack(out, *separate, secAddr, *outPath); err != nil {
+		return fmt.Errorf("internal error: the generated file does not read back: %w", err)
+	}
+	if err := os.WriteFile(*outPath, out, 0o666); err != nil {
+		return err
+	}
+	if !*separate {
+		if st, err := os.Stat(in); err == nil {
+			os.Chmod(*outPath, st.Mode().Perm())
+		}
+	}
+	st := g.Stats
+	fmt.Printf("%s: SFrame v%d (%s) from %s: %d of %d functions, %d FDEs (%d PLT), %d FREs, %d skipped\n",
+		*outPath, g.Version, g.ABI, st.CFISource, st.Functions, st.CFIFDEs, st.FDEs, st.PLTs, st.FREs, len(st.Skipped))
+	cfiBytes := uint64(0)
+	if f.EhFrame != nil {
+		cfiBytes += f.EhFrame.Size
+	}
+	if f.EhFrameHdr != nil {
+		cfiBytes += f.EhFrameHdr.Size
+	}
+	ratio := ""
+	if cfiBytes > 0 {
+		ratio = fmt.Sprintf(" (%.1f%%)", 100*float64(g.Size())/float64(cfiBytes))
+	}
+	fmt.Printf(".sframe: %d bytes at %#x; .eh_frame + .eh_frame_hdr: %d bytes%s\n", g.Size(), secAddr, cfiBytes, ratio)
+	if note != "" {
+		fmt.Println(note)
+	}
+	return nil
+}
+
+// readBack parses the section just generated, from the bytes about to be
+// written.
+func readBack(out []byte, separate bool, addr uint64, name string) error {
+	if separate {
+		_, err := sframe.Parse(out, addr, name)
+		return err
+	}
+	f, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		return err
+	}
+	_, err = sframe.FromELF(f, name, ".sframe", false)
+	return err
 }
