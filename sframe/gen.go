@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
@@ -251,6 +252,9 @@ func (g *Generated) compile(arch regs.Arch, fde *cfi.FDE) ([]genFDE, string) {
 	info := uint8(0)
 	if fde.CIE.SignalFrame {
 		info |= 0x80
+	}
+	if g.ABI.IsAArch64() && strings.ContainsRune(fde.CIE.Augmentation, 'B') {
+		info |= 0x20 // return addresses signed with key B (.cfi_b_key_frame)
 	}
 	if plt == nil {
 		out = append(out, genFDE{start: fde.Start, size: uint32(size), info: info, fres: fres})
