@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rewindstack/rewind/profiles"
+)
+
+// profileMethods returns the unwinders of a profile: the chosen method
+// first (it makes the stacks), then the others for the fidelity table.
+func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
+	var out []profiles.Method
+	for _, name := range []string{method, "auto", "dwarf", "sframe", "fp"} {
+		dup := false
+		for _, m := range out {
+			dup = dup || m.Name == name
+		}
+		if dup {
+			continue
+		}
+		u, err := unwinderFor(name, maxDepth)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, profiles.Method{Name: name, Unwinder: u})
+	}
+	return out, nil
+}
+
+// finishProfile unwinds and symbolizes the collected samples, prints the
+// fidelity table and writes the output file.
+func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profileFlags, periodNS int64) error {
+	ks, err := profiles.LoadKallsyms()
+	if err != nil {
+		ks = nil // kernel frames print as [kernel]
+	}
+	prof := profiles.Build(col, profiles.Options{Methods: methods, Kernel: ks})
+	if !*pf.quiet {
+		prof.WriteFidelity(os.Stderr)
+	}
+	if len(prof.Stacks) == 0 {
+		warn("no samples were recorded")
+	}
+	out := *pf.out
+	if out == "" {
+		out = "rewind-" + time.Now().Format("20060102-150405") + ".html"
+	}
+	if err := writeProfile(prof, out, periodNS); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, len(prof.Stacks))
+	return nil
+}
+
+// writeProfile writes the profile in the format out's extension names.
+// The file is written under a temporary name and renamed, so a failed
+// write leaves no half file behind.
+func writeProfile(prof *profiles.Profile, out string, periodNS int64) error {
+	var write func(f *os.File) error
+	switch {
+	case strings.HasSuffix(out, ".pb.gz"):
+		write = func(f *os.File) error { return prof.WritePprof(f, periodNS) }
+	case strings.HasSuffix(out, ".folded"):
+		write = func(f *os.File) error { return prof.WriteFolded(f) }
+	case strings.HasSuffix(out, ".html"), strings.HasSuffix(out, ".svg"):
+		write = func(f *os.File) error { return writeFlameGraph(f, prof, strings.HasSuffix(out, ".svg")) }
+	default:
+		return fmt.Errorf("-o %s: unknown format; use .pb.gz, .folded, .html or .svg", out)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	os.Chmod(tmp.Name(), 0o644)
+	return os.Rename(tmp.Name(), out)
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/profiles"
+)
+
+const recordHelp = `rewind record [flags] -p PID        sample a running process
+rewind record [flags] -- CMD ARGS   run CMD and sample it from its exec
+
+Samples every thread (and threads and children created later) with the
+cpu-clock event of perf_event_open, copying each sample's user registers
+and the top of its user stack (--stack-size bytes). After recording, rewind
+unwinds the copies itself (--method), adds kernel frames from the kernel's
+callchain, symbolizes every unique address once, prints per unwind method
+the share of samples whose stack reaches the thread's root, and writes the
+profile (-o): FILE.pb.gz (pprof), FILE.folded (folded stacks for
+flamegraph.pl / speedscope), FILE.html or FILE.svg (flame graph).
+
+Needs perf_event_open permission: root or CAP_PERFMON, or
+kernel.perf_event_paranoid <= 2 for your own processes (user frames only;
+<= 1 adds kernel frames). Stop with Ctrl-C; the profile is still written.`
+
+// profileFlags are the flags record and report share.
+type profileFlags struct {
+	out      *string
+	method   *string
+	maxDepth *int
+	quiet    *bool
+}
+
+func addProfileFlags(fs *flag.FlagSet) *profileFlags {
+	return &profileFlags{
+		out:      fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here)"),
+		method:   methodFlag(fs),
+		maxDepth: fs.Int("max-depth", 1024, "stop each walk after `N` frames"),
+		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
+	}
+}
+
+func runRecord(args []string) error {
+	var cmdArgs []string
+	for i, a := range args {
+		if a == "--" {
+			args, cmdArgs = args[:i], args[i+1:]
+			break
+		}
+	}
+	fs := newFlags("record", recordHelp)
+	pid := fs.Int("p", 0, "record the running process `PID`")
+	freq := fs.Int("F", 99, "sampling frequency in `HZ` per thread")
+	dur := fs.Duration("d", 0, "stop after `DURATION` (default: until Ctrl-C or the command or process exits)")
+	stackSize := fs.Int("stack-size", 16<<10, "`BYTES` of user stack copied per sample (a multiple of 8, below 65536)")
+	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
+	pf := addProfileFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		if len(cmdArgs) == 0 && *pid == 0 {
+			cmdArgs = pos // "rewind record ./prog" without "--"
+		} else {
+			return fmt.Errorf("unexpected argument %q (put the command after --)", pos[0])
+		}
+	}
+	switch {
+	case *pid != 0 && len(cmdArgs) > 0:
+		return fmt.Errorf("give -p PID or a command, not both")
+	case *pid == 0 && len(cmdArgs) == 0:
+		fs.Usage()
+		return fmt.Errorf("need -p PID or -- CMD ARGS")
+	case *pid < 0:
+		return fmt.Errorf("bad process ID %d", *pid)
+	}
+	methods, err := profileMethods(*pf.method, *pf.maxDepth)
+	if err != nil {
+		return err
+	}
+	opt := perfevent.Options{Freq: *freq, StackSize: *stackSize, UserOnly: *userOnly, Warn: warn}
+	col := profiles.NewCollector(perfevent.Arch())
+	col.Warn = warn
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var rec *perfevent.Recorder
+	var cmd *perfevent.Command
+	exited := make(chan error, 1)
+	if *pid != 0 {
+		if err := col.AddProcess(*pid); err != nil {
+			return fmt.Errorf("process %d: %w", *pid, err)
+		}
+		if rec, err = perfevent.AttachPID(*pid, opt); err != nil {
+			return err
+		}
+	} else {
+		if rec, cmd, err = perfevent.StartCommand(cmdArgs, opt); err != nil {
+			return err
+		}
+		if err := cmd.Release(); err != nil {
+			warn(fmt.Sprintf("starting %s: %v", cmdArgs[0], err))
+		}
+		go func() { exited <- cmd.Wait() }()
+	}
+	defer rec.Close()
+
+	start := time.Now()
+	var deadline <-chan time.Time
+	if *dur > 0 {
+		deadline = time.After(*dur)
+	}
+	tty := isTerminal(2)
+	lastProgress := time.Time{}
+	var readErr error
+	read := func() {
+		if readErr != nil {
+			return
+		}
+		readErr = rec.Read(func(r *perfdata.Record) error { col.Add(r); return nil })
+		if readErr != nil {
+			warn(fmt.Sprintf("reading samples: %v (the profile holds what was read before)", readErr))
+		}
+	}
+	why := ""
+loop:
+	for {
+		hup := rec.Wait(100 * time.Millisecond)
+		read()
+		if tty && time.Since(lastProgress) > 250*time.Millisecond {
+			lastProgress = time.Now()
+			fmt.Fprintf(os.Stderr, "\rrewind: %d samples, %d lost, %.1fs ", rec.Samples(), rec.Lost(), time.Since(start).Seconds())
+		}
+		select {
+		case <-sigs:
+			why = "interrupted"
+			break loop
+		case <-deadline:
+			why = "duration reached"
+			break loop
+		case err := <-exited:
+			why = "command exited"
+			if err != nil {
+				why = fmt.Sprintf("command exited (%v)", err)
+			}
+			break loop
+		default:
+		}
+		if *pid != 0 && (hup || readErr != nil) && !alive(*pid) {
+			why = fmt.Sprintf("process %d exited", *pid)
+			break loop
+		}
+		if *pid != 0 && !alive(*pid) {
+			why = fmt.Sprintf("process %d exited", *pid)
+			break loop
+		}
+	}
+	rec.Disable()
+	read()
+	if tty {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	elapsed := time.Since(start)
+	if cmd != nil && why == "interrupted" {
+		// The command got the terminal's SIGINT too; let it finish.
+		select {
+		case <-exited:
+		case <-time.After(2 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", why, elapsed.Seconds(), rec.Samples(), rec.Lost())
+	return finishProfile(col, methods, pf, 1e9/int64(*freq))
+}
+
+func alive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	if err != nil && !errors.Is(err, unix.EPERM) {
+		return false
+	}
+	// A zombie is dead for our purpose.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i] == ')' {
+			return i+2 >= len(b) || b[i+2] != 'Z'
+		}
+	}
+	return true
+}
+
+func isTerminal(fd int) bool {
+	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,303 @@
+package perfdata
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	fileMagic      = 0x32454c4946524550 // "PERFILE2" little endian
+	fileMagicSwap  = 0x50455246494c4532 // the same written big endian
+	fileHeaderSize = 104
+	pipeHeaderSize = 16
+	featBuildID    = 2
+	featBits       = 256
+	buildIDRecHead = 8 + 4 + 24
+)
+
+// BuildID is one entry of the build-id feature section: the object perf
+// saw mapped, and its GNU build-id.
+type BuildID struct {
+	PID      int32
+	CPUMode  uint16 // MiscKernel, MiscUser, ...
+	ID       []byte
+	Filename string
+}
+
+// File is an opened perf.data file.
+type File struct {
+	Path  string
+	Attrs []*Attr
+	// IDs maps event IDs to indexes in Attrs.
+	IDs map[uint64]int
+	// BuildIDs is the build-id feature section (empty if absent).
+	BuildIDs []BuildID
+	// FeatureErr reports a feature section that could not be read; the
+	// data is still usable.
+	FeatureErr error
+	// Truncated is set when the data section extends beyond the end of
+	// the file (perf was killed, or the file was cut): the records that
+	// are complete are still read.
+	Truncated bool
+
+	data     []byte
+	mapped   bool
+	dataOff  int64
+	dataEnd  int64
+	features [featBits / 64]uint64
+}
+
+// Open opens and parses a perf.data file. The data section is read lazily
+// by Records.
+func Open(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size < pipeHeaderSize {
+		return nil, &Error{File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
+	}
+	if size != int64(int(size)) {
+		return nil, fmt.Errorf("%s: too large", path)
+	}
+	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
+	mapped := err == nil
+	if err != nil {
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, err
+		}
+	}
+	f, err := Parse(data, path)
+	if err != nil {
+		if mapped {
+			unix.Munmap(data)
+		}
+		return nil, err
+	}
+	f.mapped = mapped
+	return f, nil
+}
+
+// Close releases the file's memory. Records must not be used afterwards.
+func (f *File) Close() error {
+	if f.mapped {
+		f.mapped = false
+		return unix.Munmap(f.data)
+	}
+	return nil
+}
+
+// Parse parses a perf.data image held in memory; name is used in errors.
+func Parse(data []byte, name string) (*File, error) {
+	f := &File{Path: name, data: data, IDs: map[uint64]int{}}
+	bad := func(off int64, format string, args ...any) error {
+		return &Error{File: name, Offset: off, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(data) < pipeHeaderSize {
+		return nil, bad(0, "file of %d bytes is too short for a perf.data header", len(data))
+	}
+	le := binary.LittleEndian
+	switch magic := le.Uint64(data); magic {
+	case fileMagic:
+	case fileMagicSwap:
+		return nil, bad(0, "big-endian perf.data is not supported")
+	default:
+		return nil, bad(0, "not a perf.data file (magic %#x)", magic)
+	}
+	hsize := le.Uint64(data[8:])
+	if hsize == pipeHeaderSize {
+		return nil, bad(8, "pipe-mode perf.data (perf record -o -) is not supported; record to a file")
+	}
+	if hsize < fileHeaderSize {
+		return nil, bad(8, "header size %d, want %d", hsize, fileHeaderSize)
+	}
+	if len(data) < fileHeaderSize {
+		return nil, bad(0, "file of %d bytes is too short for its %d-byte header", len(data), fileHeaderSize)
+	}
+	attrSize := le.Uint64(data[16:])
+	attrsOff, attrsSize := le.Uint64(data[24:]), le.Uint64(data[32:])
+	dataOff, dataSize := le.Uint64(data[40:]), le.Uint64(data[48:])
+	for i := range f.features {
+		f.features[i] = le.Uint64(data[72+8*i:])
+	}
+	if attrSize < attrSizeVer0+16 || attrSize > 1<<16 {
+		return nil, bad(16, "attribute entry size %d is implausible", attrSize)
+	}
+	if attrsOff > uint64(len(data)) || attrsSize > uint64(len(data))-attrsOff {
+		return nil, bad(24, "attribute section [%#x, +%#x) lies outside the file of %d bytes", attrsOff, attrsSize, len(data))
+	}
+	if attrsSize%attrSize != 0 || attrsSize == 0 {
+		return nil, bad(32, "attribute section of %d bytes is not a whole number of %d-byte entries", attrsSize, attrSize)
+	}
+	for off := attrsOff; off < attrsOff+attrsSize; off += attrSize {
+		e := data[off : off+attrSize]
+		a, err := ParseAttr(e[:attrSize-16])
+		if err != nil {
+			return nil, bad(int64(off), "%v", err)
+		}
+		idx := len(f.Attrs)
+		f.Attrs = append(f.Attrs, &a)
+		idOff, idSize := le.Uint64(e[attrSize-16:]), le.Uint64(e[attrSize-8:])
+		if idOff > uint64(len(data)) || idSize > uint64(len(data))-idOff || idSize%8 != 0 {
+			return nil, bad(int64(off+attrSize-16), "event id list [%#x, +%#x) is outside the file or misaligned", idOff, idSize)
+		}
+		for p := idOff; p < idOff+idSize; p += 8 {
+			f.IDs[le.Uint64(data[p:])] = idx
+		}
+	}
+	if dataOff > uint64(len(data)) {
+		return nil, bad(40, "data section starts at %#x, beyond the end of the file (%d bytes)", dataOff, len(data))
+	}
+	f.dataOff = int64(dataOff)
+	switch {
+	case dataSize == 0:
+		// perf never finished the header: read to the end of the file.
+		f.dataEnd = int64(len(data))
+		f.Truncated = f.dataEnd > f.dataOff
+	case dataSize > uint64(len(data))-dataOff:
+		f.dataEnd = int64(len(data))
+		f.Truncated = true
+	default:
+		f.dataEnd = int64(dataOff + dataSize)
+		f.FeatureErr = f.readFeatures(uint64(f.dataEnd))
+	}
+	return f, nil
+}
+
+// HasFeature reports whether the header announces feature section bit.
+func (f *File) HasFeature(bit int) bool {
+	return bit >= 0 && bit < featBits && f.features[bit/64]&(1<<(bit%64)) != 0
+}
+
+// readFeatures reads the feature section table that follows the data.
+func (f *File) readFeatures(tableOff uint64) error {
+	le := binary.LittleEndian
+	n := 0
+	for bit := 0; bit < featBits; bit++ {
+		if !f.HasFeature(bit) {
+			continue
+		}
+		at := tableOff + uint64(16*n)
+		n++
+		if at > uint64(len(f.data)) || uint64(len(f.data))-at < 16 {
+			return &Error{File: f.Path, Offset: int64(at), Msg: "feature section table is truncated"}
+		}
+		off, size := le.Uint64(f.data[at:]), le.Uint64(f.data[at+8:])
+		if off > uint64(len(f.data)) || size > uint64(len(f.data))-off {
+			return &Error{File: f.Path, Offset: int64(at), Msg: fmt.Sprintf("feature %d section [%#x, +%#x) is outside the file", bit, off, size)}
+		}
+		if bit == featBuildID {
+			ids, err := parseBuildIDs(f.data[off:off+size], int64(off), f.Path)
+			f.BuildIDs = ids
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func parseBuildIDs(b []byte, base int64, name string) ([]BuildID, error) {
+	le := binary.LittleEndian
+	var out []BuildID
+	for off := 0; off < len(b); {
+		if len(b)-off < buildIDRecHead {
+			return out, &Error{File: name, Offset: base + int64(off), Msg: "build-id entry is truncated"}
+		}
+		misc := le.Uint16(b[off+4:])
+		size := int(le.Uint16(b[off+6:]))
+		if size < buildIDRecHead || size > len(b)-off {
+			return out, &Error{File: name, Offset: base + int64(off), Msg: fmt.Sprintf("build-id entry of %d bytes", size)}
+		}
+		e := b[off : off+size]
+		id := e[12:32]
+		if misc&MiscBuildIDSize != 0 {
+			if n := int(e[32]); n <= 20 {
+				id = id[:n]
+			}
+		}
+		name := e[buildIDRecHead:]
+		for i, c := range name {
+			if c == 0 {
+				name = name[:i]
+				break
+			}
+		}
+		out = append(out, BuildID{
+			PID:      int32(le.Uint32(e[8:])),
+			CPUMode:  misc & MiscCPUModeMask,
+			ID:       id,
+			Filename: string(name),
+		})
+		off += size
+	}
+	return out, nil
+}
+
+// ErrCompressed is returned for files recorded with perf record -z.
+var ErrCompressed = errors.New("compressed perf.data records (perf record -z) are not supported")
+
+// Records decodes the data section's records in file order and calls fn
+// for each; a non-nil error from fn stops the walk and is returned. The
+// Record and everything it points to are valid only during the call
+// (slices point into the file's memory, which lives until Close).
+//
+// A record that cannot be decoded ends the walk with an error naming its
+// offset; the records before it have been delivered. A truncated file
+// delivers its complete records and then returns an error saying so.
+func (f *File) Records(fn func(rec *Record) error) error {
+	d, err := NewDecoder(f.Attrs, f.IDs)
+	if err != nil {
+		return &Error{File: f.Path, Offset: 24, Msg: err.Error()}
+	}
+	var rec Record
+	le := binary.LittleEndian
+	off := f.dataOff
+	for off < f.dataEnd {
+		if f.dataEnd-off < recordHeaderSize {
+			return f.truncErr(off, "record header")
+		}
+		size := int64(le.Uint16(f.data[off+6:]))
+		if size < recordHeaderSize {
+			return &Error{File: f.Path, Offset: off, Msg: fmt.Sprintf("record size %d is smaller than a record header", size)}
+		}
+		if size > f.dataEnd-off {
+			return f.truncErr(off, "record")
+		}
+		if t := le.Uint32(f.data[off:]); t == RecordCompressed {
+			return &Error{File: f.Path, Offset: off, Msg: ErrCompressed.Error()}
+		}
+		if err := d.Decode(f.data[off:off+size:off+size], off, &rec); err != nil {
+			var pe *Error
+			if errors.As(err, &pe) {
+				pe.File = f.Path
+			}
+			return err
+		}
+		if err := fn(&rec); err != nil {
+			return err
+		}
+		off += size
+	}
+	if f.Truncated {
+		return f.truncErr(off, "data section")
+	}
+	return nil
+}
+
+func (f *File) truncErr(off int64, what string) error {
+	return &Error{File: f.Path, Offset: off, Msg: fmt.Sprintf("file is truncated: %s cut at the end of the file (%d bytes); earlier records were read", what, len(f.data))}
+}
+
+// DataRange returns the offsets where the data section starts and ends.
+func (f *File) DataRange() (start, end int64) { return f.dataOff, f.dataEnd }

@@ -1,0 +1,71 @@
+package perfdata
+
+import (
+	"math/bits"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// perf's amd64 register numbering (arch/x86/include/uapi/asm/perf_regs.h)
+// mapped to DWARF numbers; -1 for registers unwinding does not use.
+var amd64PerfToDWARF = [...]int{
+	0:  regs.AMD64RAX,
+	1:  regs.AMD64RBX,
+	2:  regs.AMD64RCX,
+	3:  regs.AMD64RDX,
+	4:  regs.AMD64RSI,
+	5:  regs.AMD64RDI,
+	6:  regs.AMD64RBP,
+	7:  regs.AMD64RSP,
+	8:  regs.AMD64RIP,
+	9:  -1,                                                       // flags
+	10: -1,                                                       // cs
+	11: -1,                                                       // ss
+	12: -1,                                                       // ds
+	13: -1,                                                       // es
+	14: -1,                                                       // fs
+	15: -1,                                                       // gs
+	16: 8, 17: 9, 18: 10, 19: 11, 20: 12, 21: 13, 22: 14, 23: 15, // r8..r15
+}
+
+// UserRegsMask returns the sample_regs_user mask rewind asks for on arch:
+// the general registers, stack pointer and PC, which is all a CFI or SFrame
+// walk can need.
+func UserRegsMask(arch regs.Arch) uint64 {
+	switch arch {
+	case regs.AMD64:
+		return 0x1ff | 0xff<<16 // ax..ip, r8..r15
+	case regs.ARM64:
+		return 1<<33 - 1 // x0..x30, sp, pc (perf numbers them as DWARF does)
+	}
+	return 0
+}
+
+// UserRegs converts a sample's REGS_USER values, taken with mask, into a
+// DWARF-numbered register set for arch. ok is false when the sample has no
+// user registers or the architecture is not supported.
+func UserRegs(arch regs.Arch, mask uint64, values []uint64) (r regs.Regs, ok bool) {
+	r = regs.New(arch)
+	if len(values) != bits.OnesCount64(mask) || len(values) == 0 {
+		return r, false
+	}
+	i := 0
+	for m := mask; m != 0; m &= m - 1 {
+		bit := bits.TrailingZeros64(m)
+		v := values[i]
+		i++
+		switch arch {
+		case regs.AMD64:
+			if bit < len(amd64PerfToDWARF) && amd64PerfToDWARF[bit] >= 0 {
+				r.Set(amd64PerfToDWARF[bit], v)
+			}
+		case regs.ARM64:
+			r.Set(bit, v)
+		default:
+			return r, false
+		}
+	}
+	_, hasPC := r.PC()
+	_, hasSP := r.SP()
+	return r, hasPC && hasSP
+}

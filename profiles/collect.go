@@ -1,0 +1,369 @@
+// Package profiles turns perf samples into symbolized stacks: it tracks
+// each process's mappings from MMAP2/COMM/FORK records (live or from a
+// perf.data file), unwinds every sample's user stack from the copy the
+// kernel took (registers + stack bytes at the stack pointer) with rewind's
+// unwinders, adds the kernel frames of the kernel's callchain, symbolizes
+// each unique address once, measures how many stacks reach their thread's
+// root per unwind method, and writes pprof and folded-stack files.
+package profiles
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// Sample is one sample, copied out of its record.
+type Sample struct {
+	PID, TID int
+	Time     uint64
+	Period   uint64
+	// HasRegs is false for samples without user registers (a kernel
+	// thread); such samples have kernel frames only.
+	HasRegs bool
+	Regs    regs.Regs
+	// Stack is the copy of user memory at the user stack pointer.
+	Stack []byte
+	// Kernel is the kernel part of the callchain, leaf first.
+	Kernel []uint64
+	// UserFP is the kernel's frame-pointer walk of the user stack, leaf
+	// first (empty when the event excluded it).
+	UserFP []uint64
+	// IP is the sampled instruction pointer (user or kernel).
+	IP uint64
+
+	space *space
+}
+
+// space is one generation of a process's address space: the mappings as
+// they were between two mapping changes.
+type space struct {
+	pid   int
+	maps  []unwind.Mapping
+	built *unwind.AddressSpace
+}
+
+// process tracks one process's current mappings and name.
+type process struct {
+	pid  int
+	comm string
+	cur  *space
+}
+
+// event is a side-band record kept for replay in time order.
+type event struct {
+	time uint64
+	seq  int
+	kind uint32
+	pid  int
+	tid  int
+	ppid int
+	str  string
+	mmap unwind.Mapping
+	exec bool
+	smp  *Sample
+}
+
+// Collector gathers records (in any order within a recording) and turns
+// them into samples with their address spaces. It copies what it keeps, so
+// records may point into ring buffers.
+type Collector struct {
+	// Arch is the architecture the samples' registers are in.
+	Arch regs.Arch
+	// Objects opens the mapped files (shared between processes).
+	Objects *unwind.Objects
+	// Lost counts records the kernel could not write.
+	Lost uint64
+	// Warn receives warnings (may be nil).
+	Warn func(string)
+
+	events  []event
+	comms   map[int]string
+	sorted  bool
+	samples []*Sample
+	vdso    *unwind.Module
+	vdsoErr error
+	vdsoID  string // build-id a perf.data file recorded for [vdso]
+}
+
+// NewCollector returns a collector for samples of arch.
+func NewCollector(arch regs.Arch) *Collector {
+	return &Collector{Arch: arch, Objects: &unwind.Objects{}, comms: map[int]string{}}
+}
+
+// ExpectVDSO tells the collector the build-id a perf.data file lists for
+// [vdso]: rewind uses its own process's vDSO image (the kernel's), and only
+// when the build-ids match.
+func (c *Collector) ExpectVDSO(buildID []byte) { c.vdsoID = fmt.Sprintf("%x", buildID) }
+
+func (c *Collector) add(e event) {
+	e.seq = len(c.events)
+	c.events = append(c.events, e)
+	c.sorted = false
+}
+
+// Add records one decoded record.
+func (c *Collector) Add(rec *perfdata.Record) {
+	t := rec.ID.Time
+	switch rec.Type {
+	case perfdata.RecordSample:
+		s := rec.Sample
+		out := &Sample{PID: int(s.PID), TID: int(s.TID), Time: s.Time, Period: s.Period, IP: s.IP}
+		if s.Period == 0 {
+			out.Period = 1
+		}
+		if s.RegsABI != perfdata.RegsABINone {
+			out.Regs, out.HasRegs = perfdata.UserRegs(c.Arch, s.Attr.SampleRegsUser, s.Regs)
+			out.Stack = bytes.Clone(s.Stack)
+		}
+		ctx := perfdata.ContextKernel
+		if s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscUser {
+			ctx = perfdata.ContextUser
+		}
+		for _, ip := range s.Callchain {
+			if ip >= perfdata.ContextMax {
+				ctx = ip
+				continue
+			}
+			switch ctx {
+			case perfdata.ContextKernel:
+				out.Kernel = append(out.Kernel, ip)
+			case perfdata.ContextUser:
+				out.UserFP = append(out.UserFP, ip)
+			}
+		}
+		if len(s.Callchain) == 0 && s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel {
+			out.Kernel = append(out.Kernel, s.IP)
+		}
+		c.samples = append(c.samples, out)
+		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
+	case perfdata.RecordMmap, perfdata.RecordMmap2:
+		m := rec.Mmap
+		if int32(m.PID) == -1 || !m.Executable {
+			return // the kernel's own mapping, or data
+		}
+		c.add(event{time: t, kind: perfdata.RecordMmap2, pid: int(m.PID), mmap: unwind.Mapping{
+			Start: m.Addr, End: m.Addr + m.Len, Offset: m.PgOff, Path: m.Filename,
+		}})
+	case perfdata.RecordComm:
+		c.add(event{time: t, kind: perfdata.RecordComm, pid: int(rec.Comm.PID), tid: int(rec.Comm.TID), str: rec.Comm.Comm, exec: rec.Comm.Exec})
+	case perfdata.RecordFork:
+		c.add(event{time: t, kind: perfdata.RecordFork, pid: int(rec.Task.PID), ppid: int(rec.Task.PPID), tid: int(rec.Task.TID)})
+	case perfdata.RecordLost, perfdata.RecordLostSamples:
+		c.Lost += rec.Lost
+	}
+}
+
+// AddProcess seeds a running process's state from /proc: its executable
+// mappings and its threads' names, as if recorded before time 0.
+func (c *Collector) AddProcess(pid int) error {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || !strings.Contains(fields[1], "x") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(fields[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		path := strings.Join(fields[5:], " ")
+		c.add(event{kind: perfdata.RecordMmap2, pid: pid, mmap: unwind.Mapping{Start: start, End: end, Offset: off, Path: path}})
+	}
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err == nil {
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid)); err == nil {
+				c.add(event{kind: perfdata.RecordComm, pid: pid, tid: tid, str: strings.TrimSpace(string(b))})
+			}
+		}
+	}
+	return sc.Err()
+}
+
+// Samples replays the records in time order and returns the samples, each
+// bound to the address space its process had when it was taken.
+func (c *Collector) Samples() []*Sample {
+	if c.sorted {
+		return c.samples
+	}
+	sort.SliceStable(c.events, func(i, j int) bool { return c.events[i].time < c.events[j].time })
+	procs := map[int]*process{}
+	get := func(pid int) *process {
+		p := procs[pid]
+		if p == nil {
+			p = &process{pid: pid, cur: &space{pid: pid}}
+			procs[pid] = p
+		}
+		return p
+	}
+	for i := range c.events {
+		e := &c.events[i]
+		switch e.kind {
+		case perfdata.RecordSample:
+			p := get(e.smp.PID)
+			e.smp.space = p.cur
+		case perfdata.RecordMmap2:
+			p := get(e.pid)
+			p.cur = &space{pid: e.pid, maps: insertMapping(p.cur.maps, e.mmap)}
+		case perfdata.RecordComm:
+			p := get(e.pid)
+			if e.exec {
+				p.cur = &space{pid: e.pid}
+			}
+			c.comms[e.tid] = e.str
+		case perfdata.RecordFork:
+			if e.pid != e.ppid {
+				parent := get(e.ppid)
+				child := get(e.pid)
+				child.cur = &space{pid: e.pid, maps: parent.cur.maps}
+				if n, ok := c.comms[e.ppid]; ok {
+					c.comms[e.tid] = n
+				}
+			} else if n, ok := c.comms[e.pid]; ok {
+				if _, has := c.comms[e.tid]; !has {
+					c.comms[e.tid] = n
+				}
+			}
+		}
+	}
+	c.events = c.events[:0]
+	c.sorted = true
+	return c.samples
+}
+
+// Comm returns the name of a thread ("" if unknown).
+func (c *Collector) Comm(tid int) string { return c.comms[tid] }
+
+// insertMapping returns maps (sorted, non-overlapping) with m added,
+// cutting whatever it overlaps. maps is not modified.
+func insertMapping(maps []unwind.Mapping, m unwind.Mapping) []unwind.Mapping {
+	out := make([]unwind.Mapping, 0, len(maps)+1)
+	for _, o := range maps {
+		if o.End <= m.Start || o.Start >= m.End {
+			out = append(out, o)
+			continue
+		}
+		if o.Start < m.Start {
+			l := o
+			l.End = m.Start
+			out = append(out, l)
+		}
+		if o.End > m.End {
+			r := o
+			if r.Path != "" && r.Path[0] == '/' {
+				r.Offset += m.End - o.Start
+			}
+			r.Start = m.End
+			out = append(out, r)
+		}
+	}
+	out = append(out, m)
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// addressSpace builds (once) the unwind address space of a generation.
+func (c *Collector) addressSpace(s *space) *unwind.AddressSpace {
+	if s.built != nil {
+		return s.built
+	}
+	maps := make([]unwind.Mapping, 0, len(s.maps))
+	for _, m := range s.maps {
+		switch {
+		case m.Path == "[vdso]":
+			if mod := c.vdsoModule(); mod != nil {
+				m.Module = mod
+				if b, err := mod.File.Bias(m.Start, 0); err == nil {
+					m.Bias = b
+				} else {
+					m.Module = nil
+				}
+			}
+		case strings.HasPrefix(m.Path, "/"):
+		default:
+			m.Path = strings.TrimSpace(m.Path)
+		}
+		maps = append(maps, m)
+	}
+	s.built = unwind.NewAddressSpace(maps, c.Objects)
+	return s.built
+}
+
+// vdsoModule returns this process's vDSO, which is the kernel's and
+// therefore the sampled processes' too.
+func (c *Collector) vdsoModule() *unwind.Module {
+	if c.vdso != nil || c.vdsoErr != nil {
+		return c.vdso
+	}
+	img, err := selfVDSO()
+	if err == nil {
+		var f *elfobj.File
+		if f, err = elfobj.NewFile(bytes.NewReader(img), "[vdso]"); err == nil {
+			if c.vdsoID != "" && c.vdsoID != f.BuildIDHex() {
+				err = fmt.Errorf("[vdso] of the recording (build-id %s) is not this kernel's (%s): its frames are not unwound", c.vdsoID, f.BuildIDHex())
+			} else {
+				c.vdso = c.Objects.AddFile("[vdso]:"+f.BuildIDHex(), f)
+			}
+		}
+	}
+	if err != nil {
+		c.vdsoErr = err
+		if c.Warn != nil {
+			c.Warn(err.Error())
+		}
+	}
+	return c.vdso
+}
+
+// selfVDSO reads this process's vDSO image.
+func selfVDSO() ([]byte, error) {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasSuffix(line, "[vdso]") {
+			continue
+		}
+		lo, rest, _ := strings.Cut(line, "-")
+		hi, _, _ := strings.Cut(rest, " ")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start || end-start > 1<<20 {
+			break
+		}
+		f, err := os.Open("/proc/self/mem")
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		img := make([]byte, end-start)
+		if _, err := f.ReadAt(img, int64(start)); err != nil {
+			return nil, fmt.Errorf("reading own [vdso]: %w", err)
+		}
+		return img, nil
+	}
+	return nil, fmt.Errorf("no [vdso] in this process")
+}

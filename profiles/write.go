@@ -1,0 +1,246 @@
+package profiles
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// Folded is one aggregated stack, root (outermost) frame first.
+type Folded struct {
+	Stack []string
+	Value int64
+}
+
+// FoldOptions control Fold.
+type FoldOptions struct {
+	// NoComm leaves out the root frame naming the thread's command.
+	NoComm bool
+	// KernelSuffix is appended to kernel frame names ("_[k]", as
+	// Brendan Gregg's stackcollapse-perf.pl --kernel marks them).
+	KernelSuffix string
+	// Count makes each sample count 1 instead of its period.
+	Count bool
+}
+
+// frameNames appends l's frames outermost first: the physical function,
+// then the calls inlined into it.
+func frameNames(dst []string, l *Location, kernelSuffix string) []string {
+	for i := len(l.Lines) - 1; i >= 0; i-- {
+		n := l.Lines[i].Function
+		if i == len(l.Lines)-1 {
+			n = l.Name()
+		} else if n == "" {
+			n = "[unknown inline]"
+		}
+		if l.Kernel {
+			n += kernelSuffix
+		}
+		dst = append(dst, n)
+	}
+	return dst
+}
+
+// Fold aggregates the profile's stacks, sorted by stack.
+func (p *Profile) Fold(opt FoldOptions) []Folded {
+	agg := map[string]*Folded{}
+	var names []string
+	for i := range p.Stacks {
+		s := &p.Stacks[i]
+		names = names[:0]
+		if !opt.NoComm {
+			c := s.Comm
+			if c == "" {
+				c = "[pid " + strconv.Itoa(s.PID) + "]"
+			}
+			names = append(names, c)
+		}
+		for j := len(s.Locations) - 1; j >= 0; j-- {
+			names = frameNames(names, s.Locations[j], opt.KernelSuffix)
+		}
+		key := strings.Join(names, "\x00")
+		f := agg[key]
+		if f == nil {
+			f = &Folded{Stack: append([]string(nil), names...)}
+			agg[key] = f
+		}
+		if opt.Count {
+			f.Value++
+		} else {
+			f.Value += s.Value
+		}
+	}
+	keys := make([]string, 0, len(agg))
+	for k := range agg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]Folded, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, *agg[k])
+	}
+	return out
+}
+
+// foldedName makes a frame name safe for the folded format, whose frames
+// are separated by ';' and whose lines end with " COUNT".
+var foldedName = strings.NewReplacer(";", ":", "\n", " ", "\r", " ")
+
+// WriteFolded writes Brendan Gregg's folded stack format, one line per
+// unique stack, "root;caller;...;leaf COUNT", counting samples (what
+// flamegraph.pl and speedscope expect).
+func (p *Profile) WriteFolded(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	for _, f := range p.Fold(FoldOptions{KernelSuffix: "_[k]", Count: true}) {
+		for i, n := range f.Stack {
+			if i > 0 {
+				bw.WriteByte(';')
+			}
+			bw.WriteString(foldedName.Replace(n))
+		}
+		fmt.Fprintf(bw, " %d\n", f.Value)
+	}
+	return bw.Flush()
+}
+
+// Pprof converts the profile to a pprof profile with two sample values,
+// samples/count and cpu/nanoseconds. Inlined calls are extra Lines of
+// their Location, innermost first, as pprof expects; mappings carry their
+// build-ids; samples are labelled with pid, tid and thread name.
+func (p *Profile) Pprof(periodNS int64) *profile.Profile {
+	pp := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:     periodNS,
+	}
+	maps := map[*Mapping]*profile.Mapping{}
+	// pprof takes the first mapping for the main binary: put executables
+	// before shared libraries.
+	ordered := append([]*Mapping(nil), p.Mappings...)
+	sort.SliceStable(ordered, func(i, j int) bool { return !isLib(ordered[i].Path) && isLib(ordered[j].Path) })
+	for _, m := range ordered {
+		pm := &profile.Mapping{ID: m.ID, Start: m.Start, Limit: m.End, Offset: m.Offset, File: m.Path, BuildID: m.BuildID,
+			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
+		maps[m] = pm
+		pp.Mapping = append(pp.Mapping, pm)
+	}
+	var kmap *profile.Mapping
+	type fnKey struct{ name, file string }
+	funcs := map[fnKey]*profile.Function{}
+	fn := func(name, file string) *profile.Function {
+		k := fnKey{name, file}
+		if f := funcs[k]; f != nil {
+			return f
+		}
+		f := &profile.Function{ID: uint64(len(pp.Function) + 1), Name: name, SystemName: name, Filename: file}
+		funcs[k] = f
+		pp.Function = append(pp.Function, f)
+		return f
+	}
+	locs := map[*Location]*profile.Location{}
+	for _, l := range p.Locations {
+		pl := &profile.Location{ID: l.ID, Address: l.Addr, Mapping: maps[l.Mapping]}
+		if l.Kernel {
+			if kmap == nil {
+				kmap = &profile.Mapping{ID: uint64(len(pp.Mapping) + 1), File: "[kernel.kallsyms]", HasFunctions: true}
+				pp.Mapping = append(pp.Mapping, kmap)
+			}
+			pl.Mapping = kmap
+		}
+		for i, ln := range l.Lines {
+			name := ln.Function
+			if i == len(l.Lines)-1 {
+				name = l.Name()
+			}
+			sys := name
+			if ln.Mangled != "" {
+				sys = ln.Mangled
+			}
+			f := fn(name, ln.File)
+			if f.SystemName != sys && sys != name {
+				f.SystemName = sys
+			}
+			pl.Line = append(pl.Line, profile.Line{Function: f, Line: int64(ln.Line)})
+		}
+		locs[l] = pl
+		pp.Location = append(pp.Location, pl)
+	}
+	type sKey struct {
+		pid, tid int
+		stack    string
+	}
+	agg := map[sKey]*profile.Sample{}
+	var kb strings.Builder
+	for i := range p.Stacks {
+		s := &p.Stacks[i]
+		kb.Reset()
+		for _, l := range s.Locations {
+			kb.WriteString(strconv.FormatUint(l.ID, 36))
+			kb.WriteByte(',')
+		}
+		k := sKey{s.PID, s.TID, kb.String()}
+		ps := agg[k]
+		if ps == nil {
+			ps = &profile.Sample{
+				Value:    []int64{0, 0},
+				Label:    map[string][]string{},
+				NumLabel: map[string][]int64{"pid": {int64(s.PID)}, "tid": {int64(s.TID)}},
+			}
+			if s.Comm != "" {
+				ps.Label["thread"] = []string{s.Comm}
+			}
+			for _, l := range s.Locations {
+				ps.Location = append(ps.Location, locs[l])
+			}
+			agg[k] = ps
+			pp.Sample = append(pp.Sample, ps)
+		}
+		ps.Value[0]++
+		ps.Value[1] += s.Value
+	}
+	return pp
+}
+
+// WritePprof writes the profile gzip-compressed in pprof's format.
+func (p *Profile) WritePprof(w io.Writer, periodNS int64) error {
+	pp := p.Pprof(periodNS)
+	if err := pp.CheckValid(); err != nil {
+		return fmt.Errorf("internal error: invalid pprof profile: %w", err)
+	}
+	return pp.Write(w)
+}
+
+// WriteFidelity prints the fidelity table: per method, the share of
+// samples whose stack reaches the thread's root.
+func (p *Profile) WriteFidelity(w io.Writer) {
+	fmt.Fprintf(w, "stack fidelity (user stacks reaching the thread root: _start, __libc_start_main, start_thread, clone3, runtime.goexit):\n")
+	for _, f := range p.Fidelity {
+		avg := 0.0
+		if f.Samples > 0 {
+			avg = float64(f.Frames) / float64(f.Samples)
+		}
+		fmt.Fprintf(w, "  %-10s %6.2f%% complete  (%d of %d samples, %.1f frames/sample)", f.Method, f.Percent(), f.Complete, f.Samples, avg)
+		if len(f.Ends) > 0 {
+			var reasons []string
+			for r, n := range f.Ends {
+				reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+			}
+			sort.Strings(reasons)
+			fmt.Fprintf(w, "  ends: %s", strings.Join(reasons, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	if p.KernelOnly > 0 {
+		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", p.KernelOnly)
+	}
+}
+
+// isLib reports whether path names a shared library or special mapping.
+func isLib(path string) bool {
+	return strings.Contains(path, ".so") || !strings.HasPrefix(path, "/")
+}
