@@ -46,7 +46,17 @@ func (f *genFDE) freType() uint8 {
 // wordSize returns the FRE's data-word size code (0: 1 byte, 1: 2, 2: 4).
 func (e *genFRE) wordSize() uint8 {
 	code := uint8(0)
-	for _, w := range e.words[:e.n] {
+	for i, w := range e.words[:e.n] {
+		if e.ctrl&(1<<i) != 0 {
+			// An unsigned control word.
+			switch u := uint32(w); {
+			case u > math.MaxUint16:
+				return 2
+			case u > math.MaxUint8:
+				code = 1
+			}
+			continue
+		}
 		switch {
 		case w < math.MinInt16 || w > math.MaxInt16:
 			return 2
@@ -132,7 +142,9 @@ func (g *Generated) Encode(sectionAddr uint64) ([]byte, error) {
 			a := out[p : p+attrSizeV3]
 			bo.PutUint16(a, uint16(len(f.fres)))
 			a[2] = info
-			a[3] = 0 // FDE type: default
+			if f.flex {
+				a[3] = fdeTypeFlex
+			}
 			a[4] = f.repSize
 			p += attrSizeV3
 		}

@@ -73,6 +73,7 @@ type genFDE struct {
 	size    uint32
 	info    uint8 // PC type, PAuth key and signal bits; the FRE type is set by Encode
 	repSize uint8
+	flex    bool // a version 3 flexible FDE
 	fres    []genFRE
 }
 
@@ -84,7 +85,8 @@ type genFRE struct {
 	baseSP  bool
 	mangled bool
 	n       uint8
-	words   [3]int32
+	ctrl    uint8 // bit i: words[i] is an unsigned control word (flexible FDEs)
+	words   [6]int32
 }
 
 // ErrNoCFI is returned by Generate for an object without .eh_frame or
@@ -202,6 +204,34 @@ type pltRow struct {
 	thr uint8
 }
 
+// Kinds of a register's recovery rule in SFrame terms (regRule.kind).
+const (
+	regDefault = iota // the ABI's default: AMD64 RA at CFA-8, else not saved
+	regSame           // not saved (AArch64 RA still in the link register; FP unchanged)
+	regAtCFA          // saved at CFA + off
+	regReg            // in register reg (+ off); flexible FDEs only
+	regAtReg          // saved at register reg + off; flexible FDEs only
+)
+
+type regRule struct {
+	kind uint8
+	reg  uint8
+	off  int32
+}
+
+// sfRow is one CFI row restated in what SFrame can say: CFA = register +
+// offset (dereferenced for DRAP), and rules for the RA and the FP.
+type sfRow struct {
+	start     uint64
+	outermost bool
+	mangled   bool
+	plt       *pltRow
+	cfaReg    uint8
+	cfaOff    int32
+	cfaDeref  bool
+	ra, fp    regRule
+}
+
 // compile turns one CFI FDE into SFrame FDEs, or gives the reason it
 // cannot.
 func (g *Generated) compile(arch regs.Arch, fde *cfi.FDE) ([]genFDE, string) {
@@ -212,34 +242,20 @@ func (g *Generated) compile(arch regs.Arch, fde *cfi.FDE) ([]genFDE, string) {
 	if fde.CIE.SignalFrame && g.Version < Version3 {
 		return nil, fmt.Sprintf("signal frame: SFrame version %d cannot mark one", g.Version)
 	}
-	var fres []genFRE
-	var plt *pltRow
-	var pltStart uint64
+	var rows []sfRow
 	errStop := errors.New("stop")
 	var reason string
 	err := fde.Rows(func(row *cfi.Row) error {
-		if plt != nil {
+		if n := len(rows); n > 0 && rows[n-1].plt != nil {
 			reason = "rows follow the PLT expression"
 			return errStop
 		}
-		e, p, why := g.convert(arch, fde, row)
+		r, why := g.convert(arch, fde, row)
 		if why != "" {
 			reason = fmt.Sprintf("%s (at %#x)", why, row.Start)
 			return errStop
 		}
-		if p != nil {
-			plt, pltStart = p, row.Start
-			return nil
-		}
-		e.off = uint32(row.Start - fde.Start)
-		if n := len(fres); n > 0 {
-			last := fres[n-1]
-			last.off = e.off
-			if last == e {
-				return nil // SFrame does not see what changed
-			}
-		}
-		fres = append(fres, e)
+		rows = append(rows, r)
 		return nil
 	})
 	if reason != "" {
@@ -248,7 +264,39 @@ func (g *Generated) compile(arch regs.Arch, fde *cfi.FDE) ([]genFDE, string) {
 	if err != nil {
 		return nil, "CFI program: " + err.Error()
 	}
-	var out []genFDE
+	var plt *pltRow
+	pltStart := fde.End
+	if n := len(rows); n > 0 && rows[n-1].plt != nil {
+		plt, pltStart = rows[n-1].plt, rows[n-1].start
+		rows = rows[:n-1]
+	}
+	// A function is written as a flexible FDE (version 3) when a row needs
+	// more than the default encoding: then all its rows use it.
+	flex := false
+	for i := range rows {
+		if why := g.defaultOK(arch, &rows[i]); why != "" {
+			if g.Version < Version3 {
+				return nil, fmt.Sprintf("%s (at %#x)", why, rows[i].start)
+			}
+			flex = true
+		}
+	}
+	var fres []genFRE
+	for i := range rows {
+		e, why := g.encodeRow(arch, &rows[i], flex)
+		if why != "" {
+			return nil, fmt.Sprintf("%s (at %#x)", why, rows[i].start)
+		}
+		e.off = uint32(rows[i].start - fde.Start)
+		if n := len(fres); n > 0 {
+			last := fres[n-1]
+			last.off = e.off
+			if last == e {
+				continue // SFrame does not see what changed
+			}
+		}
+		fres = append(fres, e)
+	}
 	info := uint8(0)
 	if fde.CIE.SignalFrame {
 		info |= 0x80
@@ -256,19 +304,18 @@ func (g *Generated) compile(arch regs.Arch, fde *cfi.FDE) ([]genFDE, string) {
 	if g.ABI.IsAArch64() && strings.ContainsRune(fde.CIE.Augmentation, 'B') {
 		info |= 0x20 // return addresses signed with key B (.cfi_b_key_frame)
 	}
-	if plt == nil {
-		out = append(out, genFDE{start: fde.Start, size: uint32(size), info: info, fres: fres})
-	} else {
+	var out []genFDE
+	if len(fres) > 0 {
+		out = append(out, genFDE{start: fde.Start, size: uint32(pltStart - fde.Start), info: info, flex: flex, fres: fres})
+	}
+	if plt != nil {
 		// The PLT entries repeat every 16 bytes from pltStart, which must
 		// be 16-aligned for (PC & 15) to equal the offset in the block.
 		if pltStart%16 != 0 {
 			return nil, fmt.Sprintf("PLT expression starts at %#x, not on a 16-byte boundary", pltStart)
 		}
-		if len(fres) > 0 {
-			out = append(out, genFDE{start: fde.Start, size: uint32(pltStart - fde.Start), info: info, fres: fres})
-		}
-		lo := genFRE{baseSP: true, n: 1, words: [3]int32{plt.off}}
-		hi := genFRE{off: uint32(plt.thr), baseSP: true, n: 1, words: [3]int32{plt.off + 8}}
+		lo := genFRE{baseSP: true, n: 1, words: [6]int32{plt.off}}
+		hi := genFRE{off: uint32(plt.thr), baseSP: true, n: 1, words: [6]int32{plt.off + 8}}
 		out = append(out, genFDE{start: pltStart, size: uint32(fde.End - pltStart), info: info | 0x10,
 			repSize: 16, fres: []genFRE{lo, hi}})
 	}
@@ -280,95 +327,186 @@ func (g *Generated) compile(arch regs.Arch, fde *cfi.FDE) ([]genFDE, string) {
 	return out, ""
 }
 
-// convert expresses one CFI row in SFrame terms, or says why it cannot.
-func (g *Generated) convert(arch regs.Arch, fde *cfi.FDE, row *cfi.Row) (genFRE, *pltRow, string) {
-	var e genFRE
+// convert restates one CFI row, or says why SFrame cannot express it in
+// any version.
+func (g *Generated) convert(arch regs.Arch, fde *cfi.FDE, row *cfi.Row) (sfRow, string) {
+	r := sfRow{start: row.Start}
 	sp, fp, ra := arch.SP(), arch.FP(), int(fde.CIE.RAReg)
 	if ra != arch.RA() {
-		return e, nil, fmt.Sprintf("return address column %d is not %s", ra, arch.RegName(arch.RA()))
+		return r, fmt.Sprintf("return address column %d is not %s", ra, arch.RegName(arch.RA()))
 	}
-	rule := func(r int) cfi.Rule {
-		x := row.Regs[r]
-		if x.Kind == cfi.RuleRegister && int(x.Reg) == r {
+	rule := func(n int) cfi.Rule {
+		x := row.Regs[n]
+		if x.Kind == cfi.RuleRegister && int(x.Reg) == n {
 			x = cfi.Rule{Kind: cfi.RuleSameValue}
 		}
 		return x
 	}
-	e.mangled = row.RASigned && g.ABI.IsAArch64()
-	if r := rule(ra); r.Kind == cfi.RuleUndefined {
-		return genFRE{mangled: e.mangled}, nil, "" // the outermost frame
+	r.mangled = row.RASigned && g.ABI.IsAArch64()
+	if rule(ra).Kind == cfi.RuleUndefined {
+		r.outermost = true
+		return r, ""
 	}
 	// The CFA.
-	var plt *pltRow
 	switch {
 	case row.CFA.Kind == cfi.CFAExpression:
-		off, thr, ok := cfi.MatchPLT(row.CFA.Expr)
-		if !ok || arch != regs.AMD64 || thr == 0 || thr > 15 || off < math.MinInt32 || off > math.MaxInt32-8 {
-			return e, nil, "CFA is a DWARF expression (.cfi_def_cfa_expression)"
+		if off, thr, ok := cfi.MatchPLT(row.CFA.Expr); ok && arch == regs.AMD64 && thr > 0 && thr < 16 &&
+			off >= math.MinInt32 && off <= math.MaxInt32-8 {
+			r.plt = &pltRow{off: int32(off), thr: thr}
+			break
 		}
-		plt = &pltRow{off: int32(off), thr: thr}
-	case int(row.CFA.Reg) == sp:
-		e.baseSP = true
-	case int(row.CFA.Reg) == fp:
+		reg, off, deref, ok := cfi.MatchBreg(row.CFA.Expr)
+		if !ok || reg >= 32 || off < math.MinInt32 || off > math.MaxInt32 {
+			return r, "CFA is a DWARF expression (.cfi_def_cfa_expression)"
+		}
+		r.cfaReg, r.cfaOff, r.cfaDeref = uint8(reg), int32(off), deref
 	default:
-		return e, nil, fmt.Sprintf("CFA is based on %s, not on SP or FP", regName(arch, int(row.CFA.Reg)))
-	}
-	if plt == nil {
+		if row.CFA.Reg >= 32 {
+			return r, fmt.Sprintf("CFA is based on register %d", row.CFA.Reg)
+		}
 		if row.CFA.Offset < math.MinInt32 || row.CFA.Offset > math.MaxInt32 {
-			return e, nil, fmt.Sprintf("CFA offset %d does not fit in 32 bits", row.CFA.Offset)
+			return r, fmt.Sprintf("CFA offset %d does not fit in 32 bits", row.CFA.Offset)
 		}
-		e.words[0] = int32(row.CFA.Offset)
+		r.cfaReg, r.cfaOff = uint8(row.CFA.Reg), int32(row.CFA.Offset)
 	}
-	e.n = 1
-	if r := rule(sp); r.Kind != cfi.RuleSameValue && !(r.Kind == cfi.RuleValOffset && r.Offset == 0) {
-		return e, nil, fmt.Sprintf("SP has a %v rule", r.Kind)
+	if x := rule(sp); x.Kind != cfi.RuleSameValue && !(x.Kind == cfi.RuleValOffset && x.Offset == 0) {
+		return r, "SP " + describe(x)
 	}
-	// The return address.
-	raOff, raSaved := int32(0), false
-	switch r := rule(ra); {
-	case g.ABI == ABIAMD64LE:
-		if r.Kind != cfi.RuleOffset || r.Offset != -8 {
-			return e, nil, fmt.Sprintf("RA is not at CFA-8 (%s)", describe(r))
+	var why string
+	if r.ra, why = regRuleOf(rule(ra)); why != "" {
+		return r, "RA " + why
+	}
+	if g.ABI == ABIAMD64LE && r.ra.kind == regAtCFA && r.ra.off == -8 {
+		r.ra = regRule{kind: regDefault}
+	}
+	if r.ra.kind == regSame {
+		if g.ABI == ABIAMD64LE {
+			return r, "RA not saved (the CFI says it stays in place)"
 		}
-	case r.Kind == cfi.RuleSameValue:
-	case r.Kind == cfi.RuleOffset && r.Offset >= math.MinInt32 && r.Offset <= math.MaxInt32:
-		raOff, raSaved = int32(r.Offset), true
-	default:
-		return e, nil, fmt.Sprintf("RA %s", describe(r))
+		r.ra = regRule{kind: regDefault}
 	}
-	// The frame pointer.
-	fpOff, fpSaved := int32(0), false
-	switch r := rule(fp); {
-	case r.Kind == cfi.RuleSameValue:
-	case r.Kind == cfi.RuleOffset && r.Offset >= math.MinInt32 && r.Offset <= math.MaxInt32:
-		fpOff, fpSaved = int32(r.Offset), true
-	default:
-		return e, nil, fmt.Sprintf("FP %s", describe(r))
+	if r.fp, why = regRuleOf(rule(fp)); why != "" {
+		return r, "FP " + why
 	}
-	if plt != nil {
-		if fpSaved || raSaved {
-			return e, nil, "PLT expression with a saved FP"
+	if r.fp.kind == regSame {
+		r.fp = regRule{kind: regDefault}
+	}
+	if r.plt != nil && (r.ra.kind != regDefault || r.fp.kind != regDefault) {
+		return r, "PLT expression with the RA or FP saved elsewhere"
+	}
+	return r, ""
+}
+
+// regRuleOf restates a CFI register rule.
+func regRuleOf(x cfi.Rule) (regRule, string) {
+	fits := func(v int64) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
+	switch x.Kind {
+	case cfi.RuleSameValue:
+		return regRule{kind: regSame}, ""
+	case cfi.RuleOffset:
+		if fits(x.Offset) {
+			return regRule{kind: regAtCFA, off: int32(x.Offset)}, ""
 		}
-		return e, plt, ""
-	}
-	if g.ABI == ABIAMD64LE {
-		if fpSaved {
-			e.words[1], e.n = fpOff, 2
+	case cfi.RuleRegister:
+		if x.Reg < 32 {
+			return regRule{kind: regReg, reg: uint8(x.Reg)}, ""
 		}
-		return e, nil, ""
+	case cfi.RuleExpression:
+		// DW_OP_bregR off: saved at R + off.
+		if reg, off, deref, ok := cfi.MatchBreg(x.Expr); ok && !deref && reg < 32 && fits(off) {
+			return regRule{kind: regAtReg, reg: uint8(reg), off: int32(off)}, ""
+		}
 	}
-	// AArch64: [CFA, RA] or [CFA, RA, FP]; the format has no way to say
-	// "FP saved, RA still in the link register".
-	if fpSaved && !raSaved {
-		return e, nil, "FP saved while the RA is still in the link register"
+	return regRule{}, describe(x)
+}
+
+// defaultOK says why a row needs a flexible FDE, or "".
+func (g *Generated) defaultOK(arch regs.Arch, r *sfRow) string {
+	if r.outermost {
+		return ""
 	}
-	if raSaved {
-		e.words[1], e.n = raOff, 2
+	switch {
+	case r.cfaDeref:
+		return "CFA is loaded from memory (.cfi_def_cfa_expression DW_OP_deref)"
+	case int(r.cfaReg) != arch.SP() && int(r.cfaReg) != arch.FP():
+		return fmt.Sprintf("CFA is based on %s, not on SP or FP", regName(arch, int(r.cfaReg)))
 	}
-	if fpSaved {
-		e.words[2], e.n = fpOff, 3
+	if g.ABI == ABIAMD64LE && r.ra.kind == regAtCFA {
+		return fmt.Sprintf("RA saved at CFA%+d, not at CFA-8", r.ra.off)
 	}
-	return e, nil, ""
+	for _, x := range []struct {
+		name string
+		r    regRule
+	}{{"RA", r.ra}, {"FP", r.fp}} {
+		switch x.r.kind {
+		case regReg:
+			return fmt.Sprintf("%s kept in %s (.cfi_register)", x.name, regName(arch, int(x.r.reg)))
+		case regAtReg:
+			return fmt.Sprintf("%s saved at %s%+d (.cfi_escape DW_CFA_expression)", x.name, regName(arch, int(x.r.reg)), x.r.off)
+		}
+	}
+	if g.ABI.IsAArch64() && r.fp.kind != regDefault && r.ra.kind == regDefault {
+		return "FP saved while the RA is still in the link register"
+	}
+	return ""
+}
+
+// encodeRow encodes a row as a default or a flexible FRE.
+func (g *Generated) encodeRow(arch regs.Arch, r *sfRow, flex bool) (genFRE, string) {
+	e := genFRE{mangled: r.mangled}
+	if r.outermost {
+		return e, ""
+	}
+	if !flex {
+		e.baseSP = int(r.cfaReg) == arch.SP()
+		e.words[0], e.n = r.cfaOff, 1
+		if g.ABI == ABIAMD64LE {
+			if r.fp.kind == regAtCFA {
+				e.words[1], e.n = r.fp.off, 2
+			}
+			return e, ""
+		}
+		if r.ra.kind == regAtCFA {
+			e.words[1], e.n = r.ra.off, 2
+		}
+		if r.fp.kind == regAtCFA {
+			e.words[2], e.n = r.fp.off, 3
+		}
+		return e, ""
+	}
+	// Flexible: (control, offset) pairs for the CFA, the RA and the FP;
+	// control = register << 3 | deref << 1 | register-based. A single zero
+	// control word stands for a default RA followed by an FP pair.
+	put := func(ctrl uint32, off int32) {
+		e.ctrl |= 1 << e.n
+		e.words[e.n] = int32(ctrl)
+		e.words[e.n+1] = off
+		e.n += 2
+	}
+	ctrl := uint32(r.cfaReg)<<3 | 1
+	if r.cfaDeref {
+		ctrl |= 2
+	}
+	put(ctrl, r.cfaOff)
+	pair := func(x regRule) bool {
+		switch x.kind {
+		case regAtCFA:
+			put(2, x.off)
+		case regReg:
+			put(uint32(x.reg)<<3|1, x.off)
+		case regAtReg:
+			put(uint32(x.reg)<<3|3, x.off)
+		default:
+			return false
+		}
+		return true
+	}
+	if !pair(r.ra) && r.fp.kind != regDefault {
+		e.ctrl |= 1 << e.n
+		e.n++ // padding: the default RA rule
+	}
+	pair(r.fp)
+	return e, ""
 }
 
 func regName(arch regs.Arch, r int) string {

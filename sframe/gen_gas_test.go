@@ -26,7 +26,7 @@ type perPC struct {
 func gas244Keeps(skips []sframe.Skip, pc uint64) bool {
 	for _, s := range skips {
 		if s.Start <= pc && pc < s.End &&
-			(strings.HasPrefix(s.Reason, "signal frame") || strings.HasPrefix(s.Reason, "RA is not at CFA-8 (kept in register")) {
+			(strings.HasPrefix(s.Reason, "signal frame") || strings.HasPrefix(s.Reason, "RA kept in ")) {
 			return true
 		}
 	}

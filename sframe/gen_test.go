@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/unwind"
@@ -63,6 +64,29 @@ func pltAgree(pc uint64, row sframe.Row, r *unwindtable.Rule) string {
 		return "PLT FP"
 	}
 	return ""
+}
+
+// atRegAgree compares what agree leaves out: a register saved at another
+// register plus an offset (flexible FDEs), which the CFI table keeps as a
+// DW_CFA_expression "DW_OP_bregR off".
+func atRegAgree(tab *unwindtable.Table, row sframe.Row, r *unwindtable.Rule) string {
+	check := func(name string, x sframe.Rule, kind unwindtable.RegKind, off int32) string {
+		if x.Kind != sframe.RuleAtReg {
+			return ""
+		}
+		if kind != unwindtable.RegExpr {
+			return name
+		}
+		reg, o, deref, ok := cfi.MatchBreg(tab.Expr(off))
+		if !ok || deref || int(reg) != int(x.Reg) || o != int64(x.Offset) {
+			return name
+		}
+		return ""
+	}
+	if d := check("RA", row.RA, r.RAKind, r.RAOffset); d != "" {
+		return d
+	}
+	return check("FP", row.FP, r.FPKind, r.FPOffset)
 }
 
 // diffStats counts what the differential check saw.
@@ -123,6 +147,9 @@ func diffCheck(t testing.TB, path string, version uint8) diffStats {
 				d = pltAgree(pc, row, r)
 			} else {
 				d = agree(f.Arch, row, r)
+				if d == "" {
+					d = atRegAgree(tab, row, r)
+				}
 			}
 			if d != "" {
 				report("%#x: %s differs: SFrame %v, CFI %v", pc, d, row, r)
