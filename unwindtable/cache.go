@@ -6,7 +6,16 @@ import "sync"
 // identity when it has none), so every mapping of the same object in a
 // process, and every snapshot taken later, shares one table. Builds for the
 // same key run once; concurrent callers wait for the first.
+//
+// With Dir set, tables of objects keyed by build-id are also kept in files
+// under Dir/tables and read back by later processes: a compiled table is a
+// few hundred kilobytes that load in well under a millisecond, where
+// compiling libc's CFI takes milliseconds.
 type Cache struct {
+	// Dir is the persistent cache directory; "" keeps tables in memory
+	// only. Set it before the first Get.
+	Dir string
+
 	mu      sync.Mutex
 	entries map[string]*cacheEntry
 }
@@ -30,7 +39,19 @@ func (c *Cache) Get(key string, build func() (*Table, error)) (*Table, error) {
 		c.entries[key] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.t, e.err = build() })
+	e.once.Do(func() {
+		path := c.persisted(key)
+		if path != "" {
+			if t, err := load(path); err == nil {
+				e.t = t
+				return
+			}
+		}
+		e.t, e.err = build()
+		if path != "" && e.err == nil {
+			_ = save(path, e.t)
+		}
+	})
 	return e.t, e.err
 }
 

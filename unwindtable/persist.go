@@ -1,0 +1,261 @@
+package unwindtable
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// tableMagic starts a marshalled table. Its last bytes version both the
+// encoding and what Build computes: a change to either bumps it, and old
+// files are then rebuilt rather than trusted.
+const tableMagic = "RWUT0001"
+
+var le = binary.LittleEndian
+
+// MarshalBinary encodes the table (implementing
+// encoding.BinaryMarshaler): fixed-width little-endian arrays, as they are
+// held in memory, so decoding is a copy plus checks.
+func (t *Table) MarshalBinary() ([]byte, error) {
+	b := []byte(tableMagic)
+	b = append(b, byte(t.arch))
+	if t.idx32 != nil {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = le.AppendUint64(b, t.base)
+	b = le.AppendUint64(b, t.end)
+	for _, n := range []int{len(t.pages), len(t.lo), len(t.rules), len(t.exprs),
+		t.stats.FDEs, t.stats.BadFDEs, t.stats.SourceRows, t.stats.Unsupported, len(t.stats.FirstError)} {
+		b = le.AppendUint32(b, uint32(n))
+	}
+	b = append(b, t.stats.FirstError...)
+	for _, p := range t.pages {
+		b = le.AppendUint32(b, p)
+	}
+	for _, v := range t.lo {
+		b = le.AppendUint16(b, v)
+	}
+	for i := range t.lo {
+		if t.idx32 != nil {
+			b = le.AppendUint32(b, t.idx32[i])
+		} else {
+			b = le.AppendUint16(b, t.idx16[i])
+		}
+	}
+	for _, r := range t.rules {
+		b = append(b, byte(r.CFABase), r.CFAReg, byte(r.RAKind), byte(r.FPKind), r.RAReg, r.FPReg, r.Flags, 0)
+		b = le.AppendUint32(b, uint32(r.CFAOffset))
+		b = le.AppendUint32(b, uint32(r.RAOffset))
+		b = le.AppendUint32(b, uint32(r.FPOffset))
+	}
+	for _, e := range t.exprs {
+		b = le.AppendUint32(b, uint32(len(e)))
+		b = append(b, e...)
+	}
+	return b, nil
+}
+
+// errCorrupt is wrapped by every UnmarshalBinary error.
+var errCorrupt = errors.New("unwindtable: corrupt table")
+
+// reader takes fixed-size fields, recording the first error.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b)-r.off {
+		r.err = fmt.Errorf("%w: %d bytes at offset %d run past the end (%d)", errCorrupt, n, r.off, len(r.b))
+		return nil
+	}
+	p := r.b[r.off : r.off+n]
+	r.off += n
+	return p
+}
+
+func (r *reader) u32() uint32 {
+	if p := r.take(4); p != nil {
+		return le.Uint32(p)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if p := r.take(8); p != nil {
+		return le.Uint64(p)
+	}
+	return 0
+}
+
+// UnmarshalBinary decodes a table written by MarshalBinary, checking every
+// invariant Lookup and Rows rely on, so that a corrupt or hostile file
+// gives an error (naming the offset) and never a table that panics.
+func (t *Table) UnmarshalBinary(data []byte) error {
+	r := &reader{b: data}
+	if m := r.take(len(tableMagic)); r.err != nil || string(m) != tableMagic {
+		return fmt.Errorf("%w: bad magic", errCorrupt)
+	}
+	hdr := r.take(2)
+	if r.err != nil {
+		return r.err
+	}
+	nt := Table{arch: regs.Arch(hdr[0])}
+	wide := hdr[1] == 1
+	if hdr[1] > 1 {
+		return fmt.Errorf("%w: bad row-index width %d at offset %d", errCorrupt, hdr[1], len(tableMagic)+1)
+	}
+	nt.base, nt.end = r.u64(), r.u64()
+	var n [9]int
+	for i := range n {
+		n[i] = int(r.u32())
+	}
+	npages, nrows, nrules, nexprs := n[0], n[1], n[2], n[3]
+	nt.stats = Stats{FDEs: n[4], BadFDEs: n[5], SourceRows: n[6], Unsupported: n[7]}
+	nt.stats.FirstError = string(r.take(n[8]))
+	idxSize := 2
+	if wide {
+		idxSize = 4
+	}
+	// Check the counts against the bytes left before allocating.
+	if r.err == nil && uint64(npages)*4+uint64(nrows)*uint64(2+idxSize)+uint64(nrules)*20+uint64(nexprs)*4 > uint64(len(data)-r.off) {
+		return fmt.Errorf("%w: counts at offset %d exceed the data", errCorrupt, len(tableMagic)+18)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if nt.end < nt.base || (nt.end-nt.base)>>40 != 0 {
+		return fmt.Errorf("%w: bad range %#x..%#x", errCorrupt, nt.base, nt.end)
+	}
+	want := 2 // an empty table
+	if nrows > 0 {
+		want = int((nt.end-nt.base)>>pageBits) + 2
+	}
+	if npages != want {
+		return fmt.Errorf("%w: %d page entries, want %d", errCorrupt, npages, want)
+	}
+	pagesAt := r.off
+	nt.pages = make([]uint32, npages)
+	for i := range nt.pages {
+		nt.pages[i] = r.u32()
+		if nt.pages[i] > uint32(nrows) || i > 0 && nt.pages[i] < nt.pages[i-1] {
+			return fmt.Errorf("%w: page entry %d at offset %d out of order", errCorrupt, i, pagesAt+4*i)
+		}
+	}
+	if nt.pages[0] != 0 || nt.pages[npages-1] != uint32(nrows) {
+		return fmt.Errorf("%w: page index at offset %d does not span the rows", errCorrupt, pagesAt)
+	}
+	nt.lo = make([]uint16, nrows)
+	for i, p := 0, r.take(2*nrows); i < nrows; i++ {
+		nt.lo[i] = le.Uint16(p[2*i:])
+	}
+	idxAt := r.off
+	ip := r.take(idxSize * nrows)
+	if wide {
+		nt.idx32 = make([]uint32, nrows)
+	} else {
+		nt.idx16 = make([]uint16, nrows)
+	}
+	for i := 0; i < nrows; i++ {
+		var v uint32
+		if wide {
+			v = le.Uint32(ip[4*i:])
+			nt.idx32[i] = v
+		} else {
+			v = uint32(le.Uint16(ip[2*i:]))
+			nt.idx16[i] = uint16(v)
+		}
+		if v >= uint32(nrules) {
+			return fmt.Errorf("%w: row %d at offset %d names rule %d of %d", errCorrupt, i, idxAt+idxSize*i, v, nrules)
+		}
+	}
+	nt.rules = make([]Rule, nrules)
+	for i := range nt.rules {
+		p := r.take(20)
+		nt.rules[i] = Rule{CFABase: CFABase(p[0]), CFAReg: p[1], RAKind: RegKind(p[2]), FPKind: RegKind(p[3]),
+			RAReg: p[4], FPReg: p[5], Flags: p[6],
+			CFAOffset: int32(le.Uint32(p[8:])), RAOffset: int32(le.Uint32(p[12:])), FPOffset: int32(le.Uint32(p[16:]))}
+	}
+	nt.exprs = make([][]byte, nexprs)
+	for i := range nt.exprs {
+		e := r.take(int(r.u32()))
+		if r.err != nil {
+			return r.err
+		}
+		nt.exprs[i] = append([]byte(nil), e...)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if r.off != len(data) {
+		return fmt.Errorf("%w: %d trailing bytes at offset %d", errCorrupt, len(data)-r.off, r.off)
+	}
+	nt.fillStats()
+	*t = nt
+	return nil
+}
+
+// persisted returns the file a Cache with Dir keeps key's table in, or ""
+// when key is not a build-id (a path-based key names no stable content).
+func (c *Cache) persisted(key string) string {
+	if c.Dir == "" || len(key) < 3 {
+		return ""
+	}
+	for _, ch := range key {
+		if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
+			return ""
+		}
+	}
+	return filepath.Join(c.Dir, "tables", key[:2], key[2:]+"-"+tableMagic[4:])
+}
+
+// load reads a persisted table; any error means "build it".
+func load(path string) (*Table, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{}
+	if err := t.UnmarshalBinary(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// save writes t to path through a temporary file and a rename, so readers
+// never see a partial table. Errors are ignored by callers: persistence is
+// an optimisation.
+func save(path string, t *Table) error {
+	b, err := t.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
