@@ -43,6 +43,10 @@ type dwarfIndex struct {
 	line []byte    // .debug_line, to check headers before debug/dwarf reads them
 	alt  *dwarfAlt // the dwz supplementary file, if any
 
+	// stored is set instead of d for an index read from the persistent
+	// cache: units are decoded from it rather than parsed from DWARF.
+	stored *storedIndex
+
 	// maxEntries bounds every walk over entries: debug/dwarf returns an
 	// endless run of null entries, without error, from a varint that runs
 	// off the end of a unit; each real entry takes at least one byte.
@@ -339,6 +343,11 @@ func (ix *dwarfIndex) cu(ci int) *cuData {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if cd := slot.data.Load(); cd != nil {
+		return cd
+	}
+	if ix.stored != nil {
+		cd := ix.stored.decodeCU(ci)
+		slot.data.Store(cd)
 		return cd
 	}
 	cd := &cuData{}

@@ -80,6 +80,12 @@ func openGoTable(ef *elf.File) (*goTable, error) {
 		}
 		data, addr = d, s.Addr
 	} else {
+		// Without .gopclntab (external linking puts the table in
+		// .data.rel.ro), only a Go binary's marker sections justify reading
+		// the symbol table, which is costly for large C libraries.
+		if ef.Section(".go.buildinfo") == nil && ef.Section(".note.go.buildid") == nil {
+			return nil, errNotGo
+		}
 		var start, end uint64
 		for _, sym := range loadSyms() {
 			switch sym.Name {

@@ -181,6 +181,7 @@ func (s *Symbolizer) debugDirs() []string {
 // fraction of the size of its debug information, and the per-address
 // results are bounded by maxResults.
 type Cache struct {
+	dir   string // persistent cache directory ("" for memory only)
 	mu    sync.Mutex
 	byKey map[string]*debugInfo
 }
@@ -214,6 +215,9 @@ type debugInfo struct {
 
 	mu      sync.RWMutex
 	results map[uint64][]Location // Module not set
+
+	dir string // persistent cache directory, "" for none
+	bid string // the object's build-id, hex
 }
 
 // get returns the cache entry of an object whose symbols come from sym.
@@ -237,6 +241,9 @@ func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
 		return di
 	}
 	di := &debugInfo{objPath: obj.Path, symPath: sym.Path, dirs: dirs, results: map[uint64][]Location{}}
+	if id := obj.BuildIDHex(); len(id) > 2 {
+		di.dir, di.bid = c.dir, id
+	}
 	c.byKey[key] = di
 	return di
 }
@@ -271,6 +278,14 @@ func (di *debugInfo) goTable() *goTable {
 func (di *debugInfo) dwarf() *dwarfIndex {
 	di.dwOnce.Do(func() {
 		for _, p := range uniq(di.symPath, di.objPath) {
+			var saved string
+			if di.dir != "" && di.bid != "" {
+				saved = indexPath(di.dir, di.bid, p)
+				if ix, err := readIndex(saved); err == nil {
+					di.dw = ix
+					return
+				}
+			}
 			ef, err := openELF(p)
 			if err != nil {
 				continue
@@ -281,10 +296,16 @@ func (di *debugInfo) dwarf() *dwarfIndex {
 				alt = loadAlt(ef.ef, p, di.dirs)
 			}
 			ef.Close()
-			if err == nil {
-				di.dw = newDWARFIndex(d, line, infoSize, alt)
-				return
+			if err != nil {
+				continue
 			}
+			di.dw = newDWARFIndex(d, line, infoSize, alt)
+			if saved != "" {
+				// Index everything once, so later runs need no DWARF at all.
+				di.dw.buildAll()
+				_ = writeIndex(saved, di.dw)
+			}
+			return
 		}
 	})
 	return di.dw
