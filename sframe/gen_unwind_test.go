@@ -1,0 +1,152 @@
+package sframe_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/sframe"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// genSource generates, once per module, an SFrame section from the
+// module's CFI: a Stepper.Source that gives every object (the program,
+// libc, ld.so, the vDSO) the section rewind sframe gen would add to it.
+type genSource struct {
+	version uint8
+	m       sync.Map // *unwind.Module -> *genEntry
+}
+
+type genEntry struct {
+	once sync.Once
+	sec  *sframe.Section
+	err  error
+}
+
+func (s *genSource) Section(mod *unwind.Module) (*sframe.Section, error) {
+	if mod == nil || mod.File == nil {
+		return nil, nil
+	}
+	v, _ := s.m.LoadOrStore(mod, &genEntry{})
+	e := v.(*genEntry)
+	e.once.Do(func() {
+		g, err := sframe.Generate(mod.File, sframe.GenOptions{Version: s.version})
+		if err != nil {
+			e.err = err
+			return
+		}
+		const addr = 0x10_0000_0000 // any address: Parse is told the same
+		data, err := g.Encode(addr)
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.sec, e.err = sframe.Parse(data, addr, mod.Path+" generated .sframe")
+	})
+	return e.sec, e.err
+}
+
+// TestGenUnwindMatchesEuStack walks cores of the fixture programs (built
+// without SFrame, with and without frame pointers) with SFrame sections
+// generated from every object's CFI, SFrame first and CFI and frame
+// pointers behind it, and checks that the physical frames are exactly
+// eu-stack's. Every frame whose callee has a generated SFrame row (not a
+// signal frame) must have come from SFrame, so that a wrong row cannot
+// hide behind the fallbacks.
+func TestGenUnwindMatchesEuStack(t *testing.T) {
+	programs := []program{{"threads", nil}, {"recurse", nil}, {"recurse", []string{"2000"}},
+		{"signal", nil}, {"signal", []string{"busy"}}, {"plt", nil}, {"demo", nil}}
+	variants := []fixture.Variant{fixture.Variants[0], fixture.Variants[3]} // O0-fp, O2-nofp
+	sources := map[uint8]*genSource{2: {version: 2}, 3: {version: 3}}
+	var total, bySFrame atomic.Int64
+	t.Run("group", func(t *testing.T) {
+		for _, p := range programs {
+			for _, v := range variants {
+				p, v := p, v
+				t.Run(p.String()+"/"+v.Name, func(t *testing.T) {
+					t.Parallel()
+					exe := fixture.Build(t, p.name, v)
+					proc := fixture.Start(t, exe, p.args...)
+					core := fixture.Gcore(t, proc)
+					for _, version := range []uint8{2, 3} {
+						n, s := genCompareCore(t, core, exe, sources[version])
+						total.Add(int64(n))
+						bySFrame.Add(int64(s))
+					}
+				})
+			}
+		}
+	})
+	t.Logf("%d frames in all (v2 and v3 walks), %d of them produced by generated SFrame", total.Load(), bySFrame.Load())
+	if !t.Failed() && bySFrame.Load() == 0 {
+		t.Error("no frame came from SFrame")
+	}
+}
+
+func genCompareCore(t *testing.T, core, exe string, src *genSource) (frames, bySFrame int) {
+	ref, err := fixture.EuStackCore(t, core, exe)
+	if err != nil {
+		t.Fatalf("eu-stack: %v", err)
+	}
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target, err := stacks.FromCore(c, exe, &unwind.Objects{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unwind.Unwinder{
+		Steppers: []unwind.Stepper{sframe.Stepper{Source: src.Section}, unwind.CFITable{}, unwind.FramePointers{}},
+		MaxDepth: 100000,
+	}
+	walks := stacks.Walk(target, stacks.Options{Unwinder: u})
+	if len(walks) != len(ref) {
+		t.Errorf("v%d: core has %d threads, eu-stack printed %d", src.version, len(walks), len(ref))
+	}
+	for _, want := range ref {
+		var got *unwind.Stack
+		for i := range walks {
+			if walks[i].TID == want.TID {
+				got = &walks[i].Stack
+			}
+		}
+		if got == nil {
+			t.Errorf("v%d: thread %d missing", src.version, want.TID)
+			continue
+		}
+		same := len(got.Frames) == len(want.Frames)
+		for i := 0; same && i < len(want.Frames); i++ {
+			same = got.Frames[i].PC == want.Frames[i].PC
+		}
+		if !same {
+			t.Errorf("v%d: thread %d differs from eu-stack (end %s %s):\n%s", src.version, want.TID, got.End, got.Detail, sideBySide(got, want))
+			continue
+		}
+		frames += len(got.Frames)
+		for i := 1; i < len(got.Frames); i++ {
+			if got.Frames[i].Method == unwind.MethodSFrame {
+				bySFrame++
+				continue
+			}
+			callee := &got.Frames[i-1]
+			m := target.Space.Find(callee.LookupPC())
+			if m == nil || m.Module == nil {
+				continue
+			}
+			sec, err := src.Section(m.Module)
+			if err != nil || sec == nil {
+				continue // no CFI to generate from (the vDSO may have none)
+			}
+			if row, ok := sec.Lookup(callee.LookupPC() - m.Bias); ok && !row.Signal {
+				t.Errorf("v%d: thread %d frame %d (%#x) came from %s although its callee at %#x has SFrame row %v",
+					src.version, want.TID, i, got.Frames[i].PC, got.Frames[i].Method, callee.PC, row)
+			}
+		}
+	}
+	return frames, bySFrame
+}
