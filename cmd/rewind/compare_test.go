@@ -16,7 +16,10 @@ var pauseRE = regexp.MustCompile(`paused (\d+) us`)
 // is this 17-thread process doing?": rewind dump PID, eu-stack -p (plain,
 // and with -s -i for the source lines and inlined frames rewind prints),
 // and gdb's thread apply all bt, each as a whole command, on the same
-// blocked -O2 process. rewind also reports the target's pause.
+// blocked -O2 process. rewind also reports the target's pause. "rewind"
+// runs with its persistent cache warm (a fresh cache directory, filled by
+// one untimed run), as every dump after the first one on a machine does;
+// "rewind-nocache" reads all debug information again on every run.
 //
 //	go test ./cmd/rewind -run '^$' -bench DumpVsTools -benchtime 20x
 func BenchmarkDumpVsTools(b *testing.B) {
@@ -28,12 +31,18 @@ func BenchmarkDumpVsTools(b *testing.B) {
 		argv []string
 	}{
 		{"rewind", []string{rewindBin, "dump", pid}},
+		{"rewind-nocache", []string{rewindBin, "dump", "--no-cache", pid}},
 		{"eu-stack", []string{"eu-stack", "-p", pid}},
 		// The same information rewind prints by default: source lines and
 		// inlined frames.
 		{"eu-stack-s-i", []string{"eu-stack", "-s", "-i", "-p", pid}},
 		{"gdb", []string{"gdb", "-batch", "-p", pid, "-ex", "thread apply all bt"}},
 	}
+	b.Setenv("REWIND_CACHE_DIR", b.TempDir())
+	if out, err := exec.Command(rewindBin, "dump", pid).CombinedOutput(); err != nil {
+		b.Fatalf("warming the cache: %v\n%s", err, out)
+	}
+	p.WaitBlocked(b)
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool.argv[0]); err != nil {
 			b.Logf("skip %s: %v", tool.name, err)

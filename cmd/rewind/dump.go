@@ -13,7 +13,7 @@ import (
 	"github.com/rewindstack/rewind/unwind"
 )
 
-const dumpHelp = `rewind dump PID [flags]            every thread of a running process
+var dumpHelp = `rewind dump PID [flags]            every thread of a running process
 rewind dump --core FILE [flags]    every thread of an ELF core file
 
 A live process is frozen only while rewind copies each thread's registers
@@ -26,6 +26,12 @@ Frames show the PC (the current PC for frame #0, the return address for
 callers, as eu-stack and gdb print them), function+offset, module,
 file:line where debug information exists, and the method that found the
 frame; each thread ends with the reason its walk stopped.
+
+Compiled unwind tables and DWARF indexes are kept per build-id in a
+persistent cache (` + cacheDirHelp + `),
+so only the first dump that meets a library pays for reading its debug
+information (about half a second for libc with libc6-dbg); --stats shows
+where the time goes, --no-cache bypasses the cache.
 
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for processes of the same user.`
@@ -42,6 +48,8 @@ func runDump(args []string) error {
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
+	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
+	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) to stderr")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -58,10 +66,20 @@ func runDump(args []string) error {
 	// Inlined calls are listed (marked) above the frame they were inlined
 	// into, as eu-stack -i and gdb show them.
 	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
+	objs := &unwind.Objects{}
+	if dir := symbolize.DefaultCacheDir(); dir != "" && !*noCache {
+		sym.Cache = symbolize.NewPersistentCache(dir)
+		objs.Tables.Dir = dir
+	}
+	var tm *timings
+	if *stats {
+		tm = newTimings()
+		defer tm.print()
+	}
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, *exe, opt, sym); err != nil {
+		if rep, err = dumpCore(*core, *exe, objs, opt, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -72,7 +90,7 @@ func runDump(args []string) error {
 		if *exe != "" {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, *maxStack, opt, sym); err != nil {
+		if rep, err = dumpLive(pid, *lazy, *maxStack, objs, opt, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -88,22 +106,26 @@ func runDump(args []string) error {
 	return output.WriteText(os.Stdout, rep)
 }
 
-func dumpCore(path, exe string, opt stacks.Options, sym *symbolize.Symbolizer) (*output.Report, error) {
+func dumpCore(path, exe string, objs *unwind.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	c, err := corefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	target, err := stacks.FromCore(c, exe, &unwind.Objects{})
+	target, err := stacks.FromCore(c, exe, objs)
 	if err != nil {
 		return nil, err
 	}
+	tm.mark("open")
 	warnUnreadable(target.Space)
-	return stacks.Unwind(target, opt, sym), nil
+	walks := stacks.Walk(target, opt)
+	tm.mark("unwind")
+	rep := stacks.Report(target, walks, sym)
+	tm.mark("symbolize")
+	return rep, nil
 }
 
-func dumpLive(pid int, lazy bool, maxStack int, opt stacks.Options, sym *symbolize.Symbolizer) (*output.Report, error) {
-	objs := &unwind.Objects{}
+func dumpLive(pid int, lazy bool, maxStack int, objs *unwind.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads}
 	var target *stacks.Target
 	var walks []stacks.Walked
@@ -116,11 +138,15 @@ func dumpLive(pid int, lazy bool, maxStack int, opt stacks.Options, sym *symboli
 			walks = stacks.Walk(target, opt)
 			return nil
 		})
+		tm.mark("capture+unwind")
 	} else {
 		snap, err = live.Capture(pid, lopt)
+		tm.mark("capture")
 		if err == nil {
 			target = stacks.FromLive(snap, objs, warn)
+			tm.mark("open")
 			walks = stacks.Walk(target, opt)
+			tm.mark("unwind")
 		}
 	}
 	if err != nil {
@@ -128,6 +154,7 @@ func dumpLive(pid int, lazy bool, maxStack int, opt stacks.Options, sym *symboli
 	}
 	warnUnreadable(target.Space)
 	rep := stacks.Report(target, walks, sym)
+	tm.mark("symbolize")
 	pause := snap.Pause.Microseconds()
 	rep.PauseUS = &pause
 	return rep, nil

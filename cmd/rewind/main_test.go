@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	rewindBin = filepath.Join(dir, "rewind")
+	// Commands under test keep their persistent caches here, not in the
+	// user's cache directory.
+	os.Setenv("REWIND_CACHE_DIR", filepath.Join(dir, "cache"))
 	if out, err := exec.Command("go", "build", "-o", rewindBin, ".").CombinedOutput(); err != nil {
 		panic("building rewind: " + err.Error() + "\n" + string(out))
 	}
@@ -158,5 +161,37 @@ func TestSFrameDumpMatchesReadelf(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("rewind sframe dump differs from readelf:\n--- rewind\n%s\n--- readelf\n%s", got, want)
+	}
+}
+
+// TestDumpPersistentCache checks that dumps answered from the persistent
+// caches (DWARF indexes, unwind tables) print exactly what a dump that
+// reads all debug information again prints.
+func TestDumpPersistentCache(t *testing.T) {
+	exe := fixture.Build(t, "recurse", fixture.Variants[3])
+	p := fixture.Start(t, exe, "40")
+	core := fixture.Gcore(t, p)
+	cache := t.TempDir()
+	t.Setenv("REWIND_CACHE_DIR", cache)
+	fresh, errOut, code := run(t, "dump", "--no-cache", "--core", core)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if files, _ := filepath.Glob(filepath.Join(cache, "*")); len(files) != 0 {
+		t.Fatalf("--no-cache wrote %v", files)
+	}
+	for i := 0; i < 2; i++ {
+		out, errOut, code := run(t, "dump", "--core", core)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if out != fresh {
+			t.Fatalf("run %d with the cache differs:\n%s\nwithout:\n%s", i+1, out, fresh)
+		}
+	}
+	for _, sub := range []string{"tables", "dwarf"} {
+		if files, _ := filepath.Glob(filepath.Join(cache, sub, "*", "*")); len(files) == 0 {
+			t.Errorf("nothing cached under %s", sub)
+		}
 	}
 }
