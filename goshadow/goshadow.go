@@ -1,0 +1,165 @@
+// Package goshadow generates a Go build overlay that adds software shadow
+// stacks to the Go runtime installed on the machine: a per-goroutine cache of
+// return addresses, a trampoline that keeps it in step as frames return, and
+// the changes the runtime's own unwinders need to step through it.
+//
+// Generate reads GOROOT/src/runtime, applies small anchored edits and adds
+// new files, and writes the patched copies plus an overlay.json for
+// `go build -overlay`. Code built that way (with -tags rewind_shadow) can call
+// gostack.ShadowCallers. An edit whose anchor is missing or ambiguous fails
+// with an error naming the file and the anchor, so a Go release that changed
+// the runtime is refused rather than mis-patched.
+package goshadow
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+//go:embed rt/*.txt
+var rtFS embed.FS
+
+// Edit is one anchored change to a runtime source file.
+type Edit struct {
+	File    string // file name in GOROOT/src/runtime
+	Anchor  string // text that must occur exactly once in File
+	Text    string // text to insert
+	Before  bool   // insert before the anchor instead of after it
+	Replace bool   // Text replaces the anchor
+}
+
+// Apply applies e to src, the contents of e.File.
+func (e Edit) Apply(src string) (string, error) {
+	switch c := strings.Count(src, e.Anchor); {
+	case e.Anchor == "":
+		return "", fmt.Errorf("%s: empty anchor", e.File)
+	case c == 0:
+		return "", fmt.Errorf("%s: anchor %q not found: this Go release's runtime differs from the one goshadow supports", e.File, e.Anchor)
+	case c > 1:
+		return "", fmt.Errorf("%s: anchor %q found %d times, want exactly once", e.File, e.Anchor, c)
+	}
+	i := strings.Index(src, e.Anchor)
+	switch {
+	case e.Replace:
+		return src[:i] + e.Text + src[i+len(e.Anchor):], nil
+	case e.Before:
+		return src[:i] + e.Text + src[i:], nil
+	default:
+		j := i + len(e.Anchor)
+		return src[:j] + e.Text + src[j:], nil
+	}
+}
+
+// Result describes a generated overlay.
+type Result struct {
+	Dir       string   // directory holding the patched files
+	JSON      string   // path of overlay.json
+	GOROOT    string   // the GOROOT that was patched
+	GoVersion string   // first line of GOROOT/VERSION, if present
+	Files     []string // runtime files replaced or added, by name
+}
+
+// Flag returns the go command flag that uses the overlay.
+func (r *Result) Flag() string { return "-overlay=" + r.JSON }
+
+// GOROOT returns the root of the Go installation that `go` on PATH uses.
+func GOROOT() (string, error) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOROOT: %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	if root == "" {
+		return "", errors.New("go env GOROOT printed nothing")
+	}
+	return root, nil
+}
+
+// Generate patches the runtime of goroot (GOROOT() if empty) into dir,
+// which it creates, and writes dir/overlay.json.
+func Generate(goroot, dir string) (*Result, error) {
+	if goroot == "" {
+		var err error
+		if goroot, err = GOROOT(); err != nil {
+			return nil, err
+		}
+	}
+	rtDir := filepath.Join(goroot, "src", "runtime")
+	if _, err := os.Stat(filepath.Join(rtDir, "runtime2.go")); err != nil {
+		return nil, fmt.Errorf("%s is not a Go runtime source directory: %w", rtDir, err)
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(absDir, 0o755); err != nil {
+		return nil, err
+	}
+	res := &Result{Dir: absDir, JSON: filepath.Join(absDir, "overlay.json"), GOROOT: goroot}
+	if v, err := os.ReadFile(filepath.Join(goroot, "VERSION")); err == nil {
+		res.GoVersion = strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0])
+	}
+
+	// Group the edits by file, keeping their order.
+	patched := map[string]string{}
+	var order []string
+	for _, e := range runtimeEdits {
+		src, ok := patched[e.File]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(rtDir, e.File))
+			if err != nil {
+				return nil, err
+			}
+			src = string(b)
+			order = append(order, e.File)
+		}
+		out, err := e.Apply(src)
+		if err != nil {
+			return nil, fmt.Errorf("patching %s: %w", filepath.Join(rtDir, e.File), err)
+		}
+		patched[e.File] = out
+	}
+	replace := map[string]string{}
+	for _, name := range order {
+		if err := writeFile(absDir, name, patched[name], rtDir, replace); err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, name)
+	}
+	for _, f := range runtimeFiles {
+		if _, err := os.Stat(filepath.Join(rtDir, f.name)); err == nil {
+			return nil, fmt.Errorf("%s already exists in %s: is this GOROOT already patched?", f.name, rtDir)
+		}
+		b, err := rtFS.ReadFile(f.src)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFile(absDir, f.name, string(b), rtDir, replace); err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, f.name)
+	}
+	js, err := json.MarshalIndent(struct{ Replace map[string]string }{replace}, "", "\t")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(res.JSON, append(js, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func writeFile(dir, name, content, rtDir string, replace map[string]string) error {
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		return err
+	}
+	replace[filepath.Join(rtDir, name)] = p
+	return nil
+}
