@@ -370,10 +370,10 @@ func (g *Generated) convert(arch regs.Arch, fde *cfi.FDE, row *cfi.Row) (sfRow, 
 		r.cfaReg, r.cfaOff = uint8(row.CFA.Reg), int32(row.CFA.Offset)
 	}
 	if x := rule(sp); x.Kind != cfi.RuleSameValue && !(x.Kind == cfi.RuleValOffset && x.Offset == 0) {
-		return r, "SP " + describe(x)
+		return r, "SP " + describe(arch, x)
 	}
 	var why string
-	if r.ra, why = regRuleOf(rule(ra)); why != "" {
+	if r.ra, why = regRuleOf(arch, rule(ra)); why != "" {
 		return r, "RA " + why
 	}
 	if g.ABI == ABIAMD64LE && r.ra.kind == regAtCFA && r.ra.off == -8 {
@@ -385,7 +385,7 @@ func (g *Generated) convert(arch regs.Arch, fde *cfi.FDE, row *cfi.Row) (sfRow, 
 		}
 		r.ra = regRule{kind: regDefault}
 	}
-	if r.fp, why = regRuleOf(rule(fp)); why != "" {
+	if r.fp, why = regRuleOf(arch, rule(fp)); why != "" {
 		return r, "FP " + why
 	}
 	if r.fp.kind == regSame {
@@ -398,7 +398,7 @@ func (g *Generated) convert(arch regs.Arch, fde *cfi.FDE, row *cfi.Row) (sfRow, 
 }
 
 // regRuleOf restates a CFI register rule.
-func regRuleOf(x cfi.Rule) (regRule, string) {
+func regRuleOf(arch regs.Arch, x cfi.Rule) (regRule, string) {
 	fits := func(v int64) bool { return v >= math.MinInt32 && v <= math.MaxInt32 }
 	switch x.Kind {
 	case cfi.RuleSameValue:
@@ -417,7 +417,7 @@ func regRuleOf(x cfi.Rule) (regRule, string) {
 			return regRule{kind: regAtReg, reg: uint8(reg), off: int32(off)}, ""
 		}
 	}
-	return regRule{}, describe(x)
+	return regRule{}, describe(arch, x)
 }
 
 // defaultOK says why a row needs a flexible FDE, or "".
@@ -517,14 +517,14 @@ func regName(arch regs.Arch, r int) string {
 }
 
 // describe renders a register rule for a skip reason.
-func describe(r cfi.Rule) string {
+func describe(arch regs.Arch, r cfi.Rule) string {
 	switch r.Kind {
 	case cfi.RuleOffset:
 		return fmt.Sprintf("saved at CFA%+d", r.Offset)
 	case cfi.RuleValOffset:
 		return fmt.Sprintf("is CFA%+d (.cfi_val_offset)", r.Offset)
 	case cfi.RuleRegister:
-		return fmt.Sprintf("kept in register %d (.cfi_register)", r.Reg)
+		return fmt.Sprintf("kept in %s (.cfi_register)", regName(arch, int(r.Reg)))
 	case cfi.RuleExpression:
 		return "saved at a DWARF expression (.cfi_escape DW_CFA_expression)"
 	case cfi.RuleValExpression:
