@@ -1,0 +1,121 @@
+package stacks_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// captureAndGdb captures pid with rewind (copied stacks, auto method,
+// physical frames) and then asks gdb for the same threads.
+func captureAndGdb(t *testing.T, pid int) (*output.Report, []fixture.Stack, *unwind.AddressSpace, *symbolize.Symbolizer) {
+	t.Helper()
+	snap, err := live.Capture(pid, live.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunning(t, pid)
+	target := stacks.FromLive(snap, &unwind.Objects{}, func(s string) { t.Log(s) })
+	sym := &symbolize.Symbolizer{}
+	u := unwind.NewAuto()
+	u.MaxDepth = 100000
+	rep := stacks.Unwind(target, stacks.Options{Unwinder: u}, sym)
+	ref, err := fixture.GdbPID(t, pid)
+	if err != nil {
+		t.Fatalf("gdb: %v", err)
+	}
+	checkRunning(t, pid)
+	return rep, ref, target.Space, sym
+}
+
+// TestLiveMatchesGdb compares live captures of C fixtures with gdb's
+// physical frames (its inlined and tail-call frames dropped): the same
+// return addresses, and the same function names or aliases of them (gdb
+// prints DWARF names such as __GI___clock_nanosleep where the symbol
+// table, which rewind and eu-stack print, says clock_nanosleep).
+func TestLiveMatchesGdb(t *testing.T) {
+	for _, p := range []program{{"threads", nil}, {"recurse", []string{"50"}}, {"signal", []string{"busy"}}} {
+		for _, v := range []fixture.Variant{fixture.Variants[2], fixture.Variants[3]} {
+			p, v := p, v
+			t.Run(p.String()+"/"+v.Name, func(t *testing.T) {
+				t.Parallel()
+				proc := fixture.Start(t, fixture.Build(t, p.name, v), p.args...)
+				rep, ref, space, sym := captureAndGdb(t, proc.PID)
+				synthetic := 0
+				for _, st := range ref {
+					want := st.Physical()
+					synthetic += len(st.Frames) - len(want.Frames)
+					got := findThread(rep, st.TID)
+					if got == nil || !samePCs(got, want) {
+						t.Errorf("thread %d differs from gdb's physical frames:\n%s", st.TID, sideBySide(got, want))
+						continue
+					}
+					checkNames(t, "auto", got, want, space, sym)
+				}
+				t.Logf("%d threads agree; gdb's %d synthetic frames dropped", len(ref), synthetic)
+			})
+		}
+	}
+}
+
+// goTopFrames are where the Go runtime's own traceback ends a thread's
+// stack: a goroutine's entry, a thread's start, the switch to g0.
+var goTopFrames = map[string]bool{"runtime.goexit": true, "runtime.mstart": true, "runtime.mcall": true, "runtime.rt0_go": true}
+
+// TestLiveGoProgram captures a Go program whose goroutines, locked to
+// their threads, block in system calls, and compares every thread with
+// gdb: the same physical frames and names, from the top down to the
+// frame where the Go runtime's traceback would stop (gdb goes on past it
+// into whatever the stack holds: zeros, type data). rewind names Go
+// frames from the pcln table, gdb from DWARF.
+func TestLiveGoProgram(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "goprog")
+	if out, err := exec.Command("go", "build", "-o", exe, "./testdata/goprog").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	proc := fixture.Start(t, exe)
+	rep, ref, _, _ := captureAndGdb(t, proc.PID)
+	seen := map[string]bool{}
+	for _, st := range ref {
+		want := st.Physical()
+		got := findThread(rep, st.TID)
+		if got == nil {
+			t.Errorf("thread %d missing", st.TID)
+			continue
+		}
+		n := len(got.Frames)
+		for i, f := range got.Frames {
+			if goTopFrames[f.Function] {
+				n = i + 1
+				break
+			}
+		}
+		ok := n <= len(want.Frames)
+		for i := 0; ok && i < n; i++ {
+			g, w := got.Frames[i], want.Frames[i]
+			ok = g.PC == w.PC && (w.Func == "" || g.Function == w.Func)
+		}
+		if !ok {
+			t.Errorf("thread %d: the first %d frames differ from gdb's:\n%s", st.TID, n, sideBySide(got, want))
+			continue
+		}
+		if n == len(got.Frames) && !goTopFrames[got.Frames[n-1].Function] && got.End != "outermost" {
+			t.Logf("thread %d ends (%s) below the runtime's top frames, as gdb does", st.TID, got.End)
+		}
+		for _, f := range got.Frames[:n] {
+			seen[f.Function] = true
+		}
+	}
+	for _, fn := range []string{"main.readPipe", "main.levelA", "main.main", "main.sleepLong", "main.main.func1", "runtime.goexit"} {
+		if !seen[fn] {
+			t.Errorf("no thread shows %s", fn)
+		}
+	}
+}
