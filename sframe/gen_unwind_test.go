@@ -30,7 +30,10 @@ func (s *genSource) Section(mod *unwind.Module) (*sframe.Section, error) {
 	if mod == nil || mod.File == nil {
 		return nil, nil
 	}
-	v, _ := s.m.LoadOrStore(mod, &genEntry{})
+	v, ok := s.m.Load(mod)
+	if !ok {
+		v, _ = s.m.LoadOrStore(mod, &genEntry{})
+	}
 	e := v.(*genEntry)
 	e.once.Do(func() {
 		g, err := sframe.Generate(mod.File, sframe.GenOptions{Version: s.version})
