@@ -41,7 +41,7 @@ func captureAndGdb(t *testing.T, pid int) (*output.Report, []fixture.Stack, *unw
 // prints DWARF names such as __GI___clock_nanosleep where the symbol
 // table, which rewind and eu-stack print, says clock_nanosleep).
 func TestLiveMatchesGdb(t *testing.T) {
-	for _, p := range []program{{"threads", nil}, {"recurse", []string{"50"}}, {"signal", []string{"busy"}}} {
+	for _, p := range []program{{"threads", nil}, {"recurse", []string{"50"}}, {"signal", []string{"busy"}}, {"cxxthrow", nil}} {
 		for _, v := range []fixture.Variant{fixture.Variants[2], fixture.Variants[3]} {
 			p, v := p, v
 			t.Run(p.String()+"/"+v.Name, func(t *testing.T) {

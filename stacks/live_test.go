@@ -18,7 +18,7 @@ import (
 // and --lazy) and checks every thread against `eu-stack -p`, as the core
 // tests do, and that every thread runs again afterwards.
 func TestLiveMatchesEuStack(t *testing.T) {
-	for _, p := range []program{{"threads", nil}, {"plt", nil}, {"signal", []string{"busy"}}, {"recurse", []string{"2000"}}, {"demo", nil}} {
+	for _, p := range []program{{"threads", nil}, {"plt", nil}, {"signal", []string{"busy"}}, {"recurse", []string{"2000"}}, {"demo", nil}, {"cxxthrow", nil}} {
 		for _, v := range []fixture.Variant{fixture.Variants[0], fixture.Variants[3]} {
 			p, v := p, v
 			t.Run(p.String()+"/"+v.Name, func(t *testing.T) {
