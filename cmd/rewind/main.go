@@ -1,6 +1,6 @@
-// Command rewind captures and prints stack traces: of core files today, of
-// live processes and sampled profiles as those sources arrive. Run
-// `rewind help` for the commands.
+// Command rewind captures and prints stack traces: of live processes and
+// core files (dump), of sampled CPU profiles (record, report), and works
+// with SFrame sections (sframe). Run `rewind help` for the commands.
 package main
 
 import (
@@ -26,6 +26,10 @@ Usage:
   rewind table FILE...             compile objects' DWARF CFI into unwind tables and
                                    print their size and build time
   rewind sframe dump FILE...       print .sframe sections exactly as readelf --sframe does
+  rewind sframe gen IN -o OUT      compile an object's .eh_frame into an .sframe section
+  rewind record -p PID | -- CMD    sample a process's CPU use; unwind with DWARF/SFrame/FP;
+                                   write a flame graph, pprof or folded stacks
+  rewind goshadow overlay          write a Go build overlay adding software shadow stacks
 
 Run 'rewind COMMAND --help' for a command's flags.
 `
@@ -57,6 +61,10 @@ func runCommand() int {
 		err = runTable(args)
 	case "sframe":
 		err = runSFrame(args)
+	case "record":
+		err = runRecord(args)
+	case "goshadow":
+		err = runGoshadow(args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0
