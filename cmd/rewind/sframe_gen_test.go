@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/sframe"
 )
 
@@ -118,6 +119,13 @@ func TestSFrameGen(t *testing.T) {
 				t.Errorf("the reader rejects %s: %v", out, err)
 			}
 			f.Close()
+			// elfobj, which the unwinder's SFrame stepper reads sections
+			// through, finds the section too.
+			if ef, err := elfobj.Open(out); err != nil || ef.SFrame == nil || ef.SFrame.Addr != sec.Addr {
+				t.Errorf("elfobj does not find .sframe in %s: %v", out, err)
+			} else {
+				ef.Close()
+			}
 			sep := out + ".sframe"
 			if _, stderr, code := run(t, "sframe", "gen", "-q", exe, "-o", sep, "--version", v, "--separate",
 				"--addr", fmt.Sprint(sec.Addr)); code != 0 {
