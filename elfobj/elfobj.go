@@ -133,6 +133,10 @@ type File struct {
 	// Text is .text. Its Data is not loaded by Open; call f.Text.Load().
 	Text *Section
 
+	// Go reports a Go binary: it has a .gopclntab, .go.buildinfo or
+	// .note.go.buildid section.
+	Go bool
+
 	// DebugLink is the file name recorded in .gnu_debuglink, "" if none.
 	DebugLink string
 	// DebugLinkCRC is the CRC-32 recorded in .gnu_debuglink.
@@ -479,6 +483,12 @@ func (f *File) loadSections() error {
 			}
 		}
 		*dst = sec
+	}
+	for i := range f.secs {
+		switch f.secs[i].name {
+		case ".gopclntab", ".go.buildinfo", ".note.go.buildid":
+			f.Go = true
+		}
 	}
 	load(&f.EhFrame, true, ".eh_frame")
 	load(&f.EhFrameHdr, true, ".eh_frame_hdr")

@@ -29,6 +29,28 @@ type Module struct {
 	sigCache  atomic.Pointer[map[uint64]bool] // PC in module -> is a sigreturn trampoline
 }
 
+// goTopFrames are the functions where the Go runtime's own traceback ends
+// a stack (those its assembly marks TOPFRAME): a goroutine's entry, a
+// thread's start on g0, the program's start. Below them is no caller, only
+// what the stack or clone left there. Assembly functions carry the .abi0
+// suffix in the symbol table.
+var goTopFrames = map[string]bool{
+	"runtime.goexit": true, "runtime.goexit.abi0": true,
+	"runtime.mstart": true, "runtime.mstart.abi0": true,
+	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
+}
+
+// GoTopFrame reports whether vaddr (an address in the object's own
+// address space) lies in a Go runtime top frame, by the symbol table of a
+// Go binary (a stripped one has none, and this reports false).
+func (m *Module) GoTopFrame(vaddr uint64) bool {
+	if m == nil || m.File == nil || !m.File.Go {
+		return false
+	}
+	name, _, ok := m.File.Symbolize(vaddr)
+	return ok && goTopFrames[name]
+}
+
 // Table returns the module's compiled unwind table, building it (or taking
 // it from the build-id cache) on first use. A module without CFI has an
 // empty table.

@@ -236,6 +236,10 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 		c := &w.c
 		*c = Cursor{Regs: cur, PC: f.LookupPC(), Exact: exact, Caller: next, mem: &w.rd}
 		c.Map = space.Find(c.PC)
+		if m := c.Map; m != nil && m.Module.GoTopFrame(c.PC-m.Bias) {
+			st.End, st.Detail = EndOutermost, "Go runtime top frame"
+			return
+		}
 		err := ErrNoInfo
 		for _, s := range u.Steppers {
 			c.Method = s.Method()
