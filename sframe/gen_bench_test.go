@@ -158,6 +158,15 @@ func BenchmarkGenUnwindDeep(b *testing.B) {
 			if len(st.Frames) != frames {
 				b.Fatalf("%s walk found %d frames, the CFI walk %d (end %v %s)", m.name, len(st.Frames), frames, st.End, st.Detail)
 			}
+			bySFrame := 0
+			for _, fr := range st.Frames {
+				if fr.Method == unwind.MethodSFrame {
+					bySFrame++
+				}
+			}
+			if strings.HasPrefix(m.name, "sframe") && bySFrame < frames-2 {
+				b.Fatalf("only %d of %d frames came from the generated SFrame", bySFrame, frames)
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
