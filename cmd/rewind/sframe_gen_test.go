@@ -203,3 +203,52 @@ func TestSFrameGenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSFrameGenUnloaded: when no segment can be added (here a 100 MiB
+// .bss would need that much padding), the section is added unloaded, at
+// address 0, with a note; it still reads back with the right function
+// addresses, and the program still runs.
+func TestSFrameGenUnloaded(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "bss.c")
+	os.WriteFile(src, []byte("char big[100<<20];\n__attribute__((noinline)) int f(int i) { return big[i]; }\nint main(void) { return f(12345); }\n"), 0o644)
+	exe := filepath.Join(dir, "bss")
+	if out, err := exec.Command("gcc", "-O2", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out := exe + ".sf"
+	stdout, stderr, code := run(t, "sframe", "gen", exe, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "note: .sframe added but not loaded") || !strings.Contains(stdout, "padding") {
+		t.Errorf("no note about the unloaded section: %q", stdout)
+	}
+	runProgram(t, nil, out)
+	hdrs := readelfClean(t, "-lSW", out)
+	if strings.Contains(hdrs, "GNU_SFRAME") {
+		t.Errorf("a GNU_SFRAME segment for an unloaded section:\n%s", hdrs)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sec, err := sframe.FromELF(f, out, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, _ := f.Symbols()
+	found := false
+	for _, s := range syms {
+		if s.Name == "f" && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			found = true
+			if i := sec.FindFDE(s.Value); i < 0 || sec.FDE(i).Start != s.Value {
+				t.Errorf("no FDE starts at f (%#x)", s.Value)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no symbol f")
+	}
+}
