@@ -1,0 +1,5 @@
+//go:build !amd64 && !arm64
+
+package gostack
+
+func fallbacksSoFar() int64 { return 0 }
