@@ -39,6 +39,7 @@ type Skip struct {
 	Reason string
 }
 
+// String renders the skip as "[start, end): reason".
 func (s Skip) String() string { return fmt.Sprintf("[%#x, %#x): %s", s.Start, s.End, s.Reason) }
 
 // GenStats describes a generated section.
@@ -60,10 +61,14 @@ type GenStats struct {
 // Generated is an SFrame section compiled from CFI, not yet placed: its
 // size is known, and Encode lays it out at any section address.
 type Generated struct {
+	// Version is the SFrame version the section is written in.
 	Version uint8
-	ABI     ABI
-	Order   binary.ByteOrder
-	Stats   GenStats
+	// ABI is the section's ABI/arch, from the object's machine.
+	ABI ABI
+	// Order is the object's byte order, used for every field.
+	Order binary.ByteOrder
+	// Stats counts what was generated and lists what was left out.
+	Stats GenStats
 
 	fdes []genFDE
 }

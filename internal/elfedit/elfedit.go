@@ -104,6 +104,7 @@ type FormatError struct {
 	Msg string
 }
 
+// Error formats the error as "elfedit: offset 0xOFF: MSG".
 func (e *FormatError) Error() string { return fmt.Sprintf("elfedit: offset %#x: %s", e.Off, e.Msg) }
 
 // ErrExists is returned when the file already has a section of the name.
