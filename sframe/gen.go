@@ -1,6 +1,7 @@
 package sframe
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,6 +22,24 @@ import (
 // any of whose rows SFrame cannot express is left out whole and reported
 // with the reason, so that an unwinder falls back to CFI for it rather
 // than using a half-described function.
+//
+// What each row becomes:
+//   - CFA = SP or FP + offset, RA at CFA-8 (AMD64) or at CFA + offset or
+//     still in the link register (AArch64), FP unchanged or at CFA +
+//     offset: a default FRE, in every version;
+//   - an undefined RA (.cfi_undefined rip, the outermost frame): an FRE
+//     without data words, in every version (readers of binutils 2.44 and
+//     older show such an FRE as "fp+-1");
+//   - CFA on another register, CFA loaded from memory (DRAP's
+//     "DW_OP_bregN off; DW_OP_deref"), RA or FP kept in a register or
+//     saved at register + offset (DW_CFA_expression "DW_OP_bregN off"),
+//     RA at an offset other than -8 on AMD64: a version 3 flexible FDE,
+//     as gas 2.47 writes them; in versions 1 and 2 the function is
+//     skipped;
+//   - signal trampolines (CIE augmentation "S"): marked in version 3,
+//     skipped before (gas 2.44 writes them as ordinary functions);
+//   - anything else (other DWARF expressions, val_offset rules, a rule for
+//     SP): skipped.
 
 // GenOptions configure Generate.
 type GenOptions struct {
@@ -104,7 +123,7 @@ var ErrNoCFI = errors.New("no .eh_frame or .debug_frame to generate SFrame from"
 // the result's Stats.Skipped. Relocatable objects are refused: their CFI
 // addresses are not final.
 func Generate(f *elfobj.File, opt GenOptions) (*Generated, error) {
-	if f.Type == elfTypeRel {
+	if f.Type == elf.ET_REL {
 		return nil, fmt.Errorf("sframe: %s: relocatable object: assemble it with --gsframe instead", f.Path)
 	}
 	src := f.EhFrame
@@ -116,7 +135,7 @@ func Generate(f *elfobj.File, opt GenOptions) (*Generated, error) {
 		return nil, fmt.Errorf("sframe: %s: %w", f.Path, ErrNoCFI)
 	}
 	ptr := 8
-	if f.Class == elfClass32 {
+	if f.Class == elf.ELFCLASS32 {
 		ptr = 4
 	}
 	sec := &cfi.Section{Name: f.Path + " " + src.Name, Kind: kind, Data: src.Data, Addr: src.Addr,
@@ -194,13 +213,6 @@ func GenerateCFI(arch regs.Arch, order binary.ByteOrder, opt GenOptions, sec *cf
 	}
 	return g, nil
 }
-
-// Local copies of debug/elf constants keep the imports of this file to
-// what it needs.
-const (
-	elfTypeRel = 1 // elf.ET_REL
-	elfClass32 = 1 // elf.ELFCLASS32
-)
 
 // pltRow is the CFA of GCC's lazy PLT expression, CFA = SP + off +
 // (((PC & 15) >= thr) << 3).
