@@ -24,8 +24,10 @@ type Options struct {
 	Methods []Method
 	// Symbolizer names user addresses (nil: a default one with inlines).
 	Symbolizer *symbolize.Symbolizer
-	// Kernel names kernel addresses (nil: kernel frames are addresses).
-	Kernel *Kallsyms
+	// Kernel returns the kernel symbols, called once and only when a
+	// sample has kernel frames (nil, or a nil result: kernel frames are
+	// addresses).
+	Kernel func() *Kallsyms
 }
 
 // Mapping is one mapped object range that frames were found in.
@@ -141,6 +143,8 @@ type builder struct {
 	kern  map[uint64]*Location
 	maps  map[mapKey]*Mapping
 	prof  *Profile
+	ksyms *Kallsyms
+	kdone bool
 }
 
 // Build unwinds and symbolizes every sample the collector holds.
@@ -168,6 +172,25 @@ func Build(c *Collector, opt Options) *Profile {
 		out := Stack{PID: s.PID, TID: s.TID, Comm: c.Comm(s.TID), Time: s.Time, Value: int64(s.Period)}
 		for _, ip := range s.Kernel {
 			out.Locations = append(out.Locations, b.kernelLoc(ip))
+		}
+		if !s.HasRegs && len(s.UserFP) > 0 {
+			// A -g recording: the kernel's frame-pointer walk is all
+			// there is.
+			space := c.addressSpace(s.space)
+			userLocs = userLocs[:0]
+			for j, pc := range s.UserFP {
+				fr := unwind.Frame{PC: pc, Exact: j == 0}
+				userLocs = append(userLocs, b.userLoc(space, &fr))
+			}
+			out.Locations = append(out.Locations, userLocs...)
+			out.Complete = reachesRoot(userLocs)
+			kfp.Samples++
+			kfp.Frames += len(userLocs)
+			if out.Complete {
+				kfp.Complete++
+			}
+			b.prof.Stacks = append(b.prof.Stacks, out)
+			continue
 		}
 		if !s.HasRegs {
 			out.KernelOnly = true
@@ -268,7 +291,13 @@ func (b *builder) kernelLoc(ip uint64) *Location {
 		return l
 	}
 	line := symbolize.Location{Module: "[kernel.kallsyms]"}
-	if name, off, ok := b.opt.Kernel.Lookup(ip); ok {
+	if !b.kdone {
+		b.kdone = true
+		if b.opt.Kernel != nil {
+			b.ksyms = b.opt.Kernel()
+		}
+	}
+	if name, off, ok := b.ksyms.Lookup(ip); ok {
 		line.Function, line.Offset = name, off
 	}
 	l := b.newLoc(ip, nil, true, []symbolize.Location{line})

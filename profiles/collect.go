@@ -85,6 +85,10 @@ type Collector struct {
 	Lost uint64
 	// Warn receives warnings (may be nil).
 	Warn func(string)
+	// Borrow keeps the samples' stack bytes in the records' memory
+	// instead of copying them: set it when that memory outlives the
+	// collector's use (an open perf.data file), never for ring buffers.
+	Borrow bool
 
 	events  []event
 	comms   map[int]string
@@ -123,7 +127,10 @@ func (c *Collector) Add(rec *perfdata.Record) {
 		}
 		if s.RegsABI != perfdata.RegsABINone {
 			out.Regs, out.HasRegs = perfdata.UserRegs(c.Arch, s.Attr.SampleRegsUser, s.Regs)
-			out.Stack = bytes.Clone(s.Stack)
+			out.Stack = s.Stack
+			if !c.Borrow {
+				out.Stack = bytes.Clone(s.Stack)
+			}
 		}
 		ctx := perfdata.ContextKernel
 		if s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscUser {

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -19,12 +20,34 @@ type Kallsyms struct {
 // LoadKallsyms reads /proc/kallsyms. Addresses read as zero when
 // kernel.kptr_restrict hides them from this user; that is an error.
 func LoadKallsyms() (*Kallsyms, error) {
-	f, err := os.Open("/proc/kallsyms")
+	b, err := readAll("/proc/kallsyms")
+	if err != nil {
+		return nil, err
+	}
+	return ParseKallsyms(bytes.NewReader(b))
+}
+
+// readAll reads a /proc file in large chunks (its size reads as 0).
+func readAll(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return ParseKallsyms(f)
+	buf := make([]byte, 0, 8<<20)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // ParseKallsyms parses the kallsyms format ("ADDR TYPE NAME [module]").

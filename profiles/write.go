@@ -220,6 +220,9 @@ func (p *Profile) WritePprof(w io.Writer, periodNS int64) error {
 func (p *Profile) WriteFidelity(w io.Writer) {
 	fmt.Fprintf(w, "stack fidelity (user stacks reaching the thread root: _start, __libc_start_main, start_thread, clone3, runtime.goexit):\n")
 	for _, f := range p.Fidelity {
+		if f.Samples == 0 {
+			continue
+		}
 		avg := 0.0
 		if f.Samples > 0 {
 			avg = float64(f.Frames) / float64(f.Samples)

@@ -34,11 +34,17 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 // finishProfile unwinds and symbolizes the collected samples, prints the
 // fidelity table and writes the output file.
 func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profileFlags, periodNS int64) error {
-	ks, err := profiles.LoadKallsyms()
-	if err != nil {
-		ks = nil // kernel frames print as [kernel]
+	kernel := func() *profiles.Kallsyms {
+		ks, err := profiles.LoadKallsyms()
+		if err != nil {
+			warn(fmt.Sprintf("kernel frames are not named: %v", err))
+		}
+		return ks
 	}
-	prof := profiles.Build(col, profiles.Options{Methods: methods, Kernel: ks})
+	if !*pf.fidelity {
+		methods = methods[:1]
+	}
+	prof := profiles.Build(col, profiles.Options{Methods: methods, Kernel: kernel})
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)
 	}

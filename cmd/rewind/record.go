@@ -39,6 +39,7 @@ type profileFlags struct {
 	method   *string
 	maxDepth *int
 	quiet    *bool
+	fidelity *bool
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
@@ -47,6 +48,8 @@ func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 		method:   methodFlag(fs),
 		maxDepth: fs.Int("max-depth", 1024, "stop each walk after `N` frames"),
 		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
+		fidelity: fs.Bool("fidelity", true, "unwind every sample with every method (auto, dwarf, sframe, fp) for the fidelity table; "+
+			"with --fidelity=false only --method runs"),
 	}
 }
 

@@ -1,0 +1,103 @@
+// Package perftest holds what the tests of rewind's profiler share: a
+// CPU-bound multi-threaded C program built at test time, and checks for
+// the privileges and tools (perf_event_open, perf) the tests need.
+package perftest
+
+import (
+	_ "embed"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed csrc/cpu.c
+var cpuSource []byte
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// BuildCPU compiles cpu.c (usage: cpu SECONDS [THREADS]) with -O2, -g,
+// -pthread and the given extra flags ("-fomit-frame-pointer" or
+// "-fno-omit-frame-pointer") into a temporary directory and returns the
+// executable. A missing compiler skips tb.
+func BuildCPU(tb testing.TB, flags ...string) string {
+	tb.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		tb.Skipf("no C compiler (%s): %v", cc, err)
+	}
+	key := strings.Join(flags, " ")
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if exe, ok := built[key]; ok {
+		if _, err := os.Stat(exe); err == nil {
+			return exe
+		}
+	}
+	dir, err := os.MkdirTemp("", "rewind-perftest-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	src := filepath.Join(dir, "cpu.c")
+	if err := os.WriteFile(src, cpuSource, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	exe := filepath.Join(dir, "cpu")
+	args := append([]string{"-O2", "-g", "-pthread"}, flags...)
+	args = append(args, "-o", exe, src)
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+	}
+	built[key] = exe
+	return exe
+}
+
+// RequirePerfEvent skips tb unless this process may open a sampling
+// cpu-clock event with user stack copies on itself, saying what is missing.
+func RequirePerfEvent(tb testing.TB) {
+	tb.Helper()
+	var attr [136]byte
+	le := func(off int, v uint64, n int) {
+		for i := 0; i < n; i++ {
+			attr[off+i] = byte(v >> (8 * i))
+		}
+	}
+	le(0, 1, 4)             // PERF_TYPE_SOFTWARE
+	le(4, 136, 4)           // size
+	le(8, 0, 8)             // PERF_COUNT_SW_CPU_CLOCK
+	le(16, 99, 8)           // sample_freq
+	le(24, 1<<13, 8)        // PERF_SAMPLE_STACK_USER
+	le(40, 1|1<<5|1<<10, 8) // disabled, exclude_kernel, freq
+	le(88, 4096, 4)         // sample_stack_user
+	fd, _, errno := unix.Syscall6(unix.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr[0])), 0, ^uintptr(0), ^uintptr(0), unix.PERF_FLAG_FD_CLOEXEC, 0)
+	if errno != 0 {
+		p, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+		tb.Skipf("perf_event_open not permitted (%v; kernel.perf_event_paranoid=%s): needs root/CAP_PERFMON or paranoid <= 2", errno, strings.TrimSpace(string(p)))
+	}
+	unix.Close(int(fd))
+}
+
+// RequirePerf skips tb unless the perf tool is installed and can record.
+func RequirePerf(tb testing.TB) string {
+	tb.Helper()
+	RequirePerfEvent(tb)
+	path, err := exec.LookPath("perf")
+	if err != nil {
+		tb.Skip("perf is not installed (apt-get install linux-perf)")
+	}
+	if out, err := exec.Command(path, "version").CombinedOutput(); err != nil {
+		tb.Skipf("perf does not run: %v\n%s", err, out)
+	}
+	return path
+}

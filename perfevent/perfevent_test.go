@@ -1,0 +1,153 @@
+package perfevent_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
+)
+
+// drainUntil reads rec until done is closed, then once more.
+func drainUntil(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case <-timeout:
+			t.Fatal("the recorded program did not exit within 30 s")
+		default:
+		}
+		rec.Wait(50 * time.Millisecond)
+		if err := rec.Read(func(r *perfdata.Record) error { fn(r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+			rec.Disable()
+			if err := rec.Read(func(r *perfdata.Record) error { fn(r); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+	}
+}
+
+// TestCommandAt999Hz records a command from its exec at 999 Hz: every
+// sample must come from the command's process and the threads the kernel
+// announced with FORK records, and none may be lost.
+func TestCommandAt999Hz(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	rec, cmd, err := perfevent.StartCommand([]string{exe, "1", "3"}, perfevent.Options{Freq: 999})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if err := cmd.Release(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	pid := uint32(cmd.Process.Pid)
+	threads := map[uint32]bool{pid: true}
+	var samples, withStack int
+	var sawExec, sawExeMmap bool
+	tids := map[uint32]int{}
+	drainUntil(t, rec, done, func(r *perfdata.Record) {
+		switch r.Type {
+		case perfdata.RecordFork:
+			if r.Task.PID == pid {
+				threads[r.Task.TID] = true
+			}
+		case perfdata.RecordComm:
+			if r.Comm.Exec && r.Comm.PID == pid {
+				sawExec = true
+			}
+		case perfdata.RecordMmap2:
+			if r.Mmap.Filename == exe && r.Mmap.Executable {
+				sawExeMmap = true
+			}
+		case perfdata.RecordSample:
+			s := r.Sample
+			samples++
+			tids[s.TID]++
+			if s.PID != pid || !threads[s.TID] {
+				t.Errorf("sample from pid %d tid %d, want the command (pid %d) and its threads", s.PID, s.TID, pid)
+			}
+			if s.RegsABI == perfdata.RegsABI64 && len(s.Stack) > 0 {
+				withStack++
+			}
+			if len(s.Stack) > 16<<10 {
+				t.Errorf("stack copy of %d bytes, asked for 16 KiB", len(s.Stack))
+			}
+		}
+	})
+	t.Logf("%d samples (%d with user stack), threads %v, lost %d", samples, withStack, tids, rec.Lost())
+	if !sawExec || !sawExeMmap {
+		t.Errorf("missing the exec's COMM (%v) or the executable's MMAP2 (%v): not enabled on exec?", sawExec, sawExeMmap)
+	}
+	// 1 s at 999 Hz on at least one CPU; the machine may be shared.
+	if samples < 300 {
+		t.Errorf("%d samples in 1 s of 4 busy threads at 999 Hz, want >= 300", samples)
+	}
+	if len(tids) < 4 {
+		t.Errorf("samples from %d threads, want main + 3 workers created after exec", len(tids))
+	}
+	if rec.Lost() != 0 {
+		t.Errorf("%d records lost at 999 Hz", rec.Lost())
+	}
+	if withStack < samples*9/10 {
+		t.Errorf("%d of %d samples carry user registers and stack", withStack, samples)
+	}
+}
+
+func TestAttachPID(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	// The program sleeps 0.3 s in a shell first, so the threads are
+	// created after rewind attached.
+	cmd := exec.Command("/bin/sh", "-c", "sleep 0.3; exec "+exe+" 1 2")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	rec, err := perfevent.AttachPID(cmd.Process.Pid, perfevent.Options{Freq: 499})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	tids := map[uint32]int{}
+	drainUntil(t, rec, done, func(r *perfdata.Record) {
+		if r.Type == perfdata.RecordSample {
+			tids[r.Sample.TID]++
+		}
+	})
+	t.Logf("samples per thread: %v", tids)
+	if len(tids) < 3 {
+		t.Errorf("samples from %d threads, want main and 2 workers created after attaching", len(tids))
+	}
+}
+
+func TestAttachErrors(t *testing.T) {
+	if _, err := perfevent.AttachPID(1<<30, perfevent.Options{}); err == nil || !strings.Contains(err.Error(), "no process") {
+		t.Errorf("attaching a missing process: %v", err)
+	}
+	if _, _, err := perfevent.StartCommand([]string{"/nonexistent/prog"}, perfevent.Options{}); err == nil {
+		t.Errorf("starting a missing program succeeded")
+	}
+	for _, o := range []perfevent.Options{{StackSize: 65536}, {StackSize: 12}, {Freq: -1}, {BufferPages: 3}} {
+		if _, err := perfevent.AttachPID(os.Getpid(), o); err == nil {
+			t.Errorf("options %+v accepted", o)
+		}
+	}
+	if !strings.Contains(perfevent.PermissionHint(), "perf_event_paranoid is ") {
+		t.Errorf("hint does not name the sysctl: %s", perfevent.PermissionHint())
+	}
+}
