@@ -31,7 +31,7 @@ func Callers(skip int, pcs []uintptr) int {
 	if len(pcs) == 0 {
 		return 0
 	}
-	if fpLevels >= 0 {
+	if fpOK {
 		if n, ok := walkCallers(skip, pcs); ok {
 			return n
 		}
@@ -55,9 +55,6 @@ func Callers(skip int, pcs []uintptr) int {
 //go:nocheckptr
 func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 	fp := getfp()
-	for i := fpLevels; i > 0 && fp != nil; i-- {
-		fp = *(*unsafe.Pointer)(fp)
-	}
 	t := cacheTab.Load()
 	panicCallee := false
 	for fp != nil {
@@ -137,7 +134,7 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 //
 // Expand uses the same cache as [Callers]; it is safe for concurrent use.
 func Expand(dst []uintptr, phys []uintptr, skip int) int {
-	if fpLevels < 0 {
+	if !fpOK {
 		// CallersFP returned logical PCs already.
 		if skip >= len(phys) {
 			return 0

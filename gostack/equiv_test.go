@@ -131,3 +131,5 @@ func checkCaptures(cs []captures) error {
 func here(maxSkip int) error {
 	return checkCaptures(captureAll(maxSkip, maxStack))
 }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

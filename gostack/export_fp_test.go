@@ -3,3 +3,5 @@
 package gostack
 
 func fallbacksSoFar() int64 { return fallbacks.Load() }
+
+func fpUsable() bool { return fpOK }

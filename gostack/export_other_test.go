@@ -3,3 +3,5 @@
 package gostack
 
 func fallbacksSoFar() int64 { return 0 }
+
+func fpUsable() bool { return false }

@@ -26,51 +26,33 @@ const maxFrameStep = 1 << 30
 // that calls a function (and so may grow the stack) stays valid.
 func getfp() unsafe.Pointer
 
-// fpLevels is how many frame records separate the value getfp returns from
-// the frame record of the Go function that called it: 0 when the compiler
-// calls the assembly directly, 1 if it goes through an ABI wrapper that has a
-// frame of its own. -1 means the probe failed and frame pointers are not used.
-var fpLevels = probeLevels()
+// fpOK reports whether getfp, called from a Go function, returns that
+// function's own frame record, as it does when the compiler calls the
+// assembly directly (an ABI wrapper with a frame would make it return the
+// wrapper's record, which is gone once getfp's caller looks at it). It is
+// checked once at start-up; when false, frame pointers are not used.
+var fpOK = probeFP() == 0
 
-//go:noinline
-func probeFP() (fp unsafe.Pointer, pc uintptr) {
-	fp = getfp()
-	pc, _, _, _ = runtime.Caller(0)
-	return fp, pc
-}
-
-// probeLevels finds fpLevels by checking which function the first frame
-// record's return address points into.
+// probeFP checks, while its own frame is live, which function the return
+// address of the frame record getfp returned points into: probeFP's caller
+// means the record is probeFP's own (0); anything else is -1.
 //
 //go:noinline
 //go:nocheckptr
-func probeLevels() int {
-	fp, self := probeFP()
-	selfFn := runtime.FuncForPC(self)
-	if fp == nil || selfFn == nil {
+func probeFP() int {
+	fp := getfp()
+	self, _, _, ok1 := runtime.Caller(0)
+	caller, _, _, ok2 := runtime.Caller(1)
+	selfFn, callerFn := runtime.FuncForPC(self), runtime.FuncForPC(caller)
+	if fp == nil || !ok1 || !ok2 || selfFn == nil || callerFn == nil {
 		return -1
 	}
-	myPC, _, _, _ := runtime.Caller(0)
-	me := runtime.FuncForPC(myPC)
-	for level := 0; level < 3 && fp != nil; level++ {
-		ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
-		f := runtime.FuncForPC(ret - 1)
-		if f == nil {
-			return -1
-		}
-		switch f.Entry() {
-		case me.Entry():
-			// The record at this level is probeFP's own: its return
-			// address points into probeLevels.
-			return level
-		case selfFn.Entry():
-			// An ABI wrapper's record returns into probeFP; keep going.
-		default:
-			return -1
-		}
-		fp = *(*unsafe.Pointer)(fp)
+	ret := *(*uintptr)(unsafe.Add(fp, ptrSize))
+	f := runtime.FuncForPC(ret - 1)
+	if f == nil || f.Entry() != callerFn.Entry() || f.Entry() == selfFn.Entry() {
+		return -1
 	}
-	return -1
+	return 0
 }
 
 // CallersFP fills pcs with one return address per physical frame of the
@@ -101,7 +83,7 @@ func probeLevels() int {
 //
 //go:noinline
 func CallersFP(skip int, pcs []uintptr) int {
-	if fpLevels < 0 {
+	if !fpOK {
 		return fallbackFP(skip, pcs)
 	}
 	return walkFP(skip, pcs)
@@ -122,9 +104,6 @@ func fallbackFP(skip int, pcs []uintptr) int {
 //go:nocheckptr
 func walkFP(skip int, pcs []uintptr) int {
 	fp := getfp()
-	for i := fpLevels; i > 0 && fp != nil; i-- {
-		fp = *(*unsafe.Pointer)(fp)
-	}
 	n := 0
 	for fp != nil && n < len(pcs) {
 		pc := *(*uintptr)(unsafe.Add(fp, ptrSize))
