@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 
-	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 )
@@ -35,49 +34,16 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	f, col, period, readErr := collectFile(pos[0])
-	if col == nil {
+	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), warn)
+	if pd == nil {
 		return readErr
 	}
-	defer f.Close() // the samples' stacks point into it
+	defer pd.Close() // the samples' stacks point into it
 	if readErr != nil {
 		warn(fmt.Sprintf("%v; writing the profile of the records before it", readErr))
 	}
-	if err := finishProfile(col, methods, pf, period); err != nil {
+	if err := finishProfile(pd.Collector, methods, pf, pd.PeriodNS); err != nil {
 		return err
 	}
 	return readErr
-}
-
-// collectFile reads a perf.data file into a collector. A non-nil collector
-// with an error holds the records read before the error. The file must be
-// closed after the collector's samples are used.
-func collectFile(path string) (*perfdata.File, *profiles.Collector, int64, error) {
-	f, err := perfdata.Open(path)
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if f.FeatureErr != nil {
-		warn(fmt.Sprintf("%v (build-ids not used)", f.FeatureErr))
-	}
-	a := f.Attrs[0]
-	if a.SampleType&(perfdata.SampleCallchain|perfdata.SampleStackUser) == 0 {
-		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", path))
-	}
-	var period int64
-	if a.Flags&perfdata.FlagFreq != 0 && a.SamplePeriod > 0 {
-		period = 1e9 / int64(a.SamplePeriod)
-	} else {
-		period = int64(a.SamplePeriod)
-	}
-	col := profiles.NewCollector(perfevent.Arch())
-	col.Warn = warn
-	col.Borrow = true
-	for _, b := range f.BuildIDs {
-		if b.Filename == "[vdso]" {
-			col.ExpectVDSO(b.ID)
-		}
-	}
-	err = f.Records(func(r *perfdata.Record) error { col.Add(r); return nil })
-	return f, col, period, err
 }

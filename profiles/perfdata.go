@@ -1,0 +1,56 @@
+package profiles
+
+import (
+	"fmt"
+
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/regs"
+)
+
+// PerfData is a perf.data file read into a collector.
+type PerfData struct {
+	File      *perfdata.File
+	Collector *Collector
+	// PeriodNS is the sampling period in nanoseconds (from the frequency
+	// the file was recorded at).
+	PeriodNS int64
+}
+
+// ReadPerfData reads a perf.data file (perf record --call-graph dwarf, or
+// -g) into a collector for arch. The samples borrow the file's memory:
+// Close the result only when done with the profile. When the file is
+// truncated or a record is corrupt, the result holds the records before
+// the bad one and the error says where it is. warn (may be nil) receives
+// warnings.
+func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, error) {
+	f, err := perfdata.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.FeatureErr != nil && warn != nil {
+		warn(fmt.Sprintf("%v (build-ids not used)", f.FeatureErr))
+	}
+	a := f.Attrs[0]
+	if a.SampleType&(perfdata.SampleCallchain|perfdata.SampleStackUser) == 0 && warn != nil {
+		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", path))
+	}
+	p := &PerfData{File: f, Collector: NewCollector(arch)}
+	if a.Flags&perfdata.FlagFreq != 0 && a.SamplePeriod > 0 {
+		p.PeriodNS = 1e9 / int64(a.SamplePeriod)
+	} else {
+		p.PeriodNS = int64(a.SamplePeriod)
+	}
+	c := p.Collector
+	c.Warn = warn
+	c.Borrow = true
+	for _, b := range f.BuildIDs {
+		if b.Filename == "[vdso]" {
+			c.ExpectVDSO(b.ID)
+		}
+	}
+	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
+	return p, err
+}
+
+// Close releases the file.
+func (p *PerfData) Close() error { return p.File.Close() }

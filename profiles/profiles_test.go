@@ -1,0 +1,277 @@
+package profiles_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/sframe"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+func methods(names ...string) []profiles.Method {
+	var out []profiles.Method
+	for _, n := range names {
+		var u *unwind.Unwinder
+		switch n {
+		case "fp":
+			u = unwind.NewFP()
+		case "dwarf":
+			u = unwind.NewDWARF()
+		case "auto":
+			u = &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{}, unwind.CFITable{}, unwind.FramePointers{}}}
+		}
+		out = append(out, profiles.Method{Name: n, Unwinder: u})
+	}
+	return out
+}
+
+// record runs argv under perfevent and collects its records.
+func record(t *testing.T, argv []string, opt perfevent.Options) *profiles.Collector {
+	t.Helper()
+	rec, cmd, err := perfevent.StartCommand(argv, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if err := cmd.Release(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	col := profiles.NewCollector(perfevent.Arch())
+	add := func(r *perfdata.Record) error { col.Add(r); return nil }
+	timeout := time.After(60 * time.Second)
+	for {
+		rec.Wait(50 * time.Millisecond)
+		if err := rec.Read(add); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%v: %v", argv, err)
+			}
+			rec.Disable()
+			if err := rec.Read(add); err != nil {
+				t.Fatal(err)
+			}
+			return col
+		case <-timeout:
+			t.Fatal("recorded program did not exit")
+		default:
+		}
+	}
+}
+
+func fidelity(p *profiles.Profile, method string) profiles.Fidelity {
+	for _, f := range p.Fidelity {
+		if f.Method == method {
+			return f
+		}
+	}
+	return profiles.Fidelity{}
+}
+
+func folded(p *profiles.Profile) string {
+	var b bytes.Buffer
+	p.WriteFolded(&b)
+	return b.String()
+}
+
+// TestLiveFidelity records the -O2 multi-threaded fixture built without
+// frame pointers: rewind's auto method must complete >= 99% of the stacks,
+// where frame pointers (what perf record -g shows) cannot.
+func TestLiveFidelity(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	col := record(t, []string{exe, "1.5", "3"}, perfevent.Options{Freq: 999})
+	p := profiles.Build(col, profiles.Options{Methods: methods("auto", "fp"), Kernel: func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k }})
+	var buf bytes.Buffer
+	p.WriteFidelity(&buf)
+	t.Logf("%d samples, lost %d\n%s", len(p.Stacks), p.Lost, buf.String())
+	auto, fp := fidelity(p, "auto"), fidelity(p, "fp")
+	if auto.Samples < 300 {
+		t.Fatalf("%d samples with user stacks, want >= 300", auto.Samples)
+	}
+	if auto.Percent() < 99 {
+		t.Errorf("auto: %.2f%% complete stacks, want >= 99%%", auto.Percent())
+	}
+	if fp.Percent() >= auto.Percent() {
+		t.Errorf("fp %.2f%% >= auto %.2f%% on a program without frame pointers", fp.Percent(), auto.Percent())
+	}
+	// The program's structure: every complete stack of the hot function
+	// comes through burn from main or from a worker.
+	text := folded(p)
+	for _, want := range []string{
+		";_start;__libc_start_main", ";main;burn;level1;level2;hash_block ",
+		";start_thread;worker;burn;level1;level2;hash_block ",
+		";sort_block;qsort_r;", ";cmp_u32 ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no folded stack contains %q", want)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "hash_block ") && !strings.Contains(line, ";burn;level1;level2;hash_block ") {
+			t.Errorf("hash_block reached other than through burn;level1;level2: %s", line)
+		}
+	}
+}
+
+// perfScriptSample is one sample as perf script prints it.
+type perfScriptSample struct {
+	key   string // "tid time"
+	funcs []string
+	dsos  []string
+}
+
+// perfScript runs perf script on data and parses its samples.
+func perfScript(t testing.TB, perf, data string) []perfScriptSample {
+	out, err := exec.Command(perf, "script", "-i", data, "--no-inline", "-F", "tid,time,ip,sym,dso").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	var all []perfScriptSample
+	var cur *perfScriptSample
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			cur = nil
+		case !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " "):
+			f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), ":"))
+			if len(f) < 2 {
+				t.Fatalf("perf script header %q", line)
+			}
+			all = append(all, perfScriptSample{key: f[0] + " " + strings.TrimSuffix(f[1], ":")})
+			cur = &all[len(all)-1]
+		case cur != nil:
+			// "\t    addr sym (dso)"
+			f := strings.TrimSpace(line)
+			_, rest, _ := strings.Cut(f, " ")
+			dso := ""
+			if i := strings.LastIndex(rest, " ("); i >= 0 {
+				dso = strings.TrimSuffix(rest[i+2:], ")")
+				rest = rest[:i]
+			}
+			cur.funcs = append(cur.funcs, rest)
+			cur.dsos = append(cur.dsos, dso)
+		}
+	}
+	return all
+}
+
+// sameFunction reports whether perf's and rewind's names denote the same
+// function: equal after dropping symbol versions, or aliases of one
+// address in the module's symbol table (perf prints __GI___qsort_r where
+// rewind prints qsort_r, both at the same address).
+func sameFunction(perfName, ours, dso string, sym *symbolize.Symbolizer, objs *unwind.Objects) bool {
+	norm := func(s string) string {
+		if i := strings.IndexByte(s, '@'); i > 0 {
+			s = s[:i]
+		}
+		return s
+	}
+	a, b := norm(perfName), norm(ours)
+	if a == b {
+		return true
+	}
+	if a == "[unknown]" && strings.HasPrefix(b, "[unknown]") {
+		return true
+	}
+	if !strings.HasPrefix(dso, "/") {
+		return false
+	}
+	m := objs.Module(dso)
+	f := sym.SymbolFile(m)
+	if f == nil {
+		return false
+	}
+	if err := f.LoadSymbols(); err != nil {
+		return false
+	}
+	va, oka := f.SymbolByName(a)
+	vb, okb := f.SymbolByName(b)
+	return oka && okb && va == vb
+}
+
+// TestMatchesPerfScript records the fixture with perf record --call-graph
+// dwarf, reads the file with rewind and compares every sample's function
+// names, frame by frame, with perf script's.
+func TestMatchesPerfScript(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	data := filepath.Join(t.TempDir(), "perf.data")
+	rec := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf", "-o", data, "--", exe, "1", "3")
+	if out, err := rec.CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	want := perfScript(t, perf, data)
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	sym := &symbolize.Symbolizer{}
+	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto"), Symbolizer: sym,
+		Kernel: func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k }})
+	got := map[string]*profiles.Stack{}
+	for i := range p.Stacks {
+		s := &p.Stacks[i]
+		key := fmt.Sprintf("%d %d.%06d", s.TID, s.Time/1e9, s.Time%1e9/1e3)
+		got[key] = s
+	}
+	objs := &unwind.Objects{}
+	match, shown := 0, 0
+	for _, w := range want {
+		s := got[w.key]
+		ok := s != nil && len(s.Locations) == len(w.funcs)
+		for i := 0; ok && i < len(w.funcs); i++ {
+			ok = sameFunction(w.funcs[i], s.Locations[i].Name(), w.dsos[i], sym, objs)
+		}
+		if ok {
+			match++
+			continue
+		}
+		if shown < 5 {
+			shown++
+			var ours []string
+			if s != nil {
+				for _, l := range s.Locations {
+					ours = append(ours, l.Name())
+				}
+			}
+			t.Logf("sample %s differs:\n  perf:   %s\n  rewind: %s", w.key, strings.Join(w.funcs, ";"), strings.Join(ours, ";"))
+		}
+	}
+	pct := 100 * float64(match) / float64(len(want))
+	t.Logf("%d of %d samples have perf script's function names (%.2f%%); rewind read %d samples", match, len(want), pct, len(p.Stacks))
+	if len(want) < 200 {
+		t.Fatalf("perf script printed only %d samples", len(want))
+	}
+	if len(p.Stacks) != len(want) {
+		t.Errorf("rewind read %d samples, perf script printed %d", len(p.Stacks), len(want))
+	}
+	if pct < 99 {
+		t.Errorf("%.2f%% of samples match perf script, want >= 99%%", pct)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	os.Exit(code)
+}
