@@ -65,6 +65,26 @@ var runtimeEdits = []Edit{
 	},
 }
 
+// tortureEdits call shadowTortureHook, which (when REWIND_SHADOW_TORTURE=1
+// is set) caches the stack and patches the caller's return slot, from
+// functions the runtime's own tests use a lot: so those tests run with
+// trampolined frames under panics, recovers, tracebacks and GC.
+var tortureEdits = []Edit{
+	{File: "extern.go", Anchor: "func Callers(skip int, pc []uintptr) int {\n", Text: "\tshadowTortureHook()\n"},
+	{File: "mgc.go", Anchor: "func GC() {\n", Text: "\tshadowTortureHook()\n"},
+	{File: "mprof.go", Anchor: "func Stack(buf []byte, all bool) int {\n", Text: "\tshadowTortureHook()\n"},
+	{
+		File:   "panic.go",
+		Anchor: "\trunningPanicDefers.Add(1)\n\n\tp.start(sys.GetCallerPC(), unsafe.Pointer(sys.GetCallerSP()))\n",
+		Text:   "\tshadowTortureHook()\n",
+	},
+	{
+		File:   "panic.go",
+		Anchor: "\tp.deferreturn = true\n\n\tp.start(sys.GetCallerPC(), unsafe.Pointer(sys.GetCallerSP()))\n",
+		Text:   "\tshadowTortureHook()\n",
+	},
+}
+
 // runtimeFiles are the files added to the runtime: name in GOROOT/src/runtime
 // and name in the embedded rt directory.
 var runtimeFiles = []struct{ name, src string }{
@@ -73,4 +93,40 @@ var runtimeFiles = []struct{ name, src string }{
 	{"rewind_shadow_off.go", "rt/shadow_off.go.txt"},
 	{"rewind_shadow_amd64.s", "rt/shadow_amd64.s.txt"},
 	{"rewind_shadow_arm64.s", "rt/shadow_arm64.s.txt"},
+}
+
+// gostackPath is the import path of package gostack, whose ShadowCallers and
+// ShadowCallersEager the runtime defines by linkname.
+const gostackPath = "github.com/rewindstack/rewind/gostack"
+
+// captureVariants are the copies of rt/callers.go.tmpl the generator writes.
+var captureVariants = []struct {
+	file, name, params, adaptive, build, doc string
+}{
+	{
+		file: "rewind_shadow_callers.go", name: "ShadowCallers", params: ", adaptive bool",
+		doc: `// ShadowCallers fills pcs with the return addresses of the calling
+// goroutine's physical frames, innermost first, read from the frame-pointer
+// chain, and returns how many it wrote. skip counts physical frames: 0 is
+// ShadowCallers itself (entry 0 is then a PC inside it), 1 its caller, and
+// so on. The result equals a plain frame-pointer walk; the goroutine's shadow
+// stack makes repeated captures cheaper. The cache starts at the return slot
+// of the function entry 0 is in when skip >= 1. If adaptive is false every
+// capture caches (the source article's policy); if true a per-goroutine
+// policy caches only where it pays.
+//
+// ShadowCallers exists only in runtimes patched by rewind's goshadow overlay.
+//
+`,
+	},
+	{
+		file: "rewind_shadow_gostack.go", name: "gostackShadowCallers", adaptive: "const adaptive = true",
+		build: "//go:build amd64 || arm64\n\n",
+		doc:   "// gostackShadowCallers is " + gostackPath + ".ShadowCallers.\n//\n//go:linkname gostackShadowCallers " + gostackPath + ".ShadowCallers\n",
+	},
+	{
+		file: "rewind_shadow_gostack_eager.go", name: "gostackShadowCallersEager", adaptive: "const adaptive = false",
+		build: "//go:build amd64 || arm64\n\n",
+		doc:   "// gostackShadowCallersEager is " + gostackPath + ".ShadowCallersEager.\n//\n//go:linkname gostackShadowCallersEager " + gostackPath + ".ShadowCallersEager\n",
+	},
 }

@@ -22,7 +22,7 @@ import (
 	"strings"
 )
 
-//go:embed rt/*.txt
+//go:embed rt/*.txt rt/*.tmpl
 var rtFS embed.FS
 
 // Edit is one anchored change to a runtime source file.
@@ -109,7 +109,7 @@ func Generate(goroot, dir string) (*Result, error) {
 	// Group the edits by file, keeping their order.
 	patched := map[string]string{}
 	var order []string
-	for _, e := range runtimeEdits {
+	for _, e := range append(runtimeEdits[:len(runtimeEdits):len(runtimeEdits)], tortureEdits...) {
 		src, ok := patched[e.File]
 		if !ok {
 			b, err := os.ReadFile(filepath.Join(rtDir, e.File))
@@ -144,6 +144,18 @@ func Generate(goroot, dir string) (*Result, error) {
 			return nil, err
 		}
 		res.Files = append(res.Files, f.name)
+	}
+	tmpl, err := rtFS.ReadFile("rt/callers.go.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range captureVariants {
+		src := strings.NewReplacer("$BUILD", v.build, "$DOC", v.doc, "$NAME", v.name,
+			"$PARAMS", v.params, "$ADAPTIVE", v.adaptive).Replace(string(tmpl))
+		if err := writeFile(absDir, v.file, src, rtDir, replace); err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, v.file)
 	}
 	js, err := json.MarshalIndent(struct{ Replace map[string]string }{replace}, "", "\t")
 	if err != nil {

@@ -112,7 +112,7 @@ func TestGenerate(t *testing.T) {
 	if err := json.Unmarshal(b, &ov); err != nil {
 		t.Fatal(err)
 	}
-	if len(ov.Replace) != len(res.Files) || len(res.Files) != 5+len(runtimeFiles) {
+	if len(ov.Replace) != len(res.Files) || len(res.Files) != 7+len(runtimeFiles)+len(captureVariants) {
 		t.Errorf("overlay has %d entries, result %d files: %v", len(ov.Replace), len(res.Files), res.Files)
 	}
 	for from, to := range ov.Replace {
