@@ -112,7 +112,11 @@ func TestGenerate(t *testing.T) {
 	if err := json.Unmarshal(b, &ov); err != nil {
 		t.Fatal(err)
 	}
-	if len(ov.Replace) != len(res.Files) || len(res.Files) != 7+len(runtimeFiles)+len(captureVariants) {
+	patched := map[string]bool{}
+	for _, e := range append(runtimeEdits, tortureEdits...) {
+		patched[e.File] = true
+	}
+	if len(ov.Replace) != len(res.Files) || len(res.Files) != len(patched)+len(runtimeFiles)+len(captureVariants) {
 		t.Errorf("overlay has %d entries, result %d files: %v", len(ov.Replace), len(res.Files), res.Files)
 	}
 	for from, to := range ov.Replace {
