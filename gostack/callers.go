@@ -55,6 +55,16 @@ func Callers(skip int, pcs []uintptr) int {
 //go:nocheckptr
 func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 	fp := getfp()
+	if skip > 0 && fp != nil {
+		// Logical frame 0 is Callers itself: one physical frame, no
+		// inlined frames, not a wrapper. Skip it without a look-up.
+		next := *(*unsafe.Pointer)(fp)
+		if uintptr(next)-uintptr(fp)-1 >= maxFrameStep {
+			return 0, next == nil
+		}
+		fp = next
+		skip--
+	}
 	t := cacheTab.Load()
 	panicCallee := false
 	for fp != nil {
@@ -65,10 +75,10 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 			t = cacheTab.Load()
 		}
 		flags := e.flags
-		if flags&flagUntrusted != 0 {
-			return n, false
-		}
-		if flags&flagIdentity != 0 {
+		switch {
+		case flags == flagIdentity:
+			// The common case: a physical frame without inlined
+			// frames and nothing special about its function.
 			if skip > 0 {
 				skip--
 			} else {
@@ -78,10 +88,24 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 					return n, true
 				}
 			}
-		} else {
+			panicCallee = false
+		case flags&flagUntrusted != 0:
+			return n, false
+		default:
 			if panicCallee && flags&flagInnermostHidden != 0 {
 				// The runtime shows a wrapper that called a panic
 				// function; the cached expansion hides it.
+				if skip > 0 {
+					skip--
+				} else {
+					pcs[n] = pc
+					n++
+					if n == len(pcs) {
+						return n, true
+					}
+				}
+			}
+			if flags&flagIdentity != 0 {
 				if skip > 0 {
 					skip--
 				} else {
@@ -103,17 +127,15 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 					return n, true
 				}
 			}
+			if flags&flagTop != 0 {
+				return n, true
+			}
+			panicCallee = flags&flagPanicCallee != 0
 		}
-		if flags&flagTop != 0 {
-			return n, true
-		}
-		panicCallee = flags&flagPanicCallee != 0
 		next := *(*unsafe.Pointer)(fp)
-		if next == nil {
-			break
-		}
-		if uintptr(next) <= uintptr(fp) || uintptr(next)-uintptr(fp) > maxFrameStep {
-			return n, false
+		if uintptr(next)-uintptr(fp)-1 >= maxFrameStep {
+			// nil ends the stack; anything else is a broken chain.
+			return n, next == nil
 		}
 		fp = next
 	}
@@ -143,6 +165,7 @@ func Expand(dst []uintptr, phys []uintptr, skip int) int {
 	}
 	n := 0
 	panicCallee, sigpanic := false, false
+	t := cacheTab.Load()
 	for _, pc := range phys {
 		if n == len(dst) {
 			break
@@ -152,8 +175,23 @@ func Expand(dst []uintptr, phys []uintptr, skip int) int {
 			// not the one before it, and reports faulting PC + 1.
 			pc++
 		}
-		e := lookupOrFill(pc)
-		if panicCallee && e.flags&flagInnermostHidden != 0 {
+		e := t.lookup(pc)
+		if e == nil {
+			e = fill(pc)
+			t = cacheTab.Load()
+		}
+		flags := e.flags
+		if flags == flagIdentity {
+			if skip > 0 {
+				skip--
+			} else {
+				dst[n] = pc
+				n++
+			}
+			panicCallee, sigpanic = false, false
+			continue
+		}
+		if panicCallee && flags&flagInnermostHidden != 0 {
 			if skip > 0 {
 				skip--
 			} else {
@@ -161,31 +199,30 @@ func Expand(dst []uintptr, phys []uintptr, skip int) int {
 				n++
 			}
 		}
-		if e.flags&flagIdentity != 0 {
+		if flags&flagIdentity != 0 {
 			if skip > 0 {
 				skip--
 			} else if n < len(dst) {
 				dst[n] = pc
 				n++
 			}
-		} else {
-			for _, l := range e.pcs {
-				if n == len(dst) {
-					break
-				}
-				if skip > 0 {
-					skip--
-					continue
-				}
-				dst[n] = l
-				n++
-			}
 		}
-		if e.flags&flagTop != 0 {
+		for _, l := range e.pcs {
+			if n == len(dst) {
+				break
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			dst[n] = l
+			n++
+		}
+		if flags&flagTop != 0 {
 			break
 		}
-		panicCallee = e.flags&flagPanicCallee != 0
-		sigpanic = e.flags&flagSigpanic != 0
+		panicCallee = flags&flagPanicCallee != 0
+		sigpanic = flags&flagSigpanic != 0
 	}
 	return n
 }

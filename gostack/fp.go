@@ -104,20 +104,24 @@ func fallbackFP(skip int, pcs []uintptr) int {
 //go:nocheckptr
 func walkFP(skip int, pcs []uintptr) int {
 	fp := getfp()
-	n := 0
-	for fp != nil && n < len(pcs) {
-		pc := *(*uintptr)(unsafe.Add(fp, ptrSize))
-		if skip > 0 {
-			skip--
-		} else {
-			pcs[n] = pc
-			n++
-		}
+	for ; skip > 0 && fp != nil; skip-- {
 		next := *(*unsafe.Pointer)(fp)
-		if uintptr(next) <= uintptr(fp) || uintptr(next)-uintptr(fp) > maxFrameStep {
-			break
+		if uintptr(next)-uintptr(fp)-1 >= maxFrameStep {
+			// nil, not above fp, or too far: the chain ends.
+			return 0
 		}
 		fp = next
 	}
-	return n
+	if fp == nil {
+		return 0
+	}
+	for n := range pcs {
+		pcs[n] = *(*uintptr)(unsafe.Add(fp, ptrSize))
+		next := *(*unsafe.Pointer)(fp)
+		if uintptr(next)-uintptr(fp)-1 >= maxFrameStep {
+			return n + 1
+		}
+		fp = next
+	}
+	return len(pcs)
 }
