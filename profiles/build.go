@@ -143,8 +143,9 @@ type builder struct {
 	kern  map[uint64]*Location
 	maps  map[mapKey]*Mapping
 	prof  *Profile
-	ksyms *Kallsyms
-	kdone bool
+	// kernelLocs are resolved at the end, once the kernel symbols that
+	// load concurrently with the unwinding are there.
+	kernelLocs []*Location
 }
 
 // Build unwinds and symbolizes every sample the collector holds.
@@ -161,6 +162,18 @@ func Build(c *Collector, opt Options) *Profile {
 		b.sym = &symbolize.Symbolizer{Inlines: true}
 	}
 	samples := c.Samples()
+	// Reading kallsyms takes as long as unwinding thousands of samples:
+	// do it meanwhile.
+	ksyms := make(chan *Kallsyms, 1)
+	go func() {
+		for _, s := range samples {
+			if len(s.Kernel) > 0 && opt.Kernel != nil {
+				ksyms <- opt.Kernel()
+				return
+			}
+		}
+		ksyms <- nil
+	}()
 	fid := make([]Fidelity, len(opt.Methods))
 	for i, m := range opt.Methods {
 		fid[i] = Fidelity{Method: m.Name, Ends: map[unwind.EndReason]int{}}
@@ -239,6 +252,12 @@ func Build(c *Collector, opt Options) *Profile {
 		fid = append(fid, kfp)
 	}
 	b.prof.Fidelity = fid
+	k := <-ksyms
+	for _, l := range b.kernelLocs {
+		if name, off, ok := k.Lookup(l.Addr); ok {
+			l.Lines[0].Function, l.Lines[0].Offset = name, off
+		}
+	}
 	return b.prof
 }
 
@@ -290,18 +309,9 @@ func (b *builder) kernelLoc(ip uint64) *Location {
 	if l := b.kern[ip]; l != nil {
 		return l
 	}
-	line := symbolize.Location{Module: "[kernel.kallsyms]"}
-	if !b.kdone {
-		b.kdone = true
-		if b.opt.Kernel != nil {
-			b.ksyms = b.opt.Kernel()
-		}
-	}
-	if name, off, ok := b.ksyms.Lookup(ip); ok {
-		line.Function, line.Offset = name, off
-	}
-	l := b.newLoc(ip, nil, true, []symbolize.Location{line})
+	l := b.newLoc(ip, nil, true, []symbolize.Location{{Module: "[kernel.kallsyms]"}})
 	b.kern[ip] = l
+	b.kernelLocs = append(b.kernelLocs, l)
 	return l
 }
 

@@ -1,14 +1,11 @@
 package profiles
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"sort"
-	"strconv"
-	"strings"
 )
 
 // Kallsyms names kernel addresses from /proc/kallsyms.
@@ -50,48 +47,73 @@ func readAll(path string) ([]byte, error) {
 	}
 }
 
-// ParseKallsyms parses the kallsyms format ("ADDR TYPE NAME [module]").
+// ParseKallsyms parses the kallsyms format ("ADDR TYPE NAME [module]"),
+// keeping text symbols.
 func ParseKallsyms(r io.Reader) (*Kallsyms, error) {
-	k := &Kallsyms{}
-	type sym struct {
-		addr uint64
-		name string
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
 	}
-	var syms []sym
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	k := &Kallsyms{}
 	nonzero := false
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 3 {
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		// ADDR SP TYPE SP NAME [\t[module]]
+		sp := bytes.IndexByte(line, ' ')
+		if sp <= 0 || len(line) < sp+4 || line[sp+2] != ' ' {
 			continue
 		}
-		switch f[1] {
-		case "t", "T", "w", "W":
+		switch line[sp+1] {
+		case 't', 'T', 'w', 'W':
 		default:
 			continue
 		}
-		a, err := strconv.ParseUint(f[0], 16, 64)
-		if err != nil {
+		var a uint64
+		ok := sp <= 16
+		for _, c := range line[:sp] {
+			switch {
+			case c >= '0' && c <= '9':
+				a = a<<4 | uint64(c-'0')
+			case c >= 'a' && c <= 'f':
+				a = a<<4 | uint64(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				a = a<<4 | uint64(c-'A'+10)
+			default:
+				ok = false
+			}
+		}
+		if !ok {
 			continue
+		}
+		name := line[sp+3:]
+		if i := bytes.IndexAny(name, " \t"); i >= 0 {
+			name = name[:i]
 		}
 		if a != 0 {
 			nonzero = true
 		}
-		syms = append(syms, sym{a, f[2]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+		k.addrs = append(k.addrs, a)
+		k.names = append(k.names, string(name))
 	}
 	if !nonzero {
-		return nil, fmt.Errorf("/proc/kallsyms shows no addresses (kernel.kptr_restrict hides them; run as root)")
+		return nil, fmt.Errorf("kallsyms shows no addresses (kernel.kptr_restrict hides them; run as root)")
 	}
-	sort.SliceStable(syms, func(i, j int) bool { return syms[i].addr < syms[j].addr })
-	for _, s := range syms {
-		k.addrs = append(k.addrs, s.addr)
-		k.names = append(k.names, s.name)
-	}
+	sort.Stable(byAddr{k})
 	return k, nil
+}
+
+type byAddr struct{ k *Kallsyms }
+
+func (b byAddr) Len() int           { return len(b.k.addrs) }
+func (b byAddr) Less(i, j int) bool { return b.k.addrs[i] < b.k.addrs[j] }
+func (b byAddr) Swap(i, j int) {
+	b.k.addrs[i], b.k.addrs[j] = b.k.addrs[j], b.k.addrs[i]
+	b.k.names[i], b.k.names[j] = b.k.names[j], b.k.names[i]
 }
 
 // Lookup returns the symbol containing addr and the offset into it.
