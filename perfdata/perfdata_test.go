@@ -1,0 +1,441 @@
+package perfdata
+
+import (
+	"encoding/binary"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/perftest"
+)
+
+var writeSeeds = flag.Bool("write-seeds", false, "rewrite the committed fuzz seed corpora")
+
+// testAttr is the attribute of the synthetic files: what rewind records.
+func testAttr() *Attr {
+	return &Attr{
+		Type: TypeSoftware, Config: ConfigCPUClock, SamplePeriod: 99,
+		SampleType: SampleIP | SampleTID | SampleTime | SampleCallchain | SampleCPU | SamplePeriod |
+			SampleRegsUser | SampleStackUser,
+		Flags:          FlagFreq | FlagMmap2 | FlagComm | FlagTask | FlagSampleIDAll,
+		SampleRegsUser: 0x1ff | 0xff<<16, SampleStackUser: 64,
+	}
+}
+
+// enc builds records little endian.
+type enc struct{ b []byte }
+
+func (e *enc) u16(v uint16) { e.b = binary.LittleEndian.AppendUint16(e.b, v) }
+func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *enc) str(s string) {
+	n := (len(s) + 8) &^ 7
+	e.b = append(e.b, s...)
+	e.b = append(e.b, make([]byte, n-len(s))...)
+}
+
+// record wraps a body into a record with a sample_id trailer
+// (TID, TIME, CPU for testAttr).
+func record(typ uint32, misc uint16, body []byte, pid, tid uint32, time uint64, trailer bool) []byte {
+	e := &enc{}
+	size := 8 + len(body)
+	if trailer {
+		size += 24
+	}
+	e.u32(typ)
+	e.u16(misc)
+	e.u16(uint16(size))
+	e.b = append(e.b, body...)
+	if trailer {
+		e.u32(pid)
+		e.u32(tid)
+		e.u64(time)
+		e.u32(1)
+		e.u32(0)
+	}
+	return e.b
+}
+
+// testRecords returns a COMM, an MMAP2, a FORK and two SAMPLEs.
+func testRecords() [][]byte {
+	var out [][]byte
+	c := &enc{}
+	c.u32(100)
+	c.u32(100)
+	c.str("prog")
+	out = append(out, record(RecordComm, MiscCommExec, c.b, 100, 100, 10, true))
+	m := &enc{}
+	m.u32(100)
+	m.u32(100)
+	m.u64(0x400000)
+	m.u64(0x1000)
+	m.u64(0)
+	m.u32(8)
+	m.u32(1)
+	m.u64(1234)
+	m.u64(0)
+	m.u32(5) // PROT_READ|PROT_EXEC
+	m.u32(2)
+	m.str("/usr/bin/prog")
+	out = append(out, record(RecordMmap2, MiscUser, m.b, 100, 100, 20, true))
+	f := &enc{}
+	f.u32(100)
+	f.u32(100)
+	f.u32(101)
+	f.u32(100)
+	f.u64(25)
+	out = append(out, record(RecordFork, 0, f.b, 100, 101, 25, true))
+	for i, tid := range []uint32{100, 101} {
+		s := &enc{}
+		s.u64(0x400123)           // ip
+		s.u32(100)                // pid
+		s.u32(tid)                // tid
+		s.u64(uint64(30 + i))     // time
+		s.u32(1)                  // cpu
+		s.u32(0)                  //
+		s.u64(10101010)           // period
+		s.u64(3)                  // callchain
+		s.u64(ContextUser)        //
+		s.u64(0x400123)           //
+		s.u64(0x400456)           //
+		s.u64(RegsABI64)          // regs
+		for r := 0; r < 17; r++ { //
+			s.u64(uint64(0x7ffd0000 + r*8)) //
+		} //
+		s.u64(64)                              // stack size
+		s.b = append(s.b, make([]byte, 64)...) //
+		s.u64(48)                              // dyn_size
+		out = append(out, record(RecordSample, MiscUser, s.b, 0, 0, 0, false))
+	}
+	return out
+}
+
+// testFile builds a perf.data file with one attribute, the records, and a
+// build-id feature section.
+func testFile(recs [][]byte) []byte {
+	attr := testAttr().Marshal()
+	var data []byte
+	for _, r := range recs {
+		data = append(data, r...)
+	}
+	e := &enc{}
+	e.u64(fileMagic)
+	e.u64(fileHeaderSize)
+	e.u64(uint64(len(attr) + 16))
+	attrsOff := uint64(fileHeaderSize)
+	idsOff := attrsOff + uint64(len(attr)+16)
+	dataOff := idsOff + 8
+	e.u64(attrsOff)
+	e.u64(uint64(len(attr) + 16))
+	e.u64(dataOff)
+	e.u64(uint64(len(data)))
+	e.u64(0) // event types
+	e.u64(0)
+	e.u64(1 << featBuildID)
+	e.u64(0)
+	e.u64(0)
+	e.u64(0)
+	e.b = append(e.b, attr...)
+	e.u64(idsOff)
+	e.u64(8)
+	e.u64(42) // the event id
+	e.b = append(e.b, data...)
+	// feature table, then the build-id section
+	bid := &enc{}
+	bid.u32(0)
+	bid.u16(MiscUser | MiscBuildIDSize)
+	bid.u16(uint16(buildIDRecHead + 16))
+	bid.u32(100)
+	id := make([]byte, 24)
+	for i := 0; i < 20; i++ {
+		id[i] = byte(i + 1)
+	}
+	id[20] = 20
+	bid.b = append(bid.b, id...)
+	bid.str("/usr/bin/prog")
+	featOff := uint64(len(e.b)) + 16
+	e.u64(featOff)
+	e.u64(uint64(len(bid.b)))
+	e.b = append(e.b, bid.b...)
+	return e.b
+}
+
+func TestAttrRoundTrip(t *testing.T) {
+	a := testAttr()
+	a.ClockID = -3
+	a.SampleMaxStack = 127
+	a.Config3 = 99
+	b, err := ParseAttr(a.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Size = AttrSize
+	if b != *a {
+		t.Errorf("round trip:\n got %+v\nwant %+v", b, *a)
+	}
+	if _, err := ParseAttr(make([]byte, 63)); err == nil {
+		t.Error("63-byte attribute accepted")
+	}
+}
+
+func TestSyntheticFile(t *testing.T) {
+	f, err := Parse(testFile(testRecords()), "synthetic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.BuildIDs) != 1 || f.BuildIDs[0].Filename != "/usr/bin/prog" || len(f.BuildIDs[0].ID) != 20 || f.BuildIDs[0].ID[19] != 20 {
+		t.Errorf("build-ids %+v", f.BuildIDs)
+	}
+	var types []uint32
+	var samples []Sample
+	err = f.Records(func(r *Record) error {
+		types = append(types, r.Type)
+		switch r.Type {
+		case RecordComm:
+			if r.Comm.Comm != "prog" || !r.Comm.Exec || r.ID.Time != 10 {
+				t.Errorf("comm %+v id %+v", *r.Comm, r.ID)
+			}
+		case RecordMmap2:
+			m := r.Mmap
+			if m.Filename != "/usr/bin/prog" || m.Addr != 0x400000 || m.Len != 0x1000 || !m.Executable || m.Ino != 1234 || r.ID.Time != 20 {
+				t.Errorf("mmap2 %+v", *m)
+			}
+		case RecordFork:
+			if r.Task.TID != 101 || r.Task.PTID != 100 || r.Task.Time != 25 {
+				t.Errorf("fork %+v", *r.Task)
+			}
+		case RecordSample:
+			s := *r.Sample
+			s.Callchain = append([]uint64(nil), s.Callchain...)
+			s.Regs = append([]uint64(nil), s.Regs...)
+			samples = append(samples, s)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint32{RecordComm, RecordMmap2, RecordFork, RecordSample, RecordSample}; !equalU32(types, want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	if len(samples) != 2 {
+		t.Fatalf("%d samples", len(samples))
+	}
+	s := samples[1]
+	if s.IP != 0x400123 || s.PID != 100 || s.TID != 101 || s.Time != 31 || s.CPU != 1 || s.Period != 10101010 ||
+		len(s.Callchain) != 3 || s.Callchain[2] != 0x400456 || len(s.Regs) != 17 || s.Regs[16] != 0x7ffd0000+16*8 || len(s.Stack) != 48 {
+		t.Errorf("sample %+v", s)
+	}
+}
+
+func equalU32(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTruncated cuts the synthetic file at every length: parsing never
+// panics, errors name the file and an offset, and a file cut inside the
+// data section still delivers the records before the cut.
+func TestTruncated(t *testing.T) {
+	full := testFile(testRecords())
+	f0, _ := Parse(full, "x")
+	dataStart, dataEnd := f0.DataRange()
+	for n := 0; n < len(full); n++ {
+		f, err := Parse(full[:n:n], "cut.data")
+		if err != nil {
+			if !strings.Contains(err.Error(), "cut.data") || !strings.Contains(err.Error(), "offset") {
+				t.Errorf("cut at %d: error %q does not name the file and offset", n, err)
+			}
+			continue
+		}
+		count := 0
+		err = f.Records(func(*Record) error { count++; return nil })
+		if int64(n) < dataEnd && int64(n) > dataStart {
+			if err == nil {
+				t.Errorf("cut at %d inside the data section: no error", n)
+			} else if !strings.Contains(err.Error(), "truncated") && !strings.Contains(err.Error(), "offset") {
+				t.Errorf("cut at %d: %v", n, err)
+			}
+		}
+		if int64(n) >= dataEnd && (err != nil || count != 5) {
+			t.Errorf("cut at %d after the data: %d records, %v", n, count, err)
+		}
+	}
+}
+
+func TestCorruptRecord(t *testing.T) {
+	recs := testRecords()
+	recs[1] = append([]byte(nil), recs[1]...)
+	recs[1][6] = 4 // record size below the header size
+	f, err := Parse(testFile(recs), "bad.data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = f.Records(func(*Record) error { n++; return nil })
+	var pe *Error
+	if !errors.As(err, &pe) || pe.File != "bad.data" || n != 1 {
+		t.Fatalf("after 1 record: %d records, error %v", n, err)
+	}
+	if _, start := f.DataRange(); pe.Offset <= 0 || pe.Offset >= start {
+		t.Errorf("error offset %#x", pe.Offset)
+	}
+	t.Log(err)
+}
+
+// TestPerfRecordFile reads a file written by perf record --call-graph dwarf
+// and compares the sample count with perf report --stats and the build-ids
+// with perf buildid-list.
+func TestPerfRecordFile(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096",
+		"-o", data, "--", exe, "0.5", "2").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	f, err := Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[uint32]int{}
+	var exeMapped bool
+	var withStack int
+	err = f.Records(func(r *Record) error {
+		counts[r.Type]++
+		if r.Mmap != nil && r.Mmap.Filename == exe && r.Mmap.Executable {
+			exeMapped = true
+		}
+		if r.Sample != nil && len(r.Sample.Regs) > 0 && len(r.Sample.Stack) > 0 && len(r.Sample.Stack) <= 4096 {
+			withStack++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(perf, "report", "--stats", "-i", data).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`SAMPLE events:\s+(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no SAMPLE count in perf report --stats:\n%s", out)
+	}
+	want, _ := strconv.Atoi(string(m[1]))
+	if counts[RecordSample] != want || want == 0 {
+		t.Errorf("%d samples, perf report counts %d", counts[RecordSample], want)
+	}
+	if withStack != want {
+		t.Errorf("%d of %d samples have registers and a stack copy", withStack, want)
+	}
+	if !exeMapped {
+		t.Errorf("no executable MMAP2 of %s", exe)
+	}
+	out, err = exec.Command(perf, "buildid-list", "-i", data).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantIDs, gotIDs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		wantIDs = append(wantIDs, line)
+	}
+	for _, b := range f.BuildIDs {
+		gotIDs = append(gotIDs, hexID(b.ID)+" "+b.Filename)
+	}
+	sort.Strings(wantIDs)
+	sort.Strings(gotIDs)
+	if strings.Join(wantIDs, "\n") != strings.Join(gotIDs, "\n") {
+		t.Errorf("build-ids:\n%s\nperf buildid-list:\n%s", strings.Join(gotIDs, "\n"), strings.Join(wantIDs, "\n"))
+	}
+	t.Logf("records by type %v", counts)
+}
+
+func hexID(b []byte) string {
+	const digits = "0123456789abcdef"
+	var s strings.Builder
+	for _, c := range b {
+		s.WriteByte(digits[c>>4])
+		s.WriteByte(digits[c&15])
+	}
+	return s.String()
+}
+
+// FuzzFile parses arbitrary files and decodes all their records.
+func FuzzFile(f *testing.F) {
+	seeds := map[string][]byte{
+		"synthetic": testFile(testRecords()),
+		"cut":       testFile(testRecords())[:300],
+	}
+	if *writeSeeds {
+		for name, b := range seeds {
+			if err := fuzzcorpus.Write("testdata/fuzz/FuzzFile", name, b); err != nil {
+				f.Fatal(err)
+			}
+		}
+	}
+	for _, b := range seeds {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pf, err := Parse(b, "fuzz")
+		if err != nil {
+			return
+		}
+		pf.Records(func(r *Record) error { return nil })
+	})
+}
+
+// FuzzDecode decodes arbitrary records under arbitrary attributes.
+func FuzzDecode(f *testing.F) {
+	recs := testRecords()
+	a := testAttr()
+	if *writeSeeds {
+		for i, r := range recs {
+			if err := fuzzcorpus.Write("testdata/fuzz/FuzzDecode", "rec"+strconv.Itoa(i), a.SampleType, a.Flags, a.SampleRegsUser, r); err != nil {
+				f.Fatal(err)
+			}
+		}
+	}
+	for _, r := range recs {
+		f.Add(a.SampleType, a.Flags, a.SampleRegsUser, r)
+	}
+	f.Fuzz(func(t *testing.T, sampleType, flags, regsMask uint64, rec []byte) {
+		attr := &Attr{SampleType: sampleType & sampleKnown, Flags: flags, SampleRegsUser: regsMask, ReadFormat: flags >> 40, BranchSampleType: flags >> 20}
+		d, err := NewDecoder([]*Attr{attr}, nil)
+		if err != nil {
+			return
+		}
+		if len(rec) >= 8 {
+			binary.LittleEndian.PutUint16(rec[6:], uint16(len(rec)))
+		}
+		var r Record
+		if err := d.Decode(rec, 0, &r); err == nil && r.Sample != nil {
+			if len(r.Sample.Stack) > len(rec) || len(r.Sample.Callchain)*8 > len(rec) {
+				t.Fatalf("decoded more than the record holds")
+			}
+		}
+	})
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(m.Run())
+}
+
