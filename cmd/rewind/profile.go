@@ -51,15 +51,29 @@ func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profi
 	if len(prof.Stacks) == 0 {
 		warn("no samples were recorded")
 	}
-	out := *pf.out
-	if out == "" {
-		out = "rewind-" + time.Now().Format("20060102-150405") + ".html"
+	out, err := outputPath(*pf.out)
+	if err != nil {
+		return err
 	}
 	if err := writeProfile(prof, out, periodNS); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, len(prof.Stacks))
 	return nil
+}
+
+// outputPath returns the -o path, or the default name, and checks its
+// format before any work is done.
+func outputPath(out string) (string, error) {
+	if out == "" {
+		return "rewind-" + time.Now().Format("20060102-150405") + ".html", nil
+	}
+	for _, ext := range []string{".pb.gz", ".folded", ".html", ".svg"} {
+		if strings.HasSuffix(out, ext) {
+			return out, nil
+		}
+	}
+	return "", fmt.Errorf("-o %s: unknown format; use .pb.gz, .folded, .html or .svg", out)
 }
 
 // writeProfile writes the profile in the format out's extension names.

@@ -92,6 +92,9 @@ func runRecord(args []string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := outputPath(*pf.out); err != nil {
+		return err
+	}
 	opt := perfevent.Options{Freq: *freq, StackSize: *stackSize, UserOnly: *userOnly, Warn: warn}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn

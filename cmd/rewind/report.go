@@ -34,6 +34,9 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := outputPath(*pf.out); err != nil {
+		return err
+	}
 	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), warn)
 	if pd == nil {
 		return readErr

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+)
+
+// readelfBuildID returns the GNU build-id readelf -n prints for path.
+func readelfBuildID(t *testing.T, path string) string {
+	out, err := exec.Command("readelf", "-n", path).Output()
+	if err != nil {
+		t.Skipf("readelf: %v", err)
+	}
+	m := regexp.MustCompile(`Build ID: ([0-9a-f]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no build-id in readelf -n %s", path)
+	}
+	return string(m[1])
+}
+
+// TestRecordPprof records the fixture into a pprof file, opens it with
+// go tool pprof, and checks the mapping's build-id against readelf and the
+// inlined frames pprof lists.
+func TestRecordPprof(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	if err := runRecord([]string{"-F", "499", "-q", "-o", out, "--", exe, "0.7", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
+	}
+	for _, want := range []string{"hash_block", "level2", "start_thread", "main"} {
+		if !strings.Contains(string(top), want) {
+			t.Errorf("go tool pprof -top does not list %s:\n%s", want, top)
+		}
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mapping[0].File != exe || p.Mapping[0].BuildID != readelfBuildID(t, exe) {
+		t.Errorf("main mapping %s build-id %q, want %s %s", p.Mapping[0].File, p.Mapping[0].BuildID, exe, readelfBuildID(t, exe))
+	}
+	inlined := 0
+	for _, l := range p.Location {
+		if len(l.Line) > 1 {
+			inlined++
+		}
+	}
+	if inlined == 0 {
+		t.Errorf("no location has inlined frames (libc's msort_with_tmp is inlined into its .part copy)")
+	}
+}
+
+// TestRecordFoldedAcrossExec records a shell that execs the fixture: the
+// mappings are replaced at the exec and the program's stacks still unwind
+// to their roots.
+func TestRecordFoldedAcrossExec(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	out := filepath.Join(t.TempDir(), "cpu.folded")
+	if err := runRecord([]string{"-F", "499", "-q", "-o", out, "--", "/bin/sh", "-c", "sleep 0.1; exec " + exe + " 0.5 1"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^[^;\n]+(;[^;\n]+)* \d+$`)
+	total, complete := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !line.MatchString(l) {
+			t.Fatalf("not a folded stack line: %q", l)
+		}
+		n, _ := strconv.Atoi(l[strings.LastIndexByte(l, ' ')+1:])
+		if strings.Contains(l, ";hash_block") {
+			total += n
+			if strings.Contains(l, ";main;burn;") || strings.Contains(l, ";worker;burn;") {
+				complete += n
+			}
+		}
+	}
+	if total < 50 || complete < total*99/100 {
+		t.Errorf("%d of %d hash_block samples have their full stack", complete, total)
+	}
+}
+
+// TestReportTruncated cuts a perf.data file in the middle of its data:
+// rewind report writes the profile of the records before the cut and
+// returns an error saying the file is truncated.
+func TestReportTruncated(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096",
+		"-o", data, "--", exe, "0.5", "1").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.data")
+	if err := os.WriteFile(cut, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "cut.folded")
+	err = runReport([]string{"-q", "-o", out, cut})
+	if err == nil || !strings.Contains(err.Error(), "truncated") || !strings.Contains(err.Error(), cut) {
+		t.Errorf("report of a truncated file: %v", err)
+	}
+	folded, rerr := os.ReadFile(out)
+	if rerr != nil || !strings.Contains(string(folded), ";hash_block ") {
+		t.Errorf("partial profile not written: %v\n%s", rerr, folded)
+	}
+	if err := runReport([]string{"-q", "-o", out, filepath.Join(dir, "missing.data")}); err == nil {
+		t.Error("report of a missing file succeeded")
+	}
+	if err := os.WriteFile(cut, []byte("not a perf file at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runReport([]string{"-q", "-o", out, cut}); err == nil || !strings.Contains(err.Error(), "not a perf.data file") {
+		t.Errorf("report of garbage: %v", err)
+	}
+}
+
+func TestRecordErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"-p", "1", "--", "true"},
+		{"-o", "x.txt", "--", "true"},
+		{"-p", "999999999"},
+		{"--method", "magic", "--", "true"},
+		{"--stack-size", "65536", "--", "true"},
+	} {
+		if err := runRecord(args); err == nil {
+			t.Errorf("rewind record %q succeeded", args)
+		}
+	}
+	if err := runReport([]string{"-o", "x.txt", "perf.data"}); err == nil || !strings.Contains(err.Error(), "unknown format") {
+		t.Errorf("report -o x.txt: %v", err)
+	}
+}
