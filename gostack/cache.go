@@ -123,8 +123,15 @@ func lookupOrFill(pc uintptr) *entry {
 	return fill(pc)
 }
 
+// testHookFill, when set by a test, runs at the start of every fill (the
+// tests use it to move the stack in the middle of a walk).
+var testHookFill func()
+
 // fill computes the entry for pc and publishes it.
 func fill(pc uintptr) *entry {
+	if testHookFill != nil {
+		testHookFill()
+	}
 	e := classify(pc)
 	cacheMu.Lock()
 	defer cacheMu.Unlock()

@@ -5,3 +5,6 @@ package gostack
 func fallbacksSoFar() int64 { return 0 }
 
 func fpUsable() bool { return false }
+
+func resetCache()          {}
+func setFillHook(f func()) {}
