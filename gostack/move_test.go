@@ -80,4 +80,3 @@ func TestCallersUnderGC(t *testing.T) {
 		}
 	}
 }
-
