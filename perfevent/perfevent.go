@@ -9,6 +9,7 @@ package perfevent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -41,6 +42,9 @@ type Options struct {
 	UserOnly bool
 	// Warn receives warnings (may be nil).
 	Warn func(string)
+	// Stdout and Stderr receive a StartCommand program's output (default:
+	// rewind's own).
+	Stdout, Stderr io.Writer
 }
 
 func (o *Options) fill() error {
@@ -404,7 +408,7 @@ type Command struct {
 // is started through /bin/sh, which waits for rewind to open the events on
 // it (disabled, enable-on-exec, inherited) and then execs argv, so the
 // recording covers the program from its first instruction and nothing of
-// the shell. stdin, stdout and stderr are rewind's.
+// the shell. stdin is rewind's; stdout and stderr too unless Options say.
 func StartCommand(argv []string, opt Options) (*Recorder, *Command, error) {
 	if len(argv) == 0 {
 		return nil, nil, fmt.Errorf("no command to run")
@@ -419,6 +423,12 @@ func StartCommand(argv []string, opt Options) (*Recorder, *Command, error) {
 	script := `read _ <&3; exec 3<&-; exec "$@"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "rewind-record"}, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if opt.Stdout != nil {
+		cmd.Stdout = opt.Stdout
+	}
+	if opt.Stderr != nil {
+		cmd.Stderr = opt.Stderr
+	}
 	cmd.ExtraFiles = []*os.File{pr}
 	if err := cmd.Start(); err != nil {
 		pr.Close()

@@ -1,14 +1,18 @@
 package profiles_test
 
 import (
+	"bytes"
 	"flag"
 	"io"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
@@ -77,4 +81,91 @@ func BenchmarkReportVsPerfScript(b *testing.B) {
 	b.ReportMetric(tPerfNoInline.Seconds()*1e3/n, "perf-script-noinline-ms")
 	b.ReportMetric(tPerf.Seconds()/tRewind.Seconds(), "x-faster-than-perf-script")
 	b.ReportMetric(tPerfNoInline.Seconds()/tRewind.Seconds(), "x-faster-than-noinline")
+}
+
+var overheadRounds = flag.String("overhead-rounds", "600", "rounds of work per thread in BenchmarkOverhead (cpu -w)")
+
+// workTime parses the seconds the fixture reports in -w mode.
+func workTime(b *testing.B, out []byte) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		b.Fatalf("fixture output %q: %v", out, err)
+	}
+	return v
+}
+
+// recordWithRewind runs argv under rewind's recorder exactly as rewind
+// record does while the program runs (read the ring buffers, copy every
+// record into a collector) and returns the program's output. Unwinding
+// happens after the program exits and does not slow it down.
+func recordWithRewind(b *testing.B, argv []string, opt perfevent.Options) []byte {
+	var out bytes.Buffer
+	opt.Stdout = &out
+	rec, cmd, err := perfevent.StartCommand(argv, opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close()
+	if err := cmd.Release(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	col := profiles.NewCollector(perfevent.Arch())
+	add := func(r *perfdata.Record) error { col.Add(r); return nil }
+	for {
+		rec.Wait(100 * time.Millisecond)
+		if err := rec.Read(add); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec.Read(add)
+			if rec.Lost() > 0 {
+				b.Logf("rewind lost %d records", rec.Lost())
+			}
+			return out.Bytes()
+		default:
+		}
+	}
+}
+
+// BenchmarkOverhead measures how much a CPU-bound program (the fixture
+// with a fixed amount of work on 4 threads) slows down when recorded by
+// rewind and by perf record --call-graph dwarf, both at 999 Hz with 16 KiB
+// stack copies, alternating the three runs in every iteration. The program
+// times itself, so the recorders' post-processing is not counted.
+func BenchmarkOverhead(b *testing.B) {
+	perf := perftest.RequirePerf(b)
+	exe := perftest.BuildCPU(b, "-fomit-frame-pointer")
+	argv := []string{exe, "-w", *overheadRounds, "3"}
+	data := filepath.Join(b.TempDir(), "perf.data")
+	var base, rw, pf float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		base += workTime(b, out)
+
+		rw += workTime(b, recordWithRewind(b, argv, perfevent.Options{Freq: 999, StackSize: 16384}))
+
+		cmd := exec.Command(perf, append([]string{"record", "-q", "-e", "cpu-clock", "-F", "999",
+			"--call-graph", "dwarf,16384", "-o", data, "--"}, argv...)...)
+		out, err = cmd.Output()
+		if err != nil {
+			b.Fatalf("perf record: %v", err)
+		}
+		pf += workTime(b, out)
+	}
+	n := float64(b.N)
+	b.ReportMetric(base/n, "baseline-s")
+	b.ReportMetric(rw/n, "rewind-s")
+	b.ReportMetric(pf/n, "perf-s")
+	b.ReportMetric(100*(rw/base-1), "rewind-slowdown-%")
+	b.ReportMetric(100*(pf/base-1), "perf-slowdown-%")
 }

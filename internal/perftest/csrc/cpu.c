@@ -2,9 +2,12 @@
  * cpu.c: a CPU-bound multi-threaded program for profiler tests.
  *
  * Usage: cpu SECONDS [THREADS]
+ *        cpu -w ROUNDS [THREADS]
  * main and THREADS workers (default 3) burn CPU for SECONDS seconds in
  * chains of non-inlined functions, part of the time inside libc (qsort
  * calling back into the program), then main joins them and exits 0.
+ * With -w each thread does ROUNDS rounds of that work instead, and the
+ * program prints the seconds it took (for overhead measurements).
  * Built with -O2 and without frame pointers, only CFI can unwind it.
  */
 #include <pthread.h>
@@ -17,6 +20,7 @@
 #define NOINLINE __attribute__((noinline))
 
 static double deadline;
+static long rounds; /* -w: fixed work per thread instead of a deadline */
 static volatile uint64_t sink;
 
 static double now(void)
@@ -78,7 +82,7 @@ NOINLINE static uint64_t level1(uint64_t seed)
 
 NOINLINE static void burn(uint64_t seed)
 {
-	while (now() < deadline) {
+	for (long k = 0; rounds ? k < rounds : now() < deadline; k++) {
 		for (int i = 0; i < 16; i++)
 			seed = level1(seed + i);
 	}
@@ -92,9 +96,17 @@ NOINLINE static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	double secs = argc > 1 ? atof(argv[1]) : 1;
-	int n = argc > 2 ? atoi(argv[2]) : 3;
+	double secs, t0 = now();
+	int n;
 	pthread_t th[64];
+
+	if (argc > 2 && strcmp(argv[1], "-w") == 0) {
+		rounds = atol(argv[2]);
+		argv += 1;
+		argc -= 1;
+	}
+	secs = argc > 1 ? atof(argv[1]) : 1;
+	n = argc > 2 ? atoi(argv[2]) : 3;
 
 	if (n < 0 || n > 64) {
 		fprintf(stderr, "threads: 0..64\n");
@@ -109,5 +121,7 @@ int main(int argc, char **argv)
 	burn(12345);
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
+	if (rounds)
+		printf("%.6f\n", now() - t0);
 	return 0;
 }
