@@ -97,6 +97,25 @@ type Collector struct {
 	vdso    *unwind.Module
 	vdsoErr error
 	vdsoID  string // build-id a perf.data file recorded for [vdso]
+	arena   []byte // stack copies are carved from large chunks
+}
+
+// arenaChunk is the size of the chunks stack copies are kept in: one
+// allocation per few hundred samples instead of one per sample keeps the
+// recorder's garbage collection (and so its overhead) low.
+const arenaChunk = 4 << 20
+
+// keep copies b into the arena.
+func (c *Collector) keep(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if cap(c.arena)-len(c.arena) < len(b) {
+		c.arena = make([]byte, 0, max(arenaChunk, len(b)))
+	}
+	n := len(c.arena)
+	c.arena = append(c.arena, b...)
+	return c.arena[n:len(c.arena):len(c.arena)]
 }
 
 // NewCollector returns a collector for samples of arch.
@@ -129,7 +148,7 @@ func (c *Collector) Add(rec *perfdata.Record) {
 			out.Regs, out.HasRegs = perfdata.UserRegs(c.Arch, s.Attr.SampleRegsUser, s.Regs)
 			out.Stack = s.Stack
 			if !c.Borrow {
-				out.Stack = bytes.Clone(s.Stack)
+				out.Stack = c.keep(s.Stack)
 			}
 		}
 		ctx := perfdata.ContextKernel
