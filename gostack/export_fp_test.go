@@ -16,3 +16,15 @@ func resetCache() {
 }
 
 func setFillHook(f func()) { testHookFill = f }
+
+// plainPC reports whether Expand treats pc like the runtime's
+// frame-pointer expansion does (no panic, sigpanic or top-of-stack rule).
+func plainPC(pc uintptr) bool {
+	return lookupOrFill(pc).flags&(flagPanicCallee|flagSigpanic|flagTop) == 0
+}
+
+// runtimeExpand is the runtime's own expansion (pprof_fpunwindExpand).
+func runtimeExpand(dst, phys []uintptr, skip int) int {
+	src := append([]uintptr{uintptr(skip)}, phys...)
+	return fpunwindExpand(dst, src)
+}

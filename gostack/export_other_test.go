@@ -8,3 +8,7 @@ func fpUsable() bool { return false }
 
 func resetCache()          {}
 func setFillHook(f func()) {}
+
+func plainPC(pc uintptr) bool { return false }
+
+func runtimeExpand(dst, phys []uintptr, skip int) int { return 0 }
