@@ -1,0 +1,121 @@
+package profiles
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+func TestInsertMapping(t *testing.T) {
+	var maps []unwind.Mapping
+	maps = insertMapping(maps, unwind.Mapping{Start: 0x1000, End: 0x5000, Offset: 0, Path: "/a"})
+	maps = insertMapping(maps, unwind.Mapping{Start: 0x2000, End: 0x3000, Path: "/b"})
+	want := []unwind.Mapping{
+		{Start: 0x1000, End: 0x2000, Path: "/a"},
+		{Start: 0x2000, End: 0x3000, Path: "/b"},
+		{Start: 0x3000, End: 0x5000, Offset: 0x2000, Path: "/a"},
+	}
+	if len(maps) != len(want) {
+		t.Fatalf("got %+v", maps)
+	}
+	for i := range want {
+		if maps[i].Start != want[i].Start || maps[i].End != want[i].End || maps[i].Offset != want[i].Offset || maps[i].Path != want[i].Path {
+			t.Errorf("mapping %d: %+v, want %+v", i, maps[i], want[i])
+		}
+	}
+}
+
+func testProfile() *Profile {
+	m := &Mapping{ID: 1, Start: 0x400000, End: 0x401000, Path: "/bin/prog", BuildID: "abcd"}
+	leaf := &Location{ID: 1, Addr: 0x400100, Mapping: m, Lines: []symbolize.Location{
+		{Function: "inner;evil\nname", Inlined: true, File: "a.c", Line: 3},
+		{Function: "outer", File: "a.c", Line: 10},
+	}}
+	root := &Location{ID: 2, Addr: 0x400200, Mapping: m, Lines: []symbolize.Location{{Function: "main"}}}
+	k := &Location{ID: 3, Addr: 0xffffffff81000000, Kernel: true, Lines: []symbolize.Location{{Function: "do_syscall_64"}}}
+	unk := &Location{ID: 4, Addr: 0x400300, Mapping: m, Lines: []symbolize.Location{{}}}
+	return &Profile{
+		Locations: []*Location{leaf, root, k, unk},
+		Mappings:  []*Mapping{m},
+		Stacks: []Stack{
+			{PID: 1, TID: 1, Comm: "prog", Locations: []*Location{leaf, root}, Value: 10},
+			{PID: 1, TID: 1, Comm: "prog", Locations: []*Location{leaf, root}, Value: 10},
+			{PID: 1, TID: 2, Comm: "", Locations: []*Location{k, unk, root}, Value: 10},
+		},
+	}
+}
+
+func TestFolded(t *testing.T) {
+	var b bytes.Buffer
+	if err := testProfile().WriteFolded(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "[pid 1];main;[unknown] prog;do_syscall_64_[k] 1\nprog;main;outer;inner:evil name 2\n"
+	if b.String() != want {
+		t.Errorf("folded:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestPprof(t *testing.T) {
+	p := testProfile().Pprof(1e6)
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sample) != 2 || p.Sample[0].Value[0] != 2 || p.Sample[0].Value[1] != 20 {
+		t.Errorf("samples %v", p.Sample)
+	}
+	l := p.Sample[0].Location[0]
+	if len(l.Line) != 2 || l.Line[0].Function.Name != "inner;evil\nname" || l.Line[1].Function.Name != "outer" || l.Line[1].Line != 10 {
+		t.Errorf("leaf location lines %+v", l.Line)
+	}
+	if p.Mapping[0].BuildID != "abcd" {
+		t.Errorf("mapping %+v", p.Mapping[0])
+	}
+}
+
+func TestKallsyms(t *testing.T) {
+	k, err := ParseKallsyms(strings.NewReader("ffffffff81000000 T _text\nffffffff81000100 t helper\tfoo_mod\n0000000000000000 A fixed\nffffffff81000200 D data\nzz T bad\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr uint64
+		name string
+		off  uint64
+	}{{0xffffffff81000010, "_text", 0x10}, {0xffffffff81000180, "helper", 0x80}, {0xffffffff81000300, "helper", 0x200}} {
+		n, off, ok := k.Lookup(c.addr)
+		if !ok || n != c.name || off != c.off {
+			t.Errorf("%#x: %s+%#x %v, want %s+%#x", c.addr, n, off, ok, c.name, c.off)
+		}
+	}
+	if _, _, ok := k.Lookup(0x1000); ok {
+		t.Error("address below every symbol resolved")
+	}
+	if _, err := ParseKallsyms(strings.NewReader("0000000000000000 T _text\n")); err == nil {
+		t.Error("hidden addresses accepted")
+	}
+}
+
+func FuzzKallsyms(f *testing.F) {
+	seed := "ffffffff81000000 T _text\nffffffff81000100 t helper\t[foo]\n"
+	if _, err := os.Stat("testdata/fuzz/FuzzKallsyms/seed"); err != nil {
+		if err := fuzzcorpus.Write("testdata/fuzz/FuzzKallsyms", "seed", seed, uint64(0xffffffff81000105)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(seed, uint64(0xffffffff81000105))
+	f.Fuzz(func(t *testing.T, s string, addr uint64) {
+		k, err := ParseKallsyms(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if _, off, ok := k.Lookup(addr); ok && off > addr {
+			t.Fatalf("offset %#x beyond address %#x", off, addr)
+		}
+	})
+}
