@@ -93,6 +93,8 @@ var runtimeFiles = []struct{ name, src string }{
 	{"rewind_shadow_off.go", "rt/shadow_off.go.txt"},
 	{"rewind_shadow_amd64.s", "rt/shadow_amd64.s.txt"},
 	{"rewind_shadow_arm64.s", "rt/shadow_arm64.s.txt"},
+	{"rewind_shadow_copy_amd64.go", "rt/copy_amd64.go.txt"},
+	{"rewind_shadow_copy_other.go", "rt/copy_other.go.txt"},
 }
 
 // gostackPath is the import path of package gostack, whose ShadowCallers and

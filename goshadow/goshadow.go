@@ -121,7 +121,7 @@ func Generate(goroot, dir string) (*Result, error) {
 		}
 		out, err := e.Apply(src)
 		if err != nil {
-			return nil, fmt.Errorf("patching %s: %w", filepath.Join(rtDir, e.File), err)
+			return nil, fmt.Errorf("patching %s: %w", rtDir, err)
 		}
 		patched[e.File] = out
 	}

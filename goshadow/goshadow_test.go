@@ -2,9 +2,11 @@ package goshadow
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -145,9 +147,9 @@ func goTest(t *testing.T, res *Result, env []string, args ...string) string {
 	cmd.Env = append(os.Environ(), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	t.Logf("go test %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s go test %s: %v", strings.Join(env, " "), strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	if err != nil {
-		t.Fatalf("go test %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%s go test %s: %v\n%s", strings.Join(env, " "), strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
@@ -156,11 +158,68 @@ func goTest(t *testing.T, res *Result, env []string, args ...string) string {
 // them: equivalence with the plain frame-pointer walk and runtime.Callers
 // over random call/return/panic sequences, result registers, deep
 // recursion, stack copying, Goexit, runtime.Stack, and the stress test with
-// GC, CPU/block/mutex/heap profiles and the execution tracer.
+// GC, CPU/block/mutex/heap profiles and the execution tracer. The second run
+// turns on the torture hooks, so every runtime.Callers, runtime.Stack,
+// runtime.GC, panic and deferred return also patches its caller.
 func TestShadowTests(t *testing.T) {
 	res := testOverlay(t)
-	out := goTest(t, res, nil, "-short", "-count=1", "-run", "Shadow", "./gostack")
+	for _, env := range [][]string{nil, {"REWIND_SHADOW_TORTURE=1"}} {
+		out := goTest(t, res, env, "-short", "-count=1", "-run", "Shadow", "./gostack")
+		if !strings.Contains(out, "ok") {
+			t.Fatalf("unexpected output:\n%s", out)
+		}
+	}
+}
+
+// TestShadowTestsARM64 runs the same tests built for arm64 under qemu-user.
+func TestShadowTestsARM64(t *testing.T) {
+	if runtime.GOARCH == "arm64" {
+		t.Skip("TestShadowTests covers arm64 natively")
+	}
+	qemu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		t.Skip("qemu-aarch64 (package qemu-user) is not installed: cannot run arm64 code")
+	}
+	res := testOverlay(t)
+	out := goTest(t, res, []string{"GOARCH=arm64", "REWIND_SHADOW_TORTURE=1"}, "-exec", qemu, "-short", "-count=1", "-run", "Shadow", "./gostack")
 	if !strings.Contains(out, "ok") {
 		t.Fatalf("unexpected output:\n%s", out)
 	}
+}
+
+var runtimeTests = flag.Bool("runtimetests", false, "also run the Go runtime's own tests (a subset) with the overlay, plain and with REWIND_SHADOW_TORTURE=1 (several minutes)")
+
+// runtimeSubset selects the runtime's tests about unwinding and the machinery
+// the overlay touches.
+const runtimeSubset = "Traceback|Callers|Stack|Panic|Defer|Preempt|GC"
+
+// TestRuntimeTests runs `go test -short -run runtimeSubset runtime` with the
+// overlay (GOFLAGS, so the test programs the runtime tests build use it
+// too), once plain and once with the torture hooks on. It takes minutes, so
+// it runs only with -runtimetests.
+func TestRuntimeTests(t *testing.T) {
+	if !*runtimeTests {
+		t.Skip("pass -runtimetests to run the Go runtime's tests with the overlay")
+	}
+	res := testOverlay(t)
+	for _, torture := range []string{"0", "1"} {
+		cmd := exec.Command("go", "test", "-short", "-count=1", "-run", runtimeSubset, "runtime")
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(), "GOFLAGS="+res.Flag(), "REWIND_SHADOW_TORTURE="+torture)
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		t.Logf("REWIND_SHADOW_TORTURE=%s go test -short -run '%s' runtime: %v\n%s", torture, runtimeSubset,
+			time.Since(start).Round(time.Second), lastLines(string(out), 3))
+		if err != nil {
+			t.Errorf("runtime tests failed: %v\n%s", err, lastLines(string(out), 60))
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -608,5 +609,26 @@ func TestShadowStress(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestShadowTortureHook checks the overlay's torture hooks: with
+// REWIND_SHADOW_TORTURE=1 runtime.Callers patches its caller's return slot,
+// so returns go through the trampoline; without it, nothing happens.
+func TestShadowTortureHook(t *testing.T) {
+	on := os.Getenv("REWIND_SHADOW_TORTURE") == "1"
+	done := make(chan int)
+	go func() {
+		_, h0 := ShadowStats()
+		nest(5, func() {
+			var pcs [8]uintptr
+			runtime.Callers(0, pcs[:])
+		})
+		_, h1 := ShadowStats()
+		done <- h1 - h0
+	}()
+	hits := <-done
+	if on && hits < 6 || !on && hits != 0 {
+		t.Errorf("REWIND_SHADOW_TORTURE=%v: %d returns through the trampoline after runtime.Callers", on, hits)
 	}
 }
