@@ -139,7 +139,13 @@ type perfScriptSample struct {
 
 // perfScript runs perf script on data and parses its samples.
 func perfScript(t testing.TB, perf, data string) []perfScriptSample {
-	out, err := exec.Command(perf, "script", "-i", data, "--no-inline", "-F", "tid,time,ip,sym,dso").Output()
+	cmd := exec.Command(perf, "script", "-i", data, "--no-inline", "-F", "tid,time,ip,sym,dso")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if len(out) == 0 {
+		t.Logf("perf script printed nothing; stderr:\n%s", stderr.String())
+	}
 	if err != nil {
 		t.Fatalf("perf script: %v", err)
 	}
@@ -152,7 +158,7 @@ func perfScript(t testing.TB, perf, data string) []perfScriptSample {
 		switch {
 		case line == "":
 			cur = nil
-		case !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " "):
+		case !strings.HasPrefix(line, "\t"): // tids are right-aligned: headers may start with spaces
 			f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), ":"))
 			if len(f) < 2 {
 				t.Fatalf("perf script header %q", line)
