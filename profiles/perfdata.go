@@ -1,7 +1,13 @@
 package profiles
 
 import (
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rewindstack/rewind/elfobj"
 
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
@@ -43,14 +49,48 @@ func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, er
 	c := p.Collector
 	c.Warn = warn
 	c.Borrow = true
+	want := map[string]string{}
 	for _, b := range f.BuildIDs {
 		if b.Filename == "[vdso]" {
 			c.ExpectVDSO(b.ID)
 		}
+		if strings.HasPrefix(b.Filename, "/") && len(b.ID) > 0 {
+			want[b.Filename] = hex.EncodeToString(b.ID)
+		}
 	}
+	c.Objects.Open = func(path string) (*elfobj.File, error) { return openRecorded(path, want[path], warn) }
 	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
 	return p, err
 }
 
 // Close releases the file.
 func (p *PerfData) Close() error { return p.File.Close() }
+
+// openRecorded opens the object a recording saw at path: the file itself
+// when its build-id is the recorded one, else perf's copy in its build-id
+// cache (~/.debug/.build-id/xx/yyyy/elf). A file that changed since the
+// recording (rebuilt, upgraded) is not used: its symbols would be wrong.
+func openRecorded(path, buildID string, warn func(string)) (*elfobj.File, error) {
+	f, err := elfobj.Open(path)
+	if buildID == "" || (err == nil && f.BuildIDHex() == buildID) {
+		return f, err
+	}
+	why := err
+	if err == nil {
+		why = fmt.Errorf("%s changed since the recording: build-id %s, recorded %s", path, f.BuildIDHex(), buildID)
+		f.Close()
+	}
+	if home, herr := os.UserHomeDir(); herr == nil && len(buildID) > 2 {
+		cached := filepath.Join(home, ".debug", ".build-id", buildID[:2], buildID[2:], "elf")
+		if cf, cerr := elfobj.Open(cached); cerr == nil {
+			if cf.BuildIDHex() == buildID {
+				if warn != nil {
+					warn(fmt.Sprintf("%v; using perf's copy %s", why, cached))
+				}
+				return cf, nil
+			}
+			cf.Close()
+		}
+	}
+	return nil, why
+}

@@ -281,3 +281,46 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.Exit(code)
 }
+
+// TestRebuiltBinary records a program with perf, replaces the executable
+// with a different build, and reads the file: rewind must notice the
+// build-id change and use perf's cached copy, so the stacks stay right.
+func TestRebuiltBinary(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "prog")
+	copyFile(t, perftest.BuildCPU(t, "-fomit-frame-pointer"), exe)
+	data := filepath.Join(dir, "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,8192",
+		"-o", data, "--", exe, "0.4", "1").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	copyFile(t, perftest.BuildCPU(t, "-fno-omit-frame-pointer"), exe)
+	var warnings []string
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { warnings = append(warnings, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto")})
+	if auto := fidelity(p, "auto"); auto.Samples < 50 || auto.Percent() < 99 {
+		t.Errorf("after the rebuild: %.2f%% of %d stacks complete", auto.Percent(), auto.Samples)
+	}
+	if !strings.Contains(strings.Join(warnings, "\n"), "changed since the recording") {
+		t.Errorf("no warning about the changed executable: %q", warnings)
+	}
+	if !strings.Contains(folded(p), ";main;burn;level1;level2;hash_block ") {
+		t.Errorf("stacks of the rebuilt program are wrong:\n%s", folded(p))
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(to)
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
