@@ -33,7 +33,7 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 
 // finishProfile unwinds and symbolizes the collected samples, prints the
 // fidelity table and writes the output file.
-func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profileFlags, periodNS int64) error {
+func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profileFlags, periodNS int64, title string) error {
 	kernel := func() *profiles.Kallsyms {
 		ks, err := profiles.LoadKallsyms()
 		if err != nil {
@@ -55,7 +55,7 @@ func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profi
 	if err != nil {
 		return err
 	}
-	if err := writeProfile(prof, out, periodNS); err != nil {
+	if err := writeProfile(prof, out, periodNS, title); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, len(prof.Stacks))
@@ -79,7 +79,7 @@ func outputPath(out string) (string, error) {
 // writeProfile writes the profile in the format out's extension names.
 // The file is written under a temporary name and renamed, so a failed
 // write leaves no half file behind.
-func writeProfile(prof *profiles.Profile, out string, periodNS int64) error {
+func writeProfile(prof *profiles.Profile, out string, periodNS int64, title string) error {
 	var write func(f *os.File) error
 	switch {
 	case strings.HasSuffix(out, ".pb.gz"):
@@ -87,7 +87,7 @@ func writeProfile(prof *profiles.Profile, out string, periodNS int64) error {
 	case strings.HasSuffix(out, ".folded"):
 		write = func(f *os.File) error { return prof.WriteFolded(f) }
 	case strings.HasSuffix(out, ".html"), strings.HasSuffix(out, ".svg"):
-		write = func(f *os.File) error { return writeFlameGraph(f, prof, strings.HasSuffix(out, ".svg")) }
+		write = func(f *os.File) error { return writeFlameGraph(f, prof, strings.HasSuffix(out, ".svg"), title) }
 	default:
 		return fmt.Errorf("-o %s: unknown format; use .pb.gz, .folded, .html or .svg", out)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -190,7 +191,13 @@ loop:
 		}
 	}
 	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", why, elapsed.Seconds(), rec.Samples(), rec.Lost())
-	return finishProfile(col, methods, pf, 1e9/int64(*freq))
+	title := "rewind record -F " + strconv.Itoa(*freq)
+	if *pid != 0 {
+		title += " -p " + strconv.Itoa(*pid)
+	} else {
+		title += " -- " + strings.Join(cmdArgs, " ")
+	}
+	return finishProfile(col, methods, pf, 1e9/int64(*freq), title)
 }
 
 func alive(pid int) bool {
