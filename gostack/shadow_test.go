@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -121,9 +122,27 @@ func (c *checker) fail(format string, args ...any) {
 
 var errStop = errors.New("stop: a check failed")
 
+// shared is contended by the stress test's machines, so that block and mutex
+// profile events are recorded with patched frames on the stack.
+var (
+	shared      sync.Mutex
+	contention  bool
+	blockedChan = make(chan int)
+)
+
 // check captures with every method and compares.
 func (c *checker) check() {
 	c.checks++
+	if contention && c.rng.Intn(8) == 0 {
+		shared.Lock()
+		runtime.Gosched()
+		shared.Unlock()
+		select {
+		case blockedChan <- 1:
+		case <-blockedChan:
+		case <-time.After(time.Microsecond):
+		}
+	}
 	adaptive := c.rng.Intn(2) == 0
 	methods := [4]capturer{ShadowCallersEager, CallersFP, logical, resetFP}
 	if adaptive {
@@ -469,7 +488,9 @@ func TestShadowGoexit(t *testing.T) {
 			t.Errorf("eager=%v: nothing cached before Goexit", eager)
 		}
 	}
-	// A goroutine that captured and returned normally.
+	// Goroutines that captured and returned normally, then fresh ones,
+	// which reuse the exited goroutines' g structures: their shadow stack
+	// must start empty (it is freed with the goroutine).
 	var wg sync.WaitGroup
 	for range 100 {
 		wg.Add(1)
@@ -477,6 +498,19 @@ func TestShadowGoexit(t *testing.T) {
 			defer wg.Done()
 			var pcs [128]uintptr
 			nest(30, func() { ShadowCallersEager(1, pcs[:]) })
+			if c, _ := ShadowStats(); c == 0 {
+				t.Error("nothing cached after an eager capture")
+			}
+		}()
+	}
+	wg.Wait()
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c, h := ShadowStats(); c != 0 || h != 0 {
+				t.Errorf("a new goroutine starts with %d cached frames and %d hits", c, h)
+			}
 		}()
 	}
 	wg.Wait()
@@ -517,6 +551,8 @@ func TestShadowStress(t *testing.T) {
 	}
 	runtime.SetBlockProfileRate(1)
 	runtime.SetMutexProfileFraction(1)
+	contention = true
+	defer func() { contention = false }()
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 512
 	defer func() {
@@ -630,5 +666,31 @@ func TestShadowTortureHook(t *testing.T) {
 	hits := <-done
 	if on && hits < 6 || !on && hits != 0 {
 		t.Errorf("REWIND_SHADOW_TORTURE=%v: %d returns through the trampoline after runtime.Callers", on, hits)
+	}
+}
+
+// TestShadowFatalTraceback crashes a child process with an unrecovered panic
+// while a return slot holds the trampoline: the runtime's fatal traceback
+// must print every frame (GOTRACEBACK=system shows the runtime's too).
+func TestShadowFatalTraceback(t *testing.T) {
+	if os.Getenv("REWIND_SHADOW_CRASH") == "1" {
+		var pcs [64]uintptr
+		nest(6, func() {
+			ShadowCallersEager(1, pcs[:])
+			nest(3, func() { panic("shadow boom") })
+		})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestShadowFatalTraceback$")
+	cmd.Env = append(os.Environ(), "REWIND_SHADOW_CRASH=1", "GOTRACEBACK=system")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the child did not crash:\n%s", out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "panic: shadow boom") || strings.Count(s, "gostack.nest(") != 11 ||
+		!strings.Contains(s, "TestShadowFatalTraceback") || !strings.Contains(s, "runtime.goexit") ||
+		strings.Contains(s, "unknown pc") || strings.Contains(s, "runtime.shadowTrampoline") {
+		t.Errorf("fatal traceback with a patched frame:\n%s", s)
 	}
 }
