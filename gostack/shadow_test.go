@@ -154,9 +154,15 @@ func (c *checker) check() {
 		last = 4
 		c.resets++
 	}
+	// Sometimes a buffer shorter than the stack: the captures truncate.
+	size := len(c.fps[0])
+	short := c.rng.Intn(6) == 0
+	if short {
+		size = 1 + c.rng.Intn(12)
+	}
 	var n [4]int
 	for i, f := range methods[:last] {
-		n[i] = captureAt(f, c.fps[i])
+		n[i] = captureAt(f, c.fps[i][:size])
 	}
 	sh, fp := c.fps[0][:n[0]], c.fps[1][:n[1]]
 	if len(sh) != len(fp) {
@@ -178,10 +184,14 @@ func (c *checker) check() {
 	if patched > 1 {
 		c.fail("%d return slots hold the trampoline: %s", patched, frames(fp))
 	}
-	// The runtime's unwinder, and the shadow result expanded.
+	// The runtime's unwinder, and the shadow result expanded (a truncated
+	// physical stack does not expand to a truncated logical one).
 	want := c.fps[2][:n[2]]
+	if short {
+		want = nil
+	}
 	got := c.exp[0][:Expand(c.exp[0], sh, 0)]
-	if !slices.Equal(got, want) {
+	if !short && !slices.Equal(got, want) {
 		c.fail("Expand(ShadowCallers) differs from runtime.Callers\ngot:  %s\nwant: %s", frames(got), frames(want))
 	}
 	if last == 4 {
