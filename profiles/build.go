@@ -174,6 +174,7 @@ func Build(c *Collector, opt Options) *Profile {
 		}
 		ksyms <- nil
 	}()
+	b.prefetch(samples)
 	fid := make([]Fidelity, len(opt.Methods))
 	for i, m := range opt.Methods {
 		fid[i] = Fidelity{Method: m.Name, Ends: map[unwind.EndReason]int{}}
@@ -338,4 +339,33 @@ func reachesRoot(locs []*Location) bool {
 		}
 	}
 	return false
+}
+
+// prefetch loads the symbol and debug information of the objects the
+// samples' leaf frames are in, in the background: loading a library's
+// DWARF (for inlined calls and lines) costs as much as unwinding thousands
+// of samples, and overlaps with it when another core is free.
+func (b *builder) prefetch(samples []*Sample) {
+	type job struct {
+		space *unwind.AddressSpace
+		pc    uint64
+	}
+	mods := map[*unwind.Module]bool{}
+	var jobs []job
+	for _, s := range samples {
+		if s.space == nil || !s.HasRegs {
+			continue
+		}
+		pc, _ := s.Regs.PC()
+		space := b.c.addressSpace(s.space)
+		if m := space.Find(pc); m != nil && m.Module != nil && m.Module.File != nil && !mods[m.Module] {
+			mods[m.Module] = true
+			jobs = append(jobs, job{space, pc})
+		}
+	}
+	go func() {
+		for _, j := range jobs {
+			b.sym.Frame(j.space, &unwind.Frame{PC: j.pc, Exact: true})
+		}
+	}()
 }
