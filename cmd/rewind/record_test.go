@@ -159,3 +159,28 @@ func TestRecordErrors(t *testing.T) {
 		t.Errorf("report -o x.txt: %v", err)
 	}
 }
+
+// TestRecordPIDUntilExit attaches to a running program without -d: the
+// recording ends when the program exits, and the profile is written.
+func TestRecordPIDUntilExit(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	prog := exec.Command(exe, "1", "1")
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- prog.Wait() }()
+	out := filepath.Join(t.TempDir(), "pid.folded")
+	// Reaping the child here lets rewind see it gone rather than a zombie.
+	if err := runRecord([]string{"-F", "499", "-q", "-o", out, "-p", strconv.Itoa(prog.Process.Pid)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), ";burn;level1;level2;hash_block ") {
+		t.Errorf("profile of the exited process: %v\n%s", err, b)
+	}
+}
