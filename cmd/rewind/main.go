@@ -29,6 +29,8 @@ Usage:
   rewind sframe gen IN -o OUT      compile an object's .eh_frame into an .sframe section
   rewind record -p PID | -- CMD    sample a process's CPU use; unwind with DWARF/SFrame/FP;
                                    write a flame graph, pprof or folded stacks
+  rewind report perf.data [-o F]   unwind perf's recording (--call-graph dwarf) with rewind and
+                                   write the same outputs as record
   rewind goshadow overlay          write a Go build overlay adding software shadow stacks
 
 Run 'rewind COMMAND --help' for a command's flags.
@@ -63,6 +65,8 @@ func runCommand() int {
 		err = runSFrame(args)
 	case "record":
 		err = runRecord(args)
+	case "report":
+		err = runReport(args)
 	case "goshadow":
 		err = runGoshadow(args)
 	case "help", "-h", "--help":
