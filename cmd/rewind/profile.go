@@ -56,6 +56,13 @@ func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profi
 		return err
 	}
 	if err := writeProfile(prof, out, periodNS, title); err != nil {
+		// Do not lose a recording to an output problem.
+		if !strings.HasSuffix(out, ".folded") && len(prof.Stacks) > 0 {
+			alt := strings.TrimSuffix(strings.TrimSuffix(out, filepath.Ext(out)), ".pb") + ".folded"
+			if ferr := writeProfile(prof, alt, periodNS, title); ferr == nil {
+				return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
+			}
+		}
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, len(prof.Stacks))
