@@ -184,3 +184,28 @@ func TestRecordPIDUntilExit(t *testing.T) {
 		t.Errorf("profile of the exited process: %v\n%s", err, b)
 	}
 }
+
+// TestRecordProgressOnTerminal runs the rewind binary under script(1),
+// which gives it a terminal: the progress line (samples, lost, elapsed)
+// is printed and erased before the summary.
+func TestRecordProgressOnTerminal(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	scriptCmd, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) from util-linux is not installed")
+	}
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	rewind := filepath.Join(dir, "rewind")
+	if out, err := exec.Command("go", "build", "-o", rewind, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	line := rewind + " record -F 99 -q -o " + filepath.Join(dir, "p.folded") + " -- " + exe + " 0.8 1"
+	out, err := exec.Command(scriptCmd, "-qfec", line, "/dev/null").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%q", line, err, out)
+	}
+	if !regexp.MustCompile(`\rrewind: \d+ samples, 0 lost, \d+\.\ds`).Match(out) || !strings.Contains(string(out), "\r\x1b[K") {
+		t.Errorf("no progress line on the terminal:\n%q", out)
+	}
+}
