@@ -134,7 +134,10 @@ type mapKey struct {
 	path            string
 }
 
-type builder struct {
+// Builder unwinds and symbolizes samples into a profile, batch by batch:
+// a recording can hand it the samples it has (Collector.Take) while it
+// goes on, so stack copies do not pile up.
+type Builder struct {
 	c     *Collector
 	opt   Options
 	sym   *symbolize.Symbolizer
@@ -143,120 +146,150 @@ type builder struct {
 	kern  map[uint64]*Location
 	maps  map[mapKey]*Mapping
 	prof  *Profile
-	// kernelLocs are resolved at the end, once the kernel symbols that
-	// load concurrently with the unwinding are there.
+	// kernelLocs are named at the end, from the kernel symbols that load
+	// concurrently with the unwinding.
 	kernelLocs []*Location
+	ksyms      chan *Kallsyms
+	prefetched map[*unwind.Module]bool
+
+	fid      []Fidelity
+	kfp      Fidelity
+	st       unwind.Stack
+	userLocs []*Location
 }
 
-// Build unwinds and symbolizes every sample the collector holds.
-func Build(c *Collector, opt Options) *Profile {
-	b := &builder{
+// builder is the historic name of Builder inside the package.
+type builder = Builder
+
+// NewBuilder returns a builder for the collector's samples.
+func NewBuilder(c *Collector, opt Options) *Builder {
+	b := &Builder{
 		c: c, opt: opt, sym: opt.Symbolizer,
-		lines: map[symKey][]symbolize.Location{},
-		locs:  map[locKey]*Location{},
-		kern:  map[uint64]*Location{},
-		maps:  map[mapKey]*Mapping{},
-		prof:  &Profile{Lost: c.Lost},
+		lines:      map[symKey][]symbolize.Location{},
+		locs:       map[locKey]*Location{},
+		kern:       map[uint64]*Location{},
+		maps:       map[mapKey]*Mapping{},
+		prof:       &Profile{},
+		prefetched: map[*unwind.Module]bool{},
+		kfp:        Fidelity{Method: KernelFP},
 	}
 	if b.sym == nil {
 		b.sym = &symbolize.Symbolizer{Inlines: true}
 	}
-	samples := c.Samples()
-	// Reading kallsyms takes as long as unwinding thousands of samples:
-	// do it meanwhile.
-	ksyms := make(chan *Kallsyms, 1)
-	go func() {
+	for _, m := range opt.Methods {
+		b.fid = append(b.fid, Fidelity{Method: m.Name, Ends: map[unwind.EndReason]int{}})
+	}
+	return b
+}
+
+// Build unwinds and symbolizes every sample the collector holds.
+func Build(c *Collector, opt Options) *Profile {
+	b := NewBuilder(c, opt)
+	b.Add(c.Samples())
+	return b.Profile()
+}
+
+// Add unwinds and symbolizes samples (taken from the builder's collector),
+// and drops their stack copies.
+func (b *Builder) Add(samples []*Sample) {
+	if b.ksyms == nil && b.opt.Kernel != nil {
 		for _, s := range samples {
-			if len(s.Kernel) > 0 && opt.Kernel != nil {
-				ksyms <- opt.Kernel()
-				return
+			if len(s.Kernel) > 0 {
+				// Reading kallsyms takes as long as unwinding
+				// thousands of samples: do it meanwhile.
+				b.ksyms = make(chan *Kallsyms, 1)
+				go func() { b.ksyms <- b.opt.Kernel() }()
+				break
 			}
 		}
-		ksyms <- nil
-	}()
+	}
 	b.prefetch(samples)
-	fid := make([]Fidelity, len(opt.Methods))
-	for i, m := range opt.Methods {
-		fid[i] = Fidelity{Method: m.Name, Ends: map[unwind.EndReason]int{}}
-	}
-	kfp := Fidelity{Method: KernelFP}
-	var st unwind.Stack
-	var userLocs []*Location
 	for _, s := range samples {
-		out := Stack{PID: s.PID, TID: s.TID, Comm: c.Comm(s.TID), Time: s.Time, Value: int64(s.Period)}
-		for _, ip := range s.Kernel {
-			out.Locations = append(out.Locations, b.kernelLoc(ip))
-		}
-		if !s.HasRegs && len(s.UserFP) > 0 {
-			// A -g recording: the kernel's frame-pointer walk is all
-			// there is.
-			space := c.addressSpace(s.space)
-			userLocs = userLocs[:0]
-			for j, pc := range s.UserFP {
-				fr := unwind.Frame{PC: pc, Exact: j == 0}
-				userLocs = append(userLocs, b.userLoc(space, &fr))
-			}
-			out.Locations = append(out.Locations, userLocs...)
-			out.Complete = reachesRoot(userLocs)
-			kfp.Samples++
-			kfp.Frames += len(userLocs)
-			if out.Complete {
-				kfp.Complete++
-			}
-			b.prof.Stacks = append(b.prof.Stacks, out)
-			continue
-		}
-		if !s.HasRegs {
-			out.KernelOnly = true
-			b.prof.KernelOnly++
-			b.prof.Stacks = append(b.prof.Stacks, out)
-			continue
-		}
-		space := c.addressSpace(s.space)
-		sp, _ := s.Regs.SP()
-		mem := &unwind.Snapshot{Regions: []unwind.Region{{Addr: sp, Data: s.Stack}}}
-		for i, m := range opt.Methods {
-			m.Unwinder.WalkInto(&st, s.Regs, mem, space)
-			userLocs = userLocs[:0]
-			for j := range st.Frames {
-				userLocs = append(userLocs, b.userLoc(space, &st.Frames[j]))
-			}
-			ok := reachesRoot(userLocs)
-			f := &fid[i]
-			f.Samples++
-			f.Frames += len(userLocs)
-			f.Ends[st.End]++
-			if ok {
-				f.Complete++
-			}
-			if i == 0 {
-				out.Locations = append(out.Locations, userLocs...)
-				out.Complete = ok
-				out.End = st.End
-			}
-		}
-		if len(s.UserFP) > 0 {
-			userLocs = userLocs[:0]
-			for j, pc := range s.UserFP {
-				fr := unwind.Frame{PC: pc, Exact: j == 0}
-				userLocs = append(userLocs, b.userLoc(space, &fr))
-			}
-			kfp.Samples++
-			kfp.Frames += len(userLocs)
-			if reachesRoot(userLocs) {
-				kfp.Complete++
-			}
-		}
+		b.add(s)
+		s.Stack = nil
+	}
+}
+
+func (b *Builder) add(s *Sample) {
+	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period)}
+	for _, ip := range s.Kernel {
+		out.Locations = append(out.Locations, b.kernelLoc(ip))
+	}
+	if !s.HasRegs && len(s.UserFP) > 0 {
+		// A -g recording: the kernel's frame-pointer walk is all there
+		// is.
+		locs := b.fpLocs(s)
+		out.Locations = append(out.Locations, locs...)
+		out.Complete = reachesRoot(locs)
 		b.prof.Stacks = append(b.prof.Stacks, out)
+		return
 	}
-	if kfp.Samples > 0 {
-		fid = append(fid, kfp)
+	if !s.HasRegs {
+		out.KernelOnly = true
+		b.prof.KernelOnly++
+		b.prof.Stacks = append(b.prof.Stacks, out)
+		return
 	}
-	b.prof.Fidelity = fid
-	k := <-ksyms
-	for _, l := range b.kernelLocs {
-		if name, off, ok := k.Lookup(l.Addr); ok {
-			l.Lines[0].Function, l.Lines[0].Offset = name, off
+	space := b.c.addressSpace(s.space)
+	sp, _ := s.Regs.SP()
+	mem := &unwind.Snapshot{Regions: []unwind.Region{{Addr: sp, Data: s.Stack}}}
+	for i, m := range b.opt.Methods {
+		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
+		b.userLocs = b.userLocs[:0]
+		for j := range b.st.Frames {
+			b.userLocs = append(b.userLocs, b.userLoc(space, &b.st.Frames[j]))
+		}
+		ok := reachesRoot(b.userLocs)
+		f := &b.fid[i]
+		f.Samples++
+		f.Frames += len(b.userLocs)
+		f.Ends[b.st.End]++
+		if ok {
+			f.Complete++
+		}
+		if i == 0 {
+			out.Locations = append(out.Locations, b.userLocs...)
+			out.Complete = ok
+			out.End = b.st.End
+		}
+	}
+	if len(s.UserFP) > 0 {
+		b.fpLocs(s)
+	}
+	b.prof.Stacks = append(b.prof.Stacks, out)
+}
+
+// fpLocs symbolizes the kernel's frame-pointer walk of a sample's user
+// stack and counts it in the KernelFP fidelity.
+func (b *Builder) fpLocs(s *Sample) []*Location {
+	space := b.c.addressSpace(s.space)
+	b.userLocs = b.userLocs[:0]
+	for j, pc := range s.UserFP {
+		fr := unwind.Frame{PC: pc, Exact: j == 0}
+		b.userLocs = append(b.userLocs, b.userLoc(space, &fr))
+	}
+	b.kfp.Samples++
+	b.kfp.Frames += len(b.userLocs)
+	if reachesRoot(b.userLocs) {
+		b.kfp.Complete++
+	}
+	return b.userLocs
+}
+
+// Profile finishes the profile of the samples added so far.
+func (b *Builder) Profile() *Profile {
+	b.prof.Lost = b.c.Lost
+	b.prof.Fidelity = append([]Fidelity(nil), b.fid...)
+	if b.kfp.Samples > 0 {
+		b.prof.Fidelity = append(b.prof.Fidelity, b.kfp)
+	}
+	if b.ksyms != nil {
+		k := <-b.ksyms
+		b.ksyms <- k
+		for _, l := range b.kernelLocs {
+			if name, off, ok := k.Lookup(l.Addr); ok {
+				l.Lines[0].Function, l.Lines[0].Offset = name, off
+			}
 		}
 	}
 	return b.prof
@@ -350,7 +383,7 @@ func (b *builder) prefetch(samples []*Sample) {
 		space *unwind.AddressSpace
 		pc    uint64
 	}
-	mods := map[*unwind.Module]bool{}
+	mods := b.prefetched
 	var jobs []job
 	for _, s := range samples {
 		if s.space == nil || !s.HasRegs {
@@ -358,10 +391,13 @@ func (b *builder) prefetch(samples []*Sample) {
 		}
 		pc, _ := s.Regs.PC()
 		space := b.c.addressSpace(s.space)
-		if m := space.Find(pc); m != nil && m.Module != nil && m.Module.File != nil && !mods[m.Module] {
+		if m := space.Find(pc); m != nil && m.Module != nil && m.Module.File != nil && !mods[m.Module] && b.c.vdso != m.Module {
 			mods[m.Module] = true
 			jobs = append(jobs, job{space, pc})
 		}
+	}
+	if len(jobs) == 0 {
+		return
 	}
 	go func() {
 		for _, j := range jobs {

@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -42,6 +43,7 @@ type Sample struct {
 	IP uint64
 
 	space *space
+	comm  string
 }
 
 // space is one generation of a process's address space: the mappings as
@@ -90,14 +92,16 @@ type Collector struct {
 	// collector's use (an open perf.data file), never for ring buffers.
 	Borrow bool
 
-	events  []event
-	comms   map[int]string
-	sorted  bool
-	samples []*Sample
-	vdso    *unwind.Module
-	vdsoErr error
-	vdsoID  string // build-id a perf.data file recorded for [vdso]
-	arena   []byte // stack copies are carved from large chunks
+	events       []event
+	comms        map[int]string
+	procs        map[int]*process
+	pendingBytes int
+	lastTime     uint64
+	vdso         *unwind.Module
+	vdsoErr      error
+	vdsoID       string // build-id a perf.data file recorded for [vdso]
+	arena        []byte // stack copies are carved from large chunks
+	seq          int
 }
 
 // arenaChunk is the size of the chunks stack copies are kept in: one
@@ -120,7 +124,7 @@ func (c *Collector) keep(b []byte) []byte {
 
 // NewCollector returns a collector for samples of arch.
 func NewCollector(arch regs.Arch) *Collector {
-	return &Collector{Arch: arch, Objects: &unwind.Objects{}, comms: map[int]string{}}
+	return &Collector{Arch: arch, Objects: &unwind.Objects{}, comms: map[int]string{}, procs: map[int]*process{}}
 }
 
 // ExpectVDSO tells the collector the build-id a perf.data file lists for
@@ -129,9 +133,10 @@ func NewCollector(arch regs.Arch) *Collector {
 func (c *Collector) ExpectVDSO(buildID []byte) { c.vdsoID = fmt.Sprintf("%x", buildID) }
 
 func (c *Collector) add(e event) {
-	e.seq = len(c.events)
+	c.seq++
+	e.seq = c.seq
 	c.events = append(c.events, e)
-	c.sorted = false
+	c.lastTime = max(c.lastTime, e.time)
 }
 
 // Add records one decoded record.
@@ -170,7 +175,7 @@ func (c *Collector) Add(rec *perfdata.Record) {
 		if len(s.Callchain) == 0 && s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel {
 			out.Kernel = append(out.Kernel, s.IP)
 		}
-		c.samples = append(c.samples, out)
+		c.pendingBytes += len(out.Stack)
 		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
 	case perfdata.RecordMmap, perfdata.RecordMmap2:
 		m := rec.Mmap
@@ -228,41 +233,43 @@ func (c *Collector) AddProcess(pid int) error {
 	return sc.Err()
 }
 
-// Samples replays the records in time order and returns the samples, each
-// bound to the address space its process had when it was taken.
-func (c *Collector) Samples() []*Sample {
-	if c.sorted {
-		return c.samples
-	}
+// Samples replays every pending record in time order and returns the
+// samples not taken yet, each bound to the address space its process had
+// when it was taken.
+func (c *Collector) Samples() []*Sample { return c.Take(math.MaxUint64) }
+
+// Take replays the pending records older than before (perf clock
+// nanoseconds) in time order and returns their samples, which the
+// collector then forgets: a long recording is unwound piece by piece (see
+// Builder) instead of keeping every stack copy. Records newer than before
+// stay pending, so that records of other CPUs read later can still be
+// sorted in among them.
+func (c *Collector) Take(before uint64) []*Sample {
 	sort.SliceStable(c.events, func(i, j int) bool { return c.events[i].time < c.events[j].time })
-	procs := map[int]*process{}
-	get := func(pid int) *process {
-		p := procs[pid]
-		if p == nil {
-			p = &process{pid: pid, cur: &space{pid: pid}}
-			procs[pid] = p
-		}
-		return p
-	}
-	for i := range c.events {
+	n := sort.Search(len(c.events), func(i int) bool { return c.events[i].time >= before })
+	var out []*Sample
+	for i := range c.events[:n] {
 		e := &c.events[i]
 		switch e.kind {
 		case perfdata.RecordSample:
-			p := get(e.smp.PID)
+			p := c.process(e.smp.PID)
 			e.smp.space = p.cur
+			e.smp.comm = c.comms[e.smp.TID]
+			c.pendingBytes -= len(e.smp.Stack)
+			out = append(out, e.smp)
 		case perfdata.RecordMmap2:
-			p := get(e.pid)
+			p := c.process(e.pid)
 			p.cur = &space{pid: e.pid, maps: insertMapping(p.cur.maps, e.mmap)}
 		case perfdata.RecordComm:
-			p := get(e.pid)
+			p := c.process(e.pid)
 			if e.exec {
 				p.cur = &space{pid: e.pid}
 			}
 			c.comms[e.tid] = e.str
 		case perfdata.RecordFork:
 			if e.pid != e.ppid {
-				parent := get(e.ppid)
-				child := get(e.pid)
+				parent := c.process(e.ppid)
+				child := c.process(e.pid)
 				child.cur = &space{pid: e.pid, maps: parent.cur.maps}
 				if n, ok := c.comms[e.ppid]; ok {
 					c.comms[e.tid] = n
@@ -274,9 +281,26 @@ func (c *Collector) Samples() []*Sample {
 			}
 		}
 	}
-	c.events = c.events[:0]
-	c.sorted = true
-	return c.samples
+	rest := copy(c.events, c.events[n:])
+	clear(c.events[rest:])
+	c.events = c.events[:rest]
+	return out
+}
+
+// PendingBytes is the size of the stack copies of the samples not taken
+// yet.
+func (c *Collector) PendingBytes() int { return c.pendingBytes }
+
+// LastTime is the newest record time seen (perf clock nanoseconds).
+func (c *Collector) LastTime() uint64 { return c.lastTime }
+
+func (c *Collector) process(pid int) *process {
+	p := c.procs[pid]
+	if p == nil {
+		p = &process{pid: pid, cur: &space{pid: pid}}
+		c.procs[pid] = p
+	}
+	return p
 }
 
 // Comm returns the name of a thread ("" if unknown).

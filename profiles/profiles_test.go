@@ -324,3 +324,52 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestTakeInPieces unwinds a perf.data file in two batches split at a
+// time, as a long recording does, and in one: the profiles must be equal.
+func TestTakeInPieces(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,8192",
+		"-o", data, "--", exe, "0.6", "2").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	read := func() *profiles.PerfData {
+		pd, err := profiles.ReadPerfData(data, perfevent.Arch(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pd.Close() })
+		return pd
+	}
+	opt := profiles.Options{Methods: methods("auto", "fp")}
+	whole := profiles.Build(read().Collector, opt)
+
+	col := read().Collector
+	b := profiles.NewBuilder(col, opt)
+	last := col.LastTime()
+	mid := last - 300e6
+	part := col.Take(mid)
+	if len(part) == 0 || len(part) >= len(whole.Stacks) {
+		t.Fatalf("first batch of %d samples out of %d", len(part), len(whole.Stacks))
+	}
+	if col.PendingBytes() <= 0 {
+		t.Errorf("no stack bytes pending after the first batch")
+	}
+	b.Add(part)
+	b.Add(col.Samples())
+	if col.PendingBytes() != 0 {
+		t.Errorf("%d stack bytes pending at the end", col.PendingBytes())
+	}
+	pieces := b.Profile()
+	if folded(pieces) != folded(whole) {
+		t.Errorf("profiles differ:\n%s\nvs\n%s", folded(pieces), folded(whole))
+	}
+	var a, c bytes.Buffer
+	whole.WriteFidelity(&a)
+	pieces.WriteFidelity(&c)
+	if a.String() != c.String() {
+		t.Errorf("fidelity differs:\n%s\nvs\n%s", a.String(), c.String())
+	}
+}

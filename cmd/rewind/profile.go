@@ -31,9 +31,8 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 	return out, nil
 }
 
-// finishProfile unwinds and symbolizes the collected samples, prints the
-// fidelity table and writes the output file.
-func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profileFlags, periodNS int64, title string) error {
+// newBuilder returns the profile builder of a record or report run.
+func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileFlags) *profiles.Builder {
 	kernel := func() *profiles.Kallsyms {
 		ks, err := profiles.LoadKallsyms()
 		if err != nil {
@@ -44,7 +43,14 @@ func finishProfile(col *profiles.Collector, methods []profiles.Method, pf *profi
 	if !*pf.fidelity {
 		methods = methods[:1]
 	}
-	prof := profiles.Build(col, profiles.Options{Methods: methods, Kernel: kernel})
+	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel})
+}
+
+// finishProfile unwinds and symbolizes the samples still in the
+// collector, prints the fidelity table and writes the output file.
+func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlags, periodNS int64, title string) error {
+	b.Add(col.Samples())
+	prof := b.Profile()
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)
 	}

@@ -99,6 +99,7 @@ func runRecord(args []string) error {
 	opt := perfevent.Options{Freq: *freq, StackSize: *stackSize, UserOnly: *userOnly, Warn: warn}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
+	build := newBuilder(col, methods, pf)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -140,6 +141,12 @@ func runRecord(args []string) error {
 		readErr = rec.Read(func(r *perfdata.Record) error { col.Add(r); return nil })
 		if readErr != nil {
 			warn(fmt.Sprintf("reading samples: %v (the profile holds what was read before)", readErr))
+		}
+		// A long recording is unwound as it goes, so that stack copies
+		// do not pile up: every buffer is read at least every 100 ms,
+		// so records 2 s older than the newest are all in.
+		if col.PendingBytes() > pendingLimit && col.LastTime() > 2e9 {
+			build.Add(col.Take(col.LastTime() - 2e9))
 		}
 	}
 	why := ""
@@ -197,8 +204,13 @@ loop:
 	} else {
 		title += " -- " + strings.Join(cmdArgs, " ")
 	}
-	return finishProfile(col, methods, pf, 1e9/int64(*freq), title)
+	return finishProfile(build, col, pf, 1e9/int64(*freq), title)
 }
+
+// pendingLimit bounds the stack copies a recording keeps before it starts
+// unwinding them: short recordings are unwound after the target stops, so
+// they do not compete with it for CPU.
+var pendingLimit = 256 << 20
 
 func alive(pid int) bool {
 	err := unix.Kill(pid, 0)
