@@ -209,3 +209,31 @@ func TestRecordProgressOnTerminal(t *testing.T) {
 		t.Errorf("no progress line on the terminal:\n%q", out)
 	}
 }
+
+// TestRecordUnwindsAsItGoes makes the recorder unwind batches during the
+// recording (as a long one does): every stack must still be complete.
+func TestRecordUnwindsAsItGoes(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	defer func(old int) { pendingLimit = old }(pendingLimit)
+	pendingLimit = 1
+	out := filepath.Join(t.TempDir(), "inc.folded")
+	if err := runRecord([]string{"-F", "499", "-q", "-o", out, "--", exe, "2.6", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, complete := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		n, _ := strconv.Atoi(l[strings.LastIndexByte(l, ' ')+1:])
+		total += n
+		if strings.Contains(l, ";_start;") || strings.Contains(l, ";__clone3;") {
+			complete += n
+		}
+	}
+	if total < 200 || complete < total*99/100 {
+		t.Errorf("%d of %d stacks complete", complete, total)
+	}
+}
