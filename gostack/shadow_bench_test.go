@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -129,6 +130,7 @@ func BenchmarkShadow(b *testing.B) {
 var (
 	shadowTable  = flag.Bool("shadowtable", false, "run the shadow-stack benchmarks and print their ratio tables")
 	shadowRounds = flag.Int("shadowrounds", 3, "with -shadowtable: rounds per cell; the table keeps the fastest")
+	shadowCases  = flag.String("shadowcases", "best,worst", "with -shadowtable: which tables")
 )
 
 // TestShadowBenchTable prints the best- and worst-case tables side by side:
@@ -147,6 +149,12 @@ func TestShadowBenchTable(t *testing.T) {
 		name string
 		run  func(*testing.B, int, int)
 	}{{"best", benchBest}, {"worst", benchWorst}}
+	cases = slices.DeleteFunc(cases, func(c struct {
+		name string
+		run  func(*testing.B, int, int)
+	}) bool {
+		return !slices.Contains(strings.Split(*shadowCases, ","), c.name)
+	})
 	ns := make([][][4]float64, len(cases))
 	for i := range ns {
 		ns[i] = make([][4]float64, len(benchDepths))
