@@ -81,6 +81,19 @@ func GOROOT() (string, error) {
 	return root, nil
 }
 
+// Version returns the first line of goroot's VERSION file ("go1.26.8"), or
+// "unknown".
+func Version(goroot string) string {
+	v, err := os.ReadFile(filepath.Join(goroot, "VERSION"))
+	if err != nil {
+		return "unknown"
+	}
+	if line := strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0]); line != "" {
+		return line
+	}
+	return "unknown"
+}
+
 // Generate patches the runtime of goroot (GOROOT() if empty) into dir,
 // which it creates, and writes dir/overlay.json.
 func Generate(goroot, dir string) (*Result, error) {
@@ -101,10 +114,7 @@ func Generate(goroot, dir string) (*Result, error) {
 	if err := os.MkdirAll(absDir, 0o755); err != nil {
 		return nil, err
 	}
-	res := &Result{Dir: absDir, JSON: filepath.Join(absDir, "overlay.json"), GOROOT: goroot}
-	if v, err := os.ReadFile(filepath.Join(goroot, "VERSION")); err == nil {
-		res.GoVersion = strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0])
-	}
+	res := &Result{Dir: absDir, JSON: filepath.Join(absDir, "overlay.json"), GOROOT: goroot, GoVersion: Version(goroot)}
 
 	// Group the edits by file, keeping their order.
 	patched := map[string]string{}

@@ -20,8 +20,8 @@ func runGoshadow(args []string) error {
 	}
 	fs := newFlags("goshadow overlay", "rewind goshadow overlay [-o DIR]: write a Go build overlay that adds software\n"+
 		"shadow stacks (gostack.ShadowCallers) to the runtime of the Go installed here,\nand print the flags to build with it.")
-	out := fs.String("o", "", "output `directory` (default: rewind-goshadow-GOVERSION in the user cache directory)")
-	goroot := fs.String("goroot", "", "Go installation to patch (default: `go env GOROOT`)")
+	out := fs.String("o", "", "output `directory` (default: rewind-goshadow/GOVERSION in the user cache directory)")
+	goroot := fs.String("goroot", "", "Go installation `directory` to patch (default: what 'go env GOROOT' prints)")
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
 		return err
@@ -29,15 +29,21 @@ func runGoshadow(args []string) error {
 	if len(pos) != 0 {
 		return fmt.Errorf("unexpected arguments %q", pos)
 	}
+	root := *goroot
+	if root == "" {
+		if root, err = goshadow.GOROOT(); err != nil {
+			return err
+		}
+	}
 	dir := *out
 	if dir == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
 			return fmt.Errorf("no -o and no user cache directory: %w", err)
 		}
-		dir = filepath.Join(cache, "rewind-goshadow")
+		dir = filepath.Join(cache, "rewind-goshadow", goshadow.Version(root))
 	}
-	res, err := goshadow.Generate(*goroot, dir)
+	res, err := goshadow.Generate(root, dir)
 	if err != nil {
 		return err
 	}
