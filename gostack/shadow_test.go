@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -703,4 +704,72 @@ func TestShadowFatalTraceback(t *testing.T) {
 		strings.Contains(s, "unknown pc") || strings.Contains(s, "runtime.shadowTrampoline") {
 		t.Errorf("fatal traceback with a patched frame:\n%s", s)
 	}
+}
+
+// spin loops without calls: only asynchronous preemption (a signal) can
+// stop it.
+//
+//go:noinline
+func spin(n int) int {
+	x := 0
+	for i := 0; i < n; i++ {
+		x += i * i
+	}
+	return x
+}
+
+//go:noinline
+func spinDeep(depth, n int, pcs []uintptr) int {
+	if depth > 0 {
+		return spinDeep(depth-1, n, pcs) + 1
+	}
+	ShadowCallersEager(1, pcs)
+	return spin(n)
+}
+
+// TestShadowAsyncPreempt spins in goroutines whose stacks hold a patched
+// return slot while the GC stops them (asynchronous preemption) and scans
+// their stacks through the trampoline.
+func TestShadowAsyncPreempt(t *testing.T) {
+	spins := 300_000_000
+	if testing.Short() {
+		spins = 60_000_000
+	}
+	want := spin(spins) + 60
+	stop := make(chan bool)
+	var gcs atomic.Int32
+	started := make(chan bool)
+	go func() {
+		close(started)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+				gcs.Add(1)
+			}
+		}
+	}()
+	<-started
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var pcs [256]uintptr
+			if got := spinDeep(60, spins, pcs[:]); got != want {
+				t.Errorf("spinDeep = %d, want %d", got, want)
+			}
+			if _, hits := ShadowStats(); hits < 60 {
+				t.Errorf("%d returns through the trampoline, want at least 60", hits)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if gcs.Load() == 0 {
+		t.Error("no GC ran during the spins")
+	}
+	t.Logf("%d GCs during the spins", gcs.Load())
 }
