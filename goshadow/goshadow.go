@@ -9,6 +9,48 @@
 // gostack.ShadowCallers. An edit whose anchor is missing or ambiguous fails
 // with an error naming the file and the anchor, so a Go release that changed
 // the runtime is refused rather than mis-patched.
+//
+// # Design
+//
+// A capture walks frame pointers from its own frame. If it meets a return
+// slot holding the trampoline's address, the rest of the stack is the cache:
+// it is copied and the walk ends. Otherwise, at the root, the capture may
+// cache every frame from its caller's frame up (return address, and the
+// slot's distance from the stack top, which copystack preserves) and write
+// the trampoline into the caller's return slot. Exactly one slot holds the
+// trampoline at any time, the one of the innermost cached frame. When that
+// frame returns, the trampoline (amd64 and arm64 assembly, using only
+// registers that are dead at a return) pops the entry, writes itself into
+// the next frame's slot (checking it against the cache) and jumps to the real
+// address. A later capture deeper in the same call tree moves the patch down
+// and caches the frames in between.
+//
+// The runtime's unwinder maps a return slot holding the trampoline to the
+// top entry, and an unwind that starts inside the trampoline (a profiling
+// signal) to the caller at its real return address; the execution tracer's
+// and the block/mutex profiles' frame-pointer walks map it too. A panic that
+// discards the patched frame leaves a stale cache but no trampoline on the
+// stack; the next capture finds none and rebuilds. The cache is freed with
+// the goroutine.
+//
+// gostack.ShadowCallers uses an adaptive policy: stacks under 32 frames are
+// walked plainly (a return through the trampoline costs about as much as
+// walking a dozen frames); deeper, a per-goroutine moving average of what
+// the cache gains decides, with exponential back-off when it loses.
+// gostack.ShadowCallersEager always caches, as the source article's
+// prototype did.
+//
+// # Testing
+//
+// `go test ./goshadow` generates the overlay once and runs gostack's shadow
+// tests with it (plain and with REWIND_SHADOW_TORTURE=1, which makes
+// runtime.Callers, runtime.Stack, runtime.GC, panics and deferred returns
+// patch their caller's return slot), and for arm64 under qemu-aarch64.
+// `go test ./goshadow -run RuntimeTests -runtimetests -v` also runs the Go
+// runtime's own tests matching Traceback|Callers|Stack|Panic|Defer|Preempt|GC
+// with the overlay, plain and tortured (about 3.5 minutes). The benchmark
+// tables: go test -overlay=DIR/overlay.json -tags rewind_shadow ./gostack
+// -run ShadowBenchTable -v -shadowtable -test.benchtime=200ms.
 package goshadow
 
 import (
