@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // benchStackDepth is the depth of the stack the benchmarks capture from;
@@ -90,6 +91,69 @@ func BenchmarkCallers(b *testing.B) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkRatio measures the same four variants as BenchmarkCallers, but
+// interleaved: blocks of 64 captures of each variant in turn, timed
+// separately, so that a load change on a shared machine hits all of them
+// alike. It reports each variant's ns per capture and runtime.Callers'
+// time divided by each variant's ("x-fast" for Callers, "x-fp" for
+// CallersFP, "x-fp+expand"). ns/op is the time of one capture of each of
+// the four.
+//
+//	go test ./gostack -run '^$' -bench Ratio -count 5
+func BenchmarkRatio(b *testing.B) {
+	shapes := []struct {
+		name    string
+		recurse func(int, func())
+	}{
+		{"plain", benchRecurse},
+		{"inlined", benchRecurseInlined},
+	}
+	for _, shape := range shapes {
+		for d := 1; d <= 256; d *= 2 {
+			b.Run(fmt.Sprintf("%s/depth=%d", shape.name, d), func(b *testing.B) {
+				pcs := make([]uintptr, d)
+				scratch := make([]uintptr, d)
+				var total [4]time.Duration
+				done := make(chan error, 1)
+				go func() {
+					shape.recurse(benchStackDepth, func() {
+						for _, v := range benchVariants {
+							if n := v.fn(pcs, scratch); n != d {
+								done <- fmt.Errorf("%s captured %d frames, want %d", v.name, n, d)
+								return
+							}
+						}
+						const block = 64
+						b.ResetTimer()
+						for i := 0; i < b.N; i += block {
+							m := min(block, b.N-i)
+							for k, v := range benchVariants {
+								start := time.Now()
+								for j := 0; j < m; j++ {
+									v.fn(pcs, scratch)
+								}
+								total[k] += time.Since(start)
+							}
+						}
+						b.StopTimer()
+						done <- nil
+					})
+				}()
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+				per := func(k int) float64 { return float64(total[k].Nanoseconds()) / float64(b.N) }
+				for k, v := range benchVariants {
+					b.ReportMetric(per(k), v.name+"-ns")
+					if k > 0 {
+						b.ReportMetric(per(0)/per(k), "x-"+v.name)
+					}
+				}
+			})
 		}
 	}
 }

@@ -47,7 +47,6 @@ const (
 // entry is the cached knowledge about one return address. Entries are
 // immutable once published.
 type entry struct {
-	key   uintptr
 	flags uint32
 	// pcs are the logical PCs runtime.Callers stores for this return
 	// address when the callee is not a panic function; nil for
@@ -55,21 +54,32 @@ type entry struct {
 	pcs []uintptr
 }
 
-// table is an open-addressing hash table of *entry, linear probing. Slots are
-// written once (nil to entry) with atomic stores under cacheMu and read with
-// atomic loads without a lock. When it fills up a new, larger table replaces
-// it; the old one stays valid for readers still holding it.
+// identityEntry stands for every return address whose flags are exactly
+// flagIdentity (the common case: a physical frame without inlined frames in
+// an ordinary function). Sharing it saves memory, and the walks recognise it
+// by pointer without loading it.
+var identityEntry = &entry{flags: flagIdentity}
+
+// table is an open-addressing hash table from return address to *entry,
+// with linear probing. keys[h] == 0 marks a free slot (0 is never cached).
+// A slot is written once, under cacheMu: first vals[h], then keys[h], both
+// with atomic stores, so a reader that loads keys[h] == pc (atomically) and
+// then vals[h] sees the entry. Readers take no lock. When the table is 3/4
+// full a new one twice as large replaces it; the old one stays valid for
+// readers still holding it.
 type table struct {
-	shift uint // 64 - log2(len(slots))
+	shift uint // 64 - log2(len(keys))
 	mask  uintptr
-	slots []unsafe.Pointer
+	keys  []uintptr
+	vals  []unsafe.Pointer
 	count int // guarded by cacheMu
 }
 
 var (
 	cacheMu  sync.Mutex
 	cacheTab atomic.Pointer[table]
-	// cacheBytes is the memory held by entries and their PC slices.
+	// cacheBytes is the memory held by entries and their PC slices
+	// (table slots not included).
 	cacheBytes atomic.Int64
 )
 
@@ -84,10 +94,11 @@ func newTable(n int) *table {
 	for s := n; s > 1; s >>= 1 {
 		shift--
 	}
-	return &table{shift: shift, mask: uintptr(n - 1), slots: make([]unsafe.Pointer, n)}
+	return &table{shift: shift, mask: uintptr(n - 1), keys: make([]uintptr, n), vals: make([]unsafe.Pointer, n)}
 }
 
-// hashPC spreads return addresses (which share high bits) over the table.
+// hash spreads return addresses (which share their high bits) over the
+// table: Fibonacci hashing, the top bits of pc times 2^64/phi.
 func (t *table) hash(pc uintptr) uintptr {
 	return uintptr(uint64(pc)*0x9E3779B97F4A7C15) >> t.shift
 }
@@ -97,21 +108,27 @@ func (t *table) hash(pc uintptr) uintptr {
 func (t *table) lookup(pc uintptr) *entry {
 	h := t.hash(pc)
 	for {
-		e := (*entry)(atomic.LoadPointer(&t.slots[h]))
-		if e == nil || e.key == pc {
-			return e
+		k := atomic.LoadUintptr(&t.keys[h])
+		if k == pc {
+			// For pc == 0 this is a free slot and vals[h] is nil.
+			return (*entry)(atomic.LoadPointer(&t.vals[h]))
+		}
+		if k == 0 {
+			return nil
 		}
 		h = (h + 1) & t.mask
 	}
 }
 
-// insertLocked puts e into t; t must have a free slot.
-func (t *table) insertLocked(e *entry) {
-	h := t.hash(e.key)
-	for atomic.LoadPointer(&t.slots[h]) != nil {
+// insertLocked puts e under key pc into t; t must have a free slot and pc
+// must not be 0.
+func (t *table) insertLocked(pc uintptr, e *entry) {
+	h := t.hash(pc)
+	for atomic.LoadUintptr(&t.keys[h]) != 0 {
 		h = (h + 1) & t.mask
 	}
-	atomic.StorePointer(&t.slots[h], unsafe.Pointer(e))
+	atomic.StorePointer(&t.vals[h], unsafe.Pointer(e))
+	atomic.StoreUintptr(&t.keys[h], pc)
 	t.count++
 }
 
@@ -133,25 +150,33 @@ func fill(pc uintptr) *entry {
 		testHookFill()
 	}
 	e := classify(pc)
+	if pc == 0 {
+		return e // 0 marks free slots: never cached
+	}
+	if e.flags == flagIdentity {
+		e = identityEntry
+	}
 	cacheMu.Lock()
 	defer cacheMu.Unlock()
 	t := cacheTab.Load()
 	if old := t.lookup(pc); old != nil {
 		return old // another goroutine won
 	}
-	if (t.count+1)*4 > len(t.slots)*3 {
-		nt := newTable(len(t.slots) * 2)
-		for _, p := range t.slots {
-			if p != nil {
-				nt.insertLocked((*entry)(p))
+	if (t.count+1)*4 > len(t.keys)*3 {
+		nt := newTable(len(t.keys) * 2)
+		for h, k := range t.keys {
+			if k != 0 {
+				nt.insertLocked(k, (*entry)(t.vals[h]))
 			}
 		}
 		cacheTab.Store(nt)
 		t = nt
 	}
-	t.insertLocked(e)
-	size := int64(unsafe.Sizeof(entry{})) + int64(cap(e.pcs))*int64(ptrSize)
-	cacheBytes.Add(size)
+	t.insertLocked(pc, e)
+	if e != identityEntry {
+		size := int64(unsafe.Sizeof(entry{})) + int64(cap(e.pcs))*int64(ptrSize)
+		cacheBytes.Add(size)
+	}
 	return e
 }
 
@@ -181,7 +206,7 @@ var (
 
 // classify computes the entry for the return address pc.
 func classify(pc uintptr) *entry {
-	e := &entry{key: pc}
+	e := &entry{}
 	f := runtime.FuncForPC(pc - 1)
 	if f == nil {
 		// Not Go code: keep the PC as the runtime's expansion does, but do
@@ -234,5 +259,5 @@ func CacheStats() (entries int, bytes int64) {
 	t := cacheTab.Load()
 	entries = t.count
 	cacheMu.Unlock()
-	return entries, cacheBytes.Load() + int64(len(t.slots))*int64(ptrSize)
+	return entries, cacheBytes.Load() + int64(len(t.keys))*2*int64(ptrSize)
 }

@@ -31,6 +31,9 @@ func Callers(skip int, pcs []uintptr) int {
 	if len(pcs) == 0 {
 		return 0
 	}
+	if skip < 0 {
+		skip = 0 // as runtime.Callers: a negative skip skips nothing
+	}
 	if fpOK {
 		if n, ok := walkCallers(skip, pcs); ok {
 			return n
@@ -66,13 +69,35 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 		skip--
 	}
 	t := cacheTab.Load()
+	keys, vals, shift := unsafe.Pointer(unsafe.SliceData(t.keys)), unsafe.Pointer(unsafe.SliceData(t.vals)), t.shift
+	identity := unsafe.Pointer(identityEntry)
 	panicCallee := false
 	for fp != nil {
 		pc := *(*uintptr)(unsafe.Add(fp, ptrSize))
+		// The common case, inlined by hand: pc is in its home slot and
+		// is an ordinary frame (identityEntry). h < len(keys) because
+		// shift is 64 - log2(len(keys)).
+		h := uintptr(uint64(pc)*0x9E3779B97F4A7C15) >> shift
+		if skip == 0 && !panicCallee &&
+			atomic.LoadUintptr((*uintptr)(unsafe.Add(keys, h*ptrSize))) == pc &&
+			atomic.LoadPointer((*unsafe.Pointer)(unsafe.Add(vals, h*ptrSize))) == identity {
+			pcs[n] = pc
+			n++
+			if n == len(pcs) {
+				return n, true
+			}
+			next := *(*unsafe.Pointer)(fp)
+			if uintptr(next)-uintptr(fp)-1 >= maxFrameStep {
+				return n, next == nil
+			}
+			fp = next
+			continue
+		}
 		e := t.lookup(pc)
 		if e == nil {
 			e = fill(pc)
 			t = cacheTab.Load()
+			keys, vals, shift = unsafe.Pointer(unsafe.SliceData(t.keys)), unsafe.Pointer(unsafe.SliceData(t.vals)), t.shift
 		}
 		flags := e.flags
 		switch {
@@ -155,7 +180,12 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 // function that faulted is missing from phys itself, and so from the result).
 //
 // Expand uses the same cache as [Callers]; it is safe for concurrent use.
+//
+//go:nocheckptr
 func Expand(dst []uintptr, phys []uintptr, skip int) int {
+	if skip < 0 {
+		skip = 0
+	}
 	if !fpOK {
 		// CallersFP returned logical PCs already.
 		if skip >= len(phys) {
@@ -166,9 +196,20 @@ func Expand(dst []uintptr, phys []uintptr, skip int) int {
 	n := 0
 	panicCallee, sigpanic := false, false
 	t := cacheTab.Load()
+	keys, vals, shift := unsafe.Pointer(unsafe.SliceData(t.keys)), unsafe.Pointer(unsafe.SliceData(t.vals)), t.shift
+	identity := unsafe.Pointer(identityEntry)
 	for _, pc := range phys {
 		if n == len(dst) {
 			break
+		}
+		// The common case, as in walkCallers.
+		h := uintptr(uint64(pc)*0x9E3779B97F4A7C15) >> shift
+		if skip == 0 && !panicCallee && !sigpanic &&
+			atomic.LoadUintptr((*uintptr)(unsafe.Add(keys, h*ptrSize))) == pc &&
+			atomic.LoadPointer((*unsafe.Pointer)(unsafe.Add(vals, h*ptrSize))) == identity {
+			dst[n] = pc
+			n++
+			continue
 		}
 		if sigpanic {
 			// The runtime looks the faulting instruction itself up,
@@ -179,6 +220,7 @@ func Expand(dst []uintptr, phys []uintptr, skip int) int {
 		if e == nil {
 			e = fill(pc)
 			t = cacheTab.Load()
+			keys, vals, shift = unsafe.Pointer(unsafe.SliceData(t.keys)), unsafe.Pointer(unsafe.SliceData(t.vals)), t.shift
 		}
 		flags := e.flags
 		if flags == flagIdentity {

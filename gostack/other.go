@@ -28,6 +28,7 @@ func CallersFP(skip int, pcs []uintptr) int {
 // Expand copies phys[skip:] into dst: on this architecture [CallersFP]
 // already returns logical PCs.
 func Expand(dst []uintptr, phys []uintptr, skip int) int {
+	skip = max(skip, 0)
 	if skip >= len(phys) {
 		return 0
 	}
