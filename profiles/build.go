@@ -158,9 +158,6 @@ type Builder struct {
 	userLocs []*Location
 }
 
-// builder is the historic name of Builder inside the package.
-type builder = Builder
-
 // NewBuilder returns a builder for the collector's samples.
 func NewBuilder(c *Collector, opt Options) *Builder {
 	b := &Builder{
@@ -295,7 +292,7 @@ func (b *Builder) Profile() *Profile {
 	return b.prof
 }
 
-func (b *builder) mapping(m *unwind.Mapping) *Mapping {
+func (b *Builder) mapping(m *unwind.Mapping) *Mapping {
 	k := mapKey{m.Start, m.End, m.Offset, m.Path}
 	if mm := b.maps[k]; mm != nil {
 		return mm
@@ -309,13 +306,13 @@ func (b *builder) mapping(m *unwind.Mapping) *Mapping {
 	return mm
 }
 
-func (b *builder) newLoc(addr uint64, m *Mapping, kernel bool, lines []symbolize.Location) *Location {
+func (b *Builder) newLoc(addr uint64, m *Mapping, kernel bool, lines []symbolize.Location) *Location {
 	l := &Location{ID: uint64(len(b.prof.Locations) + 1), Addr: addr, Mapping: m, Kernel: kernel, Lines: lines}
 	b.prof.Locations = append(b.prof.Locations, l)
 	return l
 }
 
-func (b *builder) userLoc(space *unwind.AddressSpace, f *unwind.Frame) *Location {
+func (b *Builder) userLoc(space *unwind.AddressSpace, f *unwind.Frame) *Location {
 	pc := f.LookupPC()
 	um := space.Find(pc)
 	var m *Mapping
@@ -339,7 +336,7 @@ func (b *builder) userLoc(space *unwind.AddressSpace, f *unwind.Frame) *Location
 	return l
 }
 
-func (b *builder) kernelLoc(ip uint64) *Location {
+func (b *Builder) kernelLoc(ip uint64) *Location {
 	if l := b.kern[ip]; l != nil {
 		return l
 	}
@@ -378,7 +375,7 @@ func reachesRoot(locs []*Location) bool {
 // samples' leaf frames are in, in the background: loading a library's
 // DWARF (for inlined calls and lines) costs as much as unwinding thousands
 // of samples, and overlaps with it when another core is free.
-func (b *builder) prefetch(samples []*Sample) {
+func (b *Builder) prefetch(samples []*Sample) {
 	type job struct {
 		space *unwind.AddressSpace
 		pc    uint64
