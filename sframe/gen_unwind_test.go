@@ -1,15 +1,13 @@
 package sframe_test
 
 import (
-	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/sframe"
-	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -99,70 +97,5 @@ func TestGenUnwindMatchesEuStack(t *testing.T) {
 }
 
 func genCompareCore(t *testing.T, core, exe string, src *genSource) (frames, bySFrame int) {
-	ref, err := fixture.EuStackCore(t, core, exe)
-	if err != nil {
-		t.Fatalf("eu-stack: %v", err)
-	}
-	c, err := corefile.Open(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	target, err := stacks.FromCore(c, exe, &unwind.Objects{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unwind.Unwinder{
-		Steppers: []unwind.Stepper{sframe.Stepper{Source: src.Section}, unwind.CFITable{}, unwind.FramePointers{}},
-		MaxDepth: 100000,
-	}
-	walks := stacks.Walk(target, stacks.Options{Unwinder: u})
-	if len(walks) != len(ref) {
-		t.Errorf("v%d: core has %d threads, eu-stack printed %d", src.version, len(walks), len(ref))
-	}
-	for _, want := range ref {
-		var got *unwind.Stack
-		for i := range walks {
-			if walks[i].TID == want.TID {
-				got = &walks[i].Stack
-			}
-		}
-		if got == nil {
-			t.Errorf("v%d: thread %d missing", src.version, want.TID)
-			continue
-		}
-		same := len(got.Frames) == len(want.Frames)
-		for i := 0; same && i < len(want.Frames); i++ {
-			same = got.Frames[i].PC == want.Frames[i].PC
-		}
-		if !same {
-			t.Errorf("v%d: thread %d differs from eu-stack (end %s %s):\n%s", src.version, want.TID, got.End, got.Detail, sideBySide(got, want))
-			continue
-		}
-		frames += len(got.Frames)
-		for i := 1; i < len(got.Frames); i++ {
-			if got.Frames[i].Method == unwind.MethodSFrame {
-				bySFrame++
-				continue
-			}
-			callee := &got.Frames[i-1]
-			m := target.Space.Find(callee.LookupPC())
-			if m == nil || m.Module == nil {
-				continue
-			}
-			sec, err := src.Section(m.Module)
-			if errors.Is(err, sframe.ErrNoCFI) {
-				continue
-			}
-			if err != nil || sec == nil {
-				t.Errorf("v%d: no generated section for %s: %v", src.version, m.Module.Path, err)
-				continue
-			}
-			if row, ok := sec.Lookup(callee.LookupPC() - m.Bias); ok && !row.Signal {
-				t.Errorf("v%d: thread %d frame %d (%#x) came from %s although its callee at %#x has SFrame row %v",
-					src.version, want.TID, i, got.Frames[i].PC, got.Frames[i].Method, callee.PC, row)
-			}
-		}
-	}
-	return frames, bySFrame
+	return compareCoreWith(t, core, exe, fmt.Sprintf("v%d: ", src.version), src.Section, true)
 }

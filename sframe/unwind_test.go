@@ -1,6 +1,7 @@
 package sframe_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -58,6 +59,15 @@ func TestCoreMatchesEuStack(t *testing.T) {
 }
 
 func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
+	return compareCoreWith(t, core, exe, "", (&sframe.Cache{}).Section, false)
+}
+
+// compareCoreWith walks every thread of core with SFrame sections from
+// section (then the CFI table, then frame pointers), requires eu-stack's
+// frames, and checks that SFrame produced every frame whose callee it
+// covers (signal frames aside). label prefixes messages; with
+// requireSection every object with CFI must have a section.
+func compareCoreWith(t *testing.T, core, exe, label string, section func(*unwind.Module) (*sframe.Section, error), requireSection bool) (frames, bySFrame int) {
 	ref, err := fixture.EuStackCore(t, core, exe)
 	if err != nil {
 		t.Fatalf("eu-stack: %v", err)
@@ -71,14 +81,13 @@ func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := &sframe.Cache{}
 	u := &unwind.Unwinder{
-		Steppers: []unwind.Stepper{sframe.Stepper{Cache: cache}, unwind.CFITable{}, unwind.FramePointers{}},
+		Steppers: []unwind.Stepper{sframe.Stepper{Source: section}, unwind.CFITable{}, unwind.FramePointers{}},
 		MaxDepth: 100000,
 	}
 	walks := stacks.Walk(target, stacks.Options{Unwinder: u})
 	if len(walks) != len(ref) {
-		t.Errorf("core has %d threads, eu-stack printed %d", len(walks), len(ref))
+		t.Errorf("%score has %d threads, eu-stack printed %d", label, len(walks), len(ref))
 	}
 	for _, want := range ref {
 		var got *unwind.Stack
@@ -88,7 +97,7 @@ func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
 			}
 		}
 		if got == nil {
-			t.Errorf("thread %d missing", want.TID)
+			t.Errorf("%sthread %d missing", label, want.TID)
 			continue
 		}
 		same := len(got.Frames) == len(want.Frames)
@@ -96,7 +105,7 @@ func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
 			same = got.Frames[i].PC == want.Frames[i].PC
 		}
 		if !same {
-			t.Errorf("thread %d differs from eu-stack (end %s %s):\n%s", want.TID, got.End, got.Detail, sideBySide(got, want))
+			t.Errorf("%sthread %d differs from eu-stack (end %s %s):\n%s", label, want.TID, got.End, got.Detail, sideBySide(got, want))
 			continue
 		}
 		frames += len(got.Frames)
@@ -112,17 +121,20 @@ func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
 			if m == nil || m.Module == nil {
 				continue
 			}
-			sec, err := cache.Section(m.Module)
-			if err != nil {
-				t.Errorf("%s: %v", m.Module.Path, err)
+			sec, err := section(m.Module)
+			if errors.Is(err, sframe.ErrNoCFI) {
+				continue
+			}
+			if err != nil || (sec == nil && requireSection) {
+				t.Errorf("%sno section for %s: %v", label, m.Module.Path, err)
 				continue
 			}
 			if sec == nil {
 				continue
 			}
 			if row, ok := sec.Lookup(callee.LookupPC() - m.Bias); ok && !row.Signal {
-				t.Errorf("thread %d frame %d (%#x) came from %s although its callee at %#x has SFrame row %v",
-					want.TID, i, got.Frames[i].PC, got.Frames[i].Method, callee.PC, row)
+				t.Errorf("%sthread %d frame %d (%#x) came from %s although its callee at %#x has SFrame row %v",
+					label, want.TID, i, got.Frames[i].PC, got.Frames[i].Method, callee.PC, row)
 			}
 		}
 	}
