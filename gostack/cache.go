@@ -253,7 +253,9 @@ func classify(pc uintptr) *entry {
 
 // CacheStats reports the size of the process-wide cache that maps return
 // addresses to logical PCs: the number of return addresses cached and the
-// bytes held (entries, their PC lists and the hash table's slots).
+// bytes it holds (the hash table's slots, 16 bytes each, plus the entries of
+// frames that are not ordinary and their PC lists, as Go sizes the structs,
+// before allocator rounding).
 func CacheStats() (entries int, bytes int64) {
 	cacheMu.Lock()
 	t := cacheTab.Load()

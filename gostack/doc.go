@@ -45,6 +45,18 @@
 // frame-pointer walk (the runtime's execution tracer has the same blind spot).
 // Such frames are missing from the result of [Callers] and [CallersFP].
 //
+// # Cost and memory
+//
+// A capture costs one frame-pointer step per physical frame, plus, for
+// [Callers] and [Expand], one hash-table probe per return address. The cache
+// holds every return address seen, for the life of the process (there is no
+// eviction: the number of call sites in the binary bounds it). An ordinary
+// frame (no inlined frames, not a wrapper, not a special runtime function)
+// costs 16 bytes of table slots; other frames add a 32-byte entry and 8 bytes
+// per logical PC. The table doubles when 3/4 full. [CacheStats] reports the
+// current size. The first capture through a return address costs a pclntab
+// look-up, about what [runtime.Callers] pays for that frame.
+//
 // # Runtime internals
 //
 // One runtime function is reached by linkname, because expanding inlined
