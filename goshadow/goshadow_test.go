@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -214,6 +216,98 @@ func TestRuntimeTests(t *testing.T) {
 			t.Errorf("runtime tests failed: %v\n%s", err, lastLines(string(out), 60))
 		}
 	}
+}
+
+// TestRuntimeTestsARM64 runs the same subset built for arm64 under
+// qemu-aarch64, with the torture hooks on. Without binfmt_misc the tests
+// that start a child process (test programs, re-executing the test binary,
+// gdb) cannot run arm64 code, and qemu-user's fork of a threaded process can
+// hang, so those are skipped: they are found by scanning the runtime's test
+// sources for functions that start processes, and the functions calling
+// them. Runs only with -runtimetests.
+func TestRuntimeTestsARM64(t *testing.T) {
+	if !*runtimeTests {
+		t.Skip("pass -runtimetests to run the Go runtime's tests with the overlay")
+	}
+	qemu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		t.Skip("qemu-aarch64 (package qemu-user) is not installed: cannot run arm64 code")
+	}
+	res := testOverlay(t)
+	skip, n, err := childProcessTests(filepath.Join(res.GOROOT, "src", "runtime"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "test", "-v", "-short", "-count=1", "-exec", qemu, "-run", runtimeSubset, "-skip", skip, "runtime")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "GOARCH=arm64", "GOFLAGS="+res.Flag(), "REWIND_SHADOW_TORTURE=1")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	passed := strings.Count(string(out), "--- PASS")
+	t.Logf("GOARCH=arm64 REWIND_SHADOW_TORTURE=1 go test -exec qemu-aarch64 -short -run '%s' runtime (%d tests that start processes skipped): %v, %d passed\n%s",
+		runtimeSubset, n, time.Since(start).Round(time.Second), passed, lastLines(string(out), 2))
+	if err != nil {
+		t.Errorf("runtime tests failed: %v\n%s", err, lastLines(string(out), 60))
+	}
+	if passed < 20 {
+		t.Errorf("only %d runtime tests passed", passed)
+	}
+}
+
+// childProcessTests returns a -skip pattern matching the runtime tests that
+// start processes, directly or through helpers, and how many there are.
+func childProcessTests(dir string) (string, int, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return "", 0, err
+	}
+	funcRE := regexp.MustCompile(`(?m)^func (?:\([^)]*\) )?(\w+)`)
+	starts := regexp.MustCompile(`runTestProg|buildTestProg|testenv\.Command|exec\.Command|MustHaveExec|os\.Args\[0\]|runBuiltTestProg|testenv\.Executable|CleanCmdEnv|startTestProg|gdb|lldb`)
+	bodies := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", 0, err
+		}
+		src := string(b)
+		locs := funcRE.FindAllStringSubmatchIndex(src, -1)
+		for i, l := range locs {
+			end := len(src)
+			if i+1 < len(locs) {
+				end = locs[i+1][0]
+			}
+			name := src[l[2]:l[3]]
+			bodies[name] += src[l[0]:end]
+		}
+	}
+	bad := map[string]bool{}
+	for name, body := range bodies {
+		if starts.MatchString(body) {
+			bad[name] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for name, body := range bodies {
+			if bad[name] {
+				continue
+			}
+			for b := range bad {
+				if strings.Contains(body, b+"(") {
+					bad[name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var tests []string
+	for name := range bad {
+		if strings.HasPrefix(name, "Test") {
+			tests = append(tests, name)
+		}
+	}
+	slices.Sort(tests)
+	return "^(" + strings.Join(tests, "|") + ")$", len(tests), nil
 }
 
 func lastLines(s string, n int) string {
