@@ -347,7 +347,9 @@ func (b *Builder) kernelLoc(ip uint64) *Location {
 }
 
 // rootFunctions are the functions a complete user stack ends in: the
-// program entry, glibc's thread entry points, and Go's goroutine root.
+// program entry, glibc's thread entry points, and the functions Go's own
+// traceback treats as the top of a stack (TOPFRAME: runtime.goexit for
+// goroutines, runtime.mstart and runtime.rt0_go for the g0 stacks).
 var rootFunctions = map[string]bool{
 	"_start": true, "__libc_start_main": true, "__libc_start_main_impl": true, "__libc_start_call_main": true,
 	"start_thread": true, "clone3": true, "__clone3": true, "clone": true, "__clone": true,

@@ -373,3 +373,29 @@ func TestTakeInPieces(t *testing.T) {
 		t.Errorf("fidelity differs:\n%s\nvs\n%s", a.String(), c.String())
 	}
 }
+
+// TestLiveGoProgram records a Go program: its goroutines' stacks must
+// reach runtime.goexit (and the scheduler's threads runtime.mstart), with
+// every frame of main.work -> main.spin present. A few samples cannot: in
+// Go's signal handler (runtime.sigtramp has no unwind information for the
+// signal frame) and on g0 stacks entered through runtime.mcall, which does
+// not link back to the goroutine's stack; hence 97%, not 99%.
+func TestLiveGoProgram(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildGo(t)
+	col := record(t, []string{exe, "1"}, perfevent.Options{Freq: 499})
+	p := profiles.Build(col, profiles.Options{Methods: methods("auto", "fp")})
+	var buf bytes.Buffer
+	p.WriteFidelity(&buf)
+	t.Logf("%d samples\n%s", len(p.Stacks), buf.String())
+	auto := fidelity(p, "auto")
+	if auto.Samples < 100 || auto.Percent() < 97 {
+		t.Errorf("auto: %.2f%% of %d stacks complete, want >= 97%%", auto.Percent(), auto.Samples)
+	}
+	text := folded(p)
+	for _, want := range []string{";runtime.goexit;main.main.func1;main.work;main.spin", ";runtime.goexit;runtime.main;main.main;main.work;main.spin"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no folded stack contains %q", want)
+		}
+	}
+}

@@ -19,6 +19,9 @@ import (
 //go:embed csrc/cpu.c
 var cpuSource []byte
 
+//go:embed gosrc/main.go.txt
+var goSource []byte
+
 var (
 	buildMu sync.Mutex
 	built   = map[string]string{}
@@ -100,4 +103,30 @@ func RequirePerf(tb testing.TB) string {
 		tb.Skipf("perf does not run: %v\n%s", err, out)
 	}
 	return path
+}
+
+// BuildGo compiles a CPU-bound Go program (usage: prog SECONDS; main and 3
+// goroutines spin in main.work -> main.spin) with the installed go
+// command and returns the executable. A missing go command skips tb.
+func BuildGo(tb testing.TB) string {
+	tb.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		tb.Skipf("no go command: %v", err)
+	}
+	dir := tb.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), goSource, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module spin\n\ngo 1.21\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	exe := filepath.Join(dir, "spin")
+	cmd := exec.Command(goCmd, "build", "-o", exe, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build: %v\n%s", err, out)
+	}
+	return exe
 }
