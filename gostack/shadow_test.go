@@ -627,9 +627,10 @@ func TestShadowStress(t *testing.T) {
 		if strings.Contains(joined, "gostack.(*machine).run") {
 			machineSamples++
 			// runtime/pprof drops runtime.goexit: a complete stack ends
-			// in the goroutine's function.
+			// in the goroutine's function. The CPU profiler keeps 64
+			// physical frames, so only shorter samples are judged.
 			last := names[len(names)-1]
-			if len(s.Location) < 60 && last != "runtime.goexit" && !strings.Contains(last, "TestShadowStress.func") {
+			if len(s.Location) < 50 && last != "runtime.goexit" && !strings.Contains(last, "TestShadowStress.func") {
 				t.Errorf("CPU profile sample does not reach the goroutine's function: %s", joined)
 				if broken++; broken > 3 {
 					t.FailNow()
