@@ -183,7 +183,7 @@ func TestShadowTestsARM64(t *testing.T) {
 		t.Skip("qemu-aarch64 (package qemu-user) is not installed: cannot run arm64 code")
 	}
 	res := testOverlay(t)
-	out := goTest(t, res, []string{"GOARCH=arm64", "REWIND_SHADOW_TORTURE=1"}, "-exec", qemu, "-short", "-count=1", "-run", "Shadow", "./gostack")
+	out := goTest(t, res, []string{"GOARCH=arm64", "REWIND_SHADOW_TORTURE=1", "REWIND_SHADOW_EXEC=" + qemu}, "-exec", qemu, "-short", "-count=1", "-run", "Shadow", "./gostack")
 	if !strings.Contains(out, "ok") {
 		t.Fatalf("unexpected output:\n%s", out)
 	}

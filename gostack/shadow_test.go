@@ -681,7 +681,8 @@ func TestShadowTortureHook(t *testing.T) {
 	}
 }
 
-// TestShadowFatalTraceback crashes a child process with an unrecovered panic
+// TestShadowFatalTraceback crashes a child process (started through
+// $REWIND_SHADOW_EXEC when that is set, as goshadow's arm64 run does) with an unrecovered panic
 // while a return slot holds the trampoline: the runtime's fatal traceback
 // must print every frame (GOTRACEBACK=system shows the runtime's too).
 func TestShadowFatalTraceback(t *testing.T) {
@@ -693,7 +694,13 @@ func TestShadowFatalTraceback(t *testing.T) {
 		})
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShadowFatalTraceback$")
+	args := []string{os.Args[0], "-test.run=^TestShadowFatalTraceback$"}
+	if wrap := os.Getenv("REWIND_SHADOW_EXEC"); wrap != "" {
+		// Under emulation (qemu-user without binfmt_misc) the child
+		// binary must be started through the emulator too.
+		args = append([]string{wrap}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "REWIND_SHADOW_CRASH=1", "GOTRACEBACK=system")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
@@ -720,28 +727,27 @@ func spin(n int) int {
 }
 
 //go:noinline
-func spinDeep(depth, n int, pcs []uintptr) int {
+func spinDeep(depth, n int, pcs []uintptr, more func() bool) (bad int) {
 	if depth > 0 {
-		return spinDeep(depth-1, n, pcs) + 1
+		return spinDeep(depth-1, n, pcs, more)
 	}
 	ShadowCallersEager(1, pcs)
-	return spin(n)
+	want := spin(n)
+	for more() {
+		if spin(n) != want {
+			bad++
+		}
+	}
+	return bad
 }
 
 // TestShadowAsyncPreempt spins in goroutines whose stacks hold a patched
-// return slot while the GC stops them (asynchronous preemption) and scans
-// their stacks through the trampoline.
+// return slot while the GC stops them (asynchronous preemption: the loop in
+// spin makes no calls) and scans their stacks through the trampoline.
 func TestShadowAsyncPreempt(t *testing.T) {
-	spins := 300_000_000
-	if testing.Short() {
-		spins = 60_000_000
-	}
-	want := spin(spins) + 60
 	stop := make(chan bool)
 	var gcs atomic.Int32
-	started := make(chan bool)
 	go func() {
-		close(started)
 		for {
 			select {
 			case <-stop:
@@ -752,15 +758,17 @@ func TestShadowAsyncPreempt(t *testing.T) {
 			}
 		}
 	}()
-	<-started
+	// Spin until the GC has run a few times during the spins.
+	target := gcs.Load() + 4
+	more := func() bool { return gcs.Load() < target }
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var pcs [256]uintptr
-			if got := spinDeep(60, spins, pcs[:]); got != want {
-				t.Errorf("spinDeep = %d, want %d", got, want)
+			if bad := spinDeep(60, 20_000_000, pcs[:], more); bad != 0 {
+				t.Errorf("%d spins computed a wrong sum", bad)
 			}
 			if _, hits := ShadowStats(); hits < 60 {
 				t.Errorf("%d returns through the trampoline, want at least 60", hits)
@@ -769,8 +777,5 @@ func TestShadowAsyncPreempt(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
-	if gcs.Load() == 0 {
-		t.Error("no GC ran during the spins")
-	}
-	t.Logf("%d GCs during the spins", gcs.Load())
+	t.Logf("%d GCs", gcs.Load())
 }
