@@ -357,15 +357,15 @@ func runMachine(t testing.TB, seed int64, steps, maxDepth int) *machine {
 }
 
 func TestShadowRandomSequences(t *testing.T) {
-	seeds := 40
+	seeds, steps := 40, 20000
 	if testing.Short() {
-		seeds = 12
+		seeds, steps = 12, 3000
 	}
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		maxDepth := []int{4, 16, 64, 300}[seed%4]
 		done := make(chan *machine)
 		go func() { // a fresh goroutine: a fresh shadow stack
-			done <- runMachine(t, seed, 3000, maxDepth)
+			done <- runMachine(t, seed, steps, maxDepth)
 		}()
 		m := <-done
 		if t.Failed() {
