@@ -127,9 +127,18 @@ func BenchmarkShadow(b *testing.B) {
 	}
 }
 
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 var (
 	shadowTable  = flag.Bool("shadowtable", false, "run the shadow-stack benchmarks and print their ratio tables")
-	shadowRounds = flag.Int("shadowrounds", 3, "with -shadowtable: rounds per cell; the table keeps the fastest")
+	shadowRounds = flag.Int("shadowrounds", 5, "with -shadowtable: rounds per cell; the table shows medians")
 	shadowCases  = flag.String("shadowcases", "best,worst", "with -shadowtable: which tables")
 )
 
@@ -138,9 +147,11 @@ var (
 //	go test -overlay=DIR/overlay.json -tags rewind_shadow ./gostack \
 //		-run ShadowBenchTable -v -shadowtable -test.benchtime=200ms
 //
-// Every cell is measured -shadowrounds times, interleaved with the others,
-// and the fastest kept (the machine is shared). Ratios are CallersFP's time
-// divided by the method's: above 1 is faster than the plain walk.
+// Every cell is measured -shadowrounds times, interleaved with the others;
+// the methods of a cell run back to back and each round gives a ratio, of
+// which the table shows the median (the machine is shared). Ratios are
+// CallersFP's time divided by the method's: above 1 is faster than the
+// plain walk.
 func TestShadowBenchTable(t *testing.T) {
 	if !*shadowTable {
 		t.Skip("pass -shadowtable to run the benchmarks")
@@ -155,31 +166,42 @@ func TestShadowBenchTable(t *testing.T) {
 	}) bool {
 		return !slices.Contains(strings.Split(*shadowCases, ","), c.name)
 	})
-	ns := make([][][4]float64, len(cases))
+	// ns[case][depth][mode][round]
+	ns := make([][][4][]float64, len(cases))
 	for i := range ns {
-		ns[i] = make([][4]float64, len(benchDepths))
+		ns[i] = make([][4][]float64, len(benchDepths))
 	}
 	for range *shadowRounds {
 		for ci, c := range cases {
 			for di, depth := range benchDepths {
+				// The methods of one cell run back to back, so a change
+				// of load on the shared machine hits them alike.
 				for mode := range modeNames {
 					r := testing.Benchmark(func(b *testing.B) { c.run(b, depth, mode) })
 					v := float64(r.T.Nanoseconds()) / float64(r.N)
-					if old := ns[ci][di][mode]; old == 0 || v < old {
-						ns[ci][di][mode] = v
-					}
+					ns[ci][di][mode] = append(ns[ci][di][mode], v)
 				}
 			}
 		}
 	}
 	for ci, c := range cases {
 		var out strings.Builder
-		fmt.Fprintf(&out, "\n%s case, ns/op (fastest of %d), ratio = FP time / method time\n", c.name, *shadowRounds)
+		fmt.Fprintf(&out, "\n%s case: median ns/op of %d rounds; ratio = median over rounds of FP time / method time\n", c.name, *shadowRounds)
 		fmt.Fprintf(&out, "%6s %10s %10s %10s %10s %8s %8s %8s\n", "depth", "FP", "Shadow", "Eager", "Callers", "Shadow", "Eager", "Callers")
 		for di, depth := range benchDepths {
 			v := ns[ci][di]
-			fmt.Fprintf(&out, "%6d %10.1f %10.1f %10.1f %10.1f %7.2fx %7.2fx %7.2fx\n", depth, v[0], v[1], v[2], v[3],
-				v[0]/v[1], v[0]/v[2], v[0]/v[3])
+			var med [4]float64
+			var ratio [4]float64
+			for mode := range modeNames {
+				med[mode] = median(v[mode])
+				rs := make([]float64, len(v[mode]))
+				for r := range rs {
+					rs[r] = v[0][r] / v[mode][r]
+				}
+				ratio[mode] = median(rs)
+			}
+			fmt.Fprintf(&out, "%6d %10.1f %10.1f %10.1f %10.1f %7.2fx %7.2fx %7.2fx\n", depth, med[0], med[1], med[2], med[3],
+				ratio[1], ratio[2], ratio[3])
 		}
 		t.Log(out.String())
 	}
