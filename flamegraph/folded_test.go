@@ -117,7 +117,6 @@ func FuzzParseFolded(f *testing.F) {
 	})
 }
 
-
 // FuzzRender feeds arbitrary names and counts to both writers: they must
 // not panic, the SVG must be well-formed XML with a single script, and the
 // HTML must hold a single script element.

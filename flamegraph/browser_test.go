@@ -1,0 +1,483 @@
+package flamegraph
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The browser tests load generated pages in headless Chromium and drive
+// them over the DevTools protocol (--remote-debugging-pipe: JSON messages
+// separated by NUL bytes on file descriptors 3 and 4), so clicks, hovers
+// and key presses are real input events, and screenshots are real pixels.
+
+// chromium finds a Chromium binary, installing Debian's package when
+// running as root with apt-get available; otherwise the test is skipped.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil || os.Geteuid() != 0 {
+		t.Skip("chromium is not installed and cannot be installed here (needs root and apt-get): apt-get install -y chromium")
+	}
+	t.Log("chromium missing: apt-get update && apt-get install -y chromium")
+	install := exec.Command("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Skipf("chromium is not installed and installing it failed: %v\n%s", err, out)
+	}
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium still not found after apt-get install")
+	}
+	return p
+}
+
+// browser is one headless Chromium with a page attached.
+type browser struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	in      *os.File // our end of Chromium's fd 3
+	out     *bufio.Reader
+	next    int
+	session string
+}
+
+func startBrowser(t *testing.T) *browser {
+	t.Helper()
+	bin := chromium(t)
+	toChrome, chromeIn, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chromeOut, fromChrome, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu",
+		"--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+		"--disable-extensions", "--hide-scrollbars", "--remote-debugging-pipe",
+		"--user-data-dir="+t.TempDir(), "--window-size=1280,800", "about:blank")
+	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fd 3: commands in, fd 4: replies out
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	toChrome.Close()
+	fromChrome.Close()
+	b := &browser{t: t, cmd: cmd, in: chromeIn, out: bufio.NewReaderSize(chromeOut, 1<<20)}
+	t.Cleanup(func() {
+		b.in.Close()
+		chromeOut.Close()
+		b.cmd.Process.Kill()
+		b.cmd.Wait()
+		if t.Failed() {
+			t.Logf("chromium stderr:\n%s", stderr.String())
+		}
+	})
+	var targets struct {
+		TargetInfos []struct{ TargetID, Type string } `json:"targetInfos"`
+	}
+	b.call("", "Target.getTargets", nil, &targets)
+	id := ""
+	for _, ti := range targets.TargetInfos {
+		if ti.Type == "page" {
+			id = ti.TargetID
+		}
+	}
+	if id == "" {
+		var created struct{ TargetID string }
+		b.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &created)
+		id = created.TargetID
+	}
+	var att struct{ SessionID string }
+	b.call("", "Target.attachToTarget", map[string]any{"targetId": id, "flatten": true}, &att)
+	b.session = att.SessionID
+	b.call(b.session, "Page.enable", nil, nil)
+	return b
+}
+
+// call sends one command and waits for its reply, skipping events.
+func (b *browser) call(session, method string, params any, result any) {
+	b.t.Helper()
+	b.next++
+	msg := map[string]any{"id": b.next, "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	if session != "" {
+		msg["sessionId"] = session
+	}
+	data, _ := json.Marshal(msg)
+	if _, err := b.in.Write(append(data, 0)); err != nil {
+		b.t.Fatalf("%s: writing to chromium: %v", method, err)
+	}
+	deadline := time.AfterFunc(60*time.Second, func() { b.cmd.Process.Kill() })
+	defer deadline.Stop()
+	for {
+		line, err := b.out.ReadBytes(0)
+		if err != nil {
+			b.t.Fatalf("%s: reading from chromium: %v", method, err)
+		}
+		var reply struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(line[:len(line)-1], &reply); err != nil {
+			b.t.Fatalf("%s: bad reply %q: %v", method, line, err)
+		}
+		if reply.ID != b.next {
+			continue // an event
+		}
+		if reply.Error != nil {
+			b.t.Fatalf("%s: %s", method, reply.Error.Message)
+		}
+		if result != nil {
+			if err := json.Unmarshal(reply.Result, result); err != nil {
+				b.t.Fatalf("%s: decoding %s: %v", method, reply.Result, err)
+			}
+		}
+		return
+	}
+}
+
+// eval runs a JavaScript expression in the page and decodes its JSON
+// value into v.
+func (b *browser) eval(expr string, v any) {
+	b.t.Helper()
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text      string `json:"text"`
+			Exception struct {
+				Description string `json:"description"`
+			} `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	b.call(b.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &r)
+	if r.ExceptionDetails != nil {
+		b.t.Fatalf("evaluating %s: %s %s", expr, r.ExceptionDetails.Text, r.ExceptionDetails.Exception.Description)
+	}
+	if v != nil {
+		if err := json.Unmarshal(r.Result.Value, v); err != nil {
+			b.t.Fatalf("evaluating %s: result %s: %v", expr, r.Result.Value, err)
+		}
+	}
+}
+
+// open navigates to a file and waits until the flame graph script has run.
+func (b *browser) open(url string) {
+	b.t.Helper()
+	b.call(b.session, "Page.navigate", map[string]any{"url": url}, nil)
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(50 * time.Millisecond) {
+		var ready bool
+		b.eval(`!!(document.getElementById("fg") && document.getElementById("fg").getAttribute("data-ready") === "1" && document.location.href === `+jsString(url)+`)`, &ready)
+		if ready {
+			return
+		}
+	}
+	var state string
+	b.eval(`document.readyState + " " + document.location.href + " " + (document.documentElement ? document.documentElement.outerHTML.slice(0, 400) : "")`, &state)
+	b.t.Fatalf("%s: flame graph script did not finish (%s)", url, state)
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// mouse sends a real mouse event at page coordinates.
+func (b *browser) mouse(typ string, x, y float64) {
+	p := map[string]any{"type": typ, "x": x, "y": y}
+	if typ != "mouseMoved" {
+		p["button"] = "left"
+		p["clickCount"] = 1
+	}
+	b.call(b.session, "Input.dispatchMouseEvent", p, nil)
+}
+
+func (b *browser) click(x, y float64) {
+	b.mouse("mouseMoved", x, y)
+	b.mouse("mousePressed", x, y)
+	b.mouse("mouseReleased", x, y)
+}
+
+// frameBox is where a frame (found by name) is on screen.
+type frameBox struct {
+	ID      string
+	X, Y, W float64
+	Shown   bool
+	Anc     bool
+}
+
+func (b *browser) frame(name string) frameBox {
+	b.t.Helper()
+	var raw struct {
+		ID    string  `json:"id"`
+		X     float64 `json:"x"`
+		Y     float64 `json:"y"`
+		W     float64 `json:"w"`
+		Shown bool    `json:"shown"`
+		Anc   bool    `json:"anc"`
+	}
+	b.eval(`(function(){
+		var gs = document.querySelectorAll("g.f");
+		for (var i = 0; i < gs.length; i++) {
+			var t = gs[i].querySelector("title").textContent;
+			if (t.slice(0, t.lastIndexOf("\n")) !== `+jsString(name)+`) continue;
+			var r = gs[i].querySelector("rect").getBoundingClientRect();
+			return {id: gs[i].id, x: r.x + r.width / 2, y: r.y + r.height / 2, w: r.width,
+				shown: getComputedStyle(gs[i]).display !== "none" && r.width > 0,
+				anc: gs[i].classList.contains("anc")};
+		}
+		return {id: ""};
+	})()`, &raw)
+	if raw.ID == "" {
+		b.t.Fatalf("no frame named %q in the page", name)
+	}
+	return frameBox{raw.ID, raw.X, raw.Y, raw.W, raw.Shown, raw.Anc}
+}
+
+// screenshot captures the viewport and checks it is a drawn flame graph:
+// many distinct colours and a good share of non-white pixels.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	var shot struct{ Data string }
+	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot)
+	data, err := base64.StdEncoding.DecodeString(shot.Data)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	path := filepath.Join(b.t.TempDir(), name)
+	if dir := os.Getenv("REWIND_SCREENSHOT_DIR"); dir != "" {
+		path = filepath.Join(dir, name)
+	}
+	os.WriteFile(path, data, 0o644)
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		b.t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	colours, nonWhite, all := countColours(img)
+	b.t.Logf("screenshot %s: %dx%d, %d colours, %.1f%% non-white", path, img.Bounds().Dx(), img.Bounds().Dy(), colours, 100*float64(nonWhite)/float64(all))
+	if colours < 20 || float64(nonWhite) < 0.05*float64(all) {
+		b.t.Errorf("screenshot looks blank: %d colours, %d of %d pixels non-white", colours, nonWhite, all)
+	}
+}
+
+func countColours(img image.Image) (colours, nonWhite, all int) {
+	seen := map[[3]uint32]bool{}
+	r := img.Bounds()
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			seen[[3]uint32{cr >> 8, cg >> 8, cb >> 8}] = true
+			if cr>>8 < 245 || cg>>8 < 245 || cb>>8 < 245 {
+				nonWhite++
+			}
+			all++
+		}
+	}
+	return len(seen), nonWhite, all
+}
+
+// browserProfile is a small profile with user, kernel and unknown frames
+// and every hostile name.
+func browserProfile() []Sample {
+	s := []Sample{
+		{[]string{"_start", "__libc_start_main", "main", "work", "compute"}, 500},
+		{[]string{"_start", "__libc_start_main", "main", "work", "io_read"}, 200},
+		{[]string{"_start", "__libc_start_main", "main", "setup"}, 100},
+		{[]string{"clone3", "start_thread", "worker", "entry_SYSCALL_64 [k]", "do_syscall_64 [k]"}, 300},
+		{[]string{"[unknown]", "[unknown]"}, 50},
+	}
+	for _, n := range hostileNames {
+		s = append(s, Sample{Stack: []string{"_start", "__libc_start_main", "main", "hostile", n}, Value: 10})
+	}
+	return s
+}
+
+func writeFile(t *testing.T, name string, write func(*bytes.Buffer) error) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + path
+}
+
+// TestBrowserHTML loads the HTML page in Chromium: hostile names stay
+// text, the screenshot is not blank, a real click zooms, hovering shows
+// the tooltip, typing searches with the right matched share, Escape resets
+// and a #zoom= fragment zooms on load.
+func TestBrowserHTML(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	b := startBrowser(t)
+	url := writeFile(t, "fg.html", func(w *bytes.Buffer) error {
+		return WriteHTML(w, browserProfile(), Options{Title: "browser test", Subtitle: "rewind record -F 99"})
+	})
+	b.open(url)
+	checkHostile(t, b)
+	b.screenshot("fg-html.png")
+	checkZoom(t, b)
+
+	// Hover: the floating tooltip shows name, value and percentage.
+	c := b.frame("compute")
+	b.mouse("mouseMoved", c.X, c.Y)
+	var tip string
+	b.eval(`getComputedStyle(document.getElementById("fg-tip")).display === "block" ? document.getElementById("fg-tip").textContent : ""`, &tip)
+	total := 500 + 200 + 100 + 300 + 50 + 10*len(hostileNames)
+	want := fmt.Sprintf("compute\n500 samples, %.2f%% of all", 100*500.0/float64(total))
+	if !strings.HasPrefix(tip, want) {
+		t.Errorf("tooltip %q, want it to start with %q", tip, want)
+	}
+
+	// Search by typing: "o" would match too much; "_read" matches only
+	// io_read, "start" matches _start, __libc_start_main, start_thread
+	// (nested matches counted once).
+	b.eval(`document.getElementById("fg-search-input").focus(), true`, nil)
+	b.call(b.session, "Input.insertText", map[string]any{"text": "start"}, nil)
+	var matched string
+	b.eval(`document.getElementById("fg").getAttribute("data-matched")`, &matched)
+	wantPct := fmt.Sprintf("%.2f", 100*float64(total-50)/float64(total))
+	if matched != wantPct {
+		t.Errorf("search \"start\" matched %s%%, want %s%%", matched, wantPct)
+	}
+	var magenta int
+	b.eval(`Array.from(document.querySelectorAll("g.f rect")).filter(function(r){return r.getAttribute("fill")==="rgb(230,0,230)"}).length`, &magenta)
+	if magenta != 3 {
+		t.Errorf("%d frames highlighted for \"start\", want 3", magenta)
+	}
+
+	// Escape resets zoom and search.
+	b.call(b.session, "Input.dispatchKeyEvent", map[string]any{"type": "keyDown", "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}, nil)
+	var state struct{ Zoom, Matched string }
+	b.eval(`({Zoom: document.getElementById("fg").getAttribute("data-zoom"), Matched: document.getElementById("fg").getAttribute("data-matched")})`, &state)
+	if state.Zoom != "" || state.Matched != "" {
+		t.Errorf("after Escape: zoom %q matched %q, want both empty", state.Zoom, state.Matched)
+	}
+	if f := b.frame("worker"); !f.Shown {
+		t.Error("after Escape, frame worker is still hidden")
+	}
+
+	// A fragment zooms on load.
+	work := b.frame("work")
+	b.open(url + "#zoom=" + work.ID + "&search=comp")
+	if f := b.frame("worker"); f.Shown {
+		t.Error("#zoom=work: frame worker is shown")
+	}
+	b.eval(`document.getElementById("fg").getAttribute("data-matched")`, &matched)
+	if want := fmt.Sprintf("%.2f", 100*500.0/float64(total)); matched != want {
+		t.Errorf("#search=comp matched %s%%, want %s%%", matched, want)
+	}
+}
+
+// TestBrowserSVG loads the standalone SVG document: it must parse as XML
+// in the browser, keep hostile names as text, and zoom on a real click.
+func TestBrowserSVG(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	b := startBrowser(t)
+	url := writeFile(t, "fg.svg", func(w *bytes.Buffer) error {
+		return WriteSVG(w, browserProfile(), Options{Title: "browser test"})
+	})
+	b.open(url)
+	var errs int
+	b.eval(`document.getElementsByTagName("parsererror").length`, &errs)
+	if errs != 0 {
+		t.Fatal("Chromium reports an XML parse error in the SVG")
+	}
+	checkHostile(t, b)
+	b.screenshot("fg-svg.png")
+	checkZoom(t, b)
+}
+
+// checkHostile checks in the live DOM that no hostile name became markup
+// or ran, and that each is shown as its exact (display) text.
+func checkHostile(t *testing.T, b *browser) {
+	t.Helper()
+	var dom struct {
+		Pwned   bool     `json:"pwned"`
+		Scripts int      `json:"scripts"`
+		Foreign int      `json:"foreign"`
+		Titles  []string `json:"titles"`
+	}
+	b.eval(`({pwned: window.pwned !== undefined,
+		scripts: document.getElementsByTagName("script").length,
+		foreign: document.querySelectorAll("img, iframe, svg svg, foreignObject").length,
+		titles: Array.from(document.querySelectorAll("g.f > title")).map(function (t) {
+			return t.textContent.slice(0, t.textContent.lastIndexOf("\n"));
+		})})`, &dom)
+	if dom.Pwned || dom.Scripts != 1 || dom.Foreign != 0 {
+		t.Errorf("hostile names changed the document: pwned=%v scripts=%d injected elements=%d", dom.Pwned, dom.Scripts, dom.Foreign)
+	}
+	have := map[string]bool{}
+	for _, s := range dom.Titles {
+		have[s] = true
+	}
+	for _, n := range hostileNames {
+		if !have[displayName(n)] {
+			t.Errorf("no frame shows %q as text", displayName(n))
+		}
+	}
+}
+
+// checkZoom clicks the frame "work" with real mouse events and checks the
+// view zoomed: work spans the width, its ancestors are marked, frames
+// outside it are hidden; clicking "all" resets.
+func checkZoom(t *testing.T, b *browser) {
+	t.Helper()
+	before := b.frame("work")
+	if !b.frame("worker").Shown {
+		t.Fatal("frame worker hidden before zooming")
+	}
+	b.click(before.X, before.Y)
+	var zoom string
+	b.eval(`document.getElementById("fg").getAttribute("data-zoom")`, &zoom)
+	if zoom != before.ID {
+		t.Fatalf("after clicking work (%s): data-zoom=%q", before.ID, zoom)
+	}
+	after := b.frame("work")
+	full := b.frame("all")
+	if after.W < 0.99*full.W || after.W < 1.2*before.W {
+		t.Errorf("work is %.1f px wide after zoom (was %.1f, full %.1f)", after.W, before.W, full.W)
+	}
+	if b.frame("worker").Shown {
+		t.Error("frame worker (outside work) still shown after zoom")
+	}
+	if m := b.frame("main"); !m.Shown || !m.Anc {
+		t.Errorf("ancestor main: shown=%v marked=%v", m.Shown, m.Anc)
+	}
+	if c := b.frame("compute"); !c.Shown || c.W <= before.W*500/700*0.99 {
+		t.Errorf("child compute: shown=%v width %.1f", c.Shown, c.W)
+	}
+	b.click(full.X, full.Y)
+	b.eval(`document.getElementById("fg").getAttribute("data-zoom")`, &zoom)
+	if zoom != "" || !b.frame("worker").Shown {
+		t.Errorf("clicking all did not reset the zoom (data-zoom=%q)", zoom)
+	}
+}
