@@ -74,15 +74,27 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 	panicCallee := false
 	for fp != nil {
 		pc := *(*uintptr)(unsafe.Add(fp, ptrSize))
-		// The common case, inlined by hand: pc is in its home slot and
-		// is an ordinary frame (identityEntry). h < len(keys) because
-		// shift is 64 - log2(len(keys)).
+		// The common cases, inlined by hand: pc is in its home slot,
+		// nothing is being skipped, and pc is an ordinary frame
+		// (identityEntry) or one with inlined frames and no other rule.
+		// h < len(keys) because shift is 64 - log2(len(keys)).
 		h := uintptr(uint64(pc)*0x9E3779B97F4A7C15) >> shift
-		if skip == 0 && !panicCallee &&
-			atomic.LoadUintptr((*uintptr)(unsafe.Add(keys, h*ptrSize))) == pc &&
-			atomic.LoadPointer((*unsafe.Pointer)(unsafe.Add(vals, h*ptrSize))) == identity {
-			pcs[n] = pc
-			n++
+		if skip == 0 && !panicCallee && atomic.LoadUintptr((*uintptr)(unsafe.Add(keys, h*ptrSize))) == pc {
+			v := atomic.LoadPointer((*unsafe.Pointer)(unsafe.Add(vals, h*ptrSize)))
+			if v == identity {
+				pcs[n] = pc
+				n++
+			} else if e := (*entry)(v); e != nil && e.flags&^flagInnermostHidden == 0 && len(e.pcs) < len(pcs)-n {
+				// (e is nil for pc 0, which matches a free slot.)
+				// Inlined frames and nothing else special, and
+				// room for all of them and more.
+				for _, l := range e.pcs {
+					pcs[n] = l
+					n++
+				}
+			} else {
+				goto general
+			}
 			if n == len(pcs) {
 				return n, true
 			}
@@ -93,6 +105,7 @@ func walkCallers(skip int, pcs []uintptr) (n int, ok bool) {
 			fp = next
 			continue
 		}
+	general:
 		e := t.lookup(pc)
 		if e == nil {
 			e = fill(pc)
@@ -202,14 +215,22 @@ func Expand(dst []uintptr, phys []uintptr, skip int) int {
 		if n == len(dst) {
 			break
 		}
-		// The common case, as in walkCallers.
+		// The common cases, as in walkCallers.
 		h := uintptr(uint64(pc)*0x9E3779B97F4A7C15) >> shift
-		if skip == 0 && !panicCallee && !sigpanic &&
-			atomic.LoadUintptr((*uintptr)(unsafe.Add(keys, h*ptrSize))) == pc &&
-			atomic.LoadPointer((*unsafe.Pointer)(unsafe.Add(vals, h*ptrSize))) == identity {
-			dst[n] = pc
-			n++
-			continue
+		if skip == 0 && !panicCallee && !sigpanic && atomic.LoadUintptr((*uintptr)(unsafe.Add(keys, h*ptrSize))) == pc {
+			v := atomic.LoadPointer((*unsafe.Pointer)(unsafe.Add(vals, h*ptrSize)))
+			if v == identity {
+				dst[n] = pc
+				n++
+				continue
+			}
+			if e := (*entry)(v); e != nil && e.flags&^flagInnermostHidden == 0 && len(e.pcs) <= len(dst)-n {
+				for _, l := range e.pcs {
+					dst[n] = l
+					n++
+				}
+				continue
+			}
 		}
 		if sigpanic {
 			// The runtime looks the faulting instruction itself up,

@@ -52,10 +52,11 @@
 // holds every return address seen, for the life of the process (there is no
 // eviction: the number of call sites in the binary bounds it). An ordinary
 // frame (no inlined frames, not a wrapper, not a special runtime function)
-// costs 16 bytes of table slots; other frames add a 32-byte entry and 8 bytes
-// per logical PC. The table doubles when 3/4 full. [CacheStats] reports the
-// current size. The first capture through a return address costs a pclntab
-// look-up, about what [runtime.Callers] pays for that frame.
+// costs one 16-byte table slot, which with the table between 3/8 and 3/4 full
+// (it doubles at 3/4) is 21 to 43 bytes per return address; other frames add
+// a 32-byte entry and 8 bytes per logical PC. [CacheStats] reports the
+// current size. The first capture through a return address costs a few
+// pclntab look-ups for it.
 //
 // # Runtime internals
 //
