@@ -88,10 +88,9 @@ func parseFoldedLine(line []byte, intern map[string]string) (Sample, error) {
 	if n < 0 {
 		return Sample{}, fmt.Errorf("negative count %d", n)
 	}
-	stackText := bytes.TrimRight(line[:sp], " ")
-	if len(stackText) == 0 {
-		return Sample{}, errors.New("empty stack before the count")
-	}
+	// Only the one space before the count separates; like flamegraph.pl,
+	// further spaces belong to the leaf frame's name.
+	stackText := line[:sp]
 	// Every ';' separates two frames; empty frames at the end are dropped
 	// (as flamegraph.pl's split does), so "a;b;" is the stack a, b.
 	var stack []string
