@@ -92,9 +92,11 @@ func TestCommandAt999Hz(t *testing.T) {
 	if !sawExec || !sawExeMmap {
 		t.Errorf("missing the exec's COMM (%v) or the executable's MMAP2 (%v): not enabled on exec?", sawExec, sawExeMmap)
 	}
-	// 1 s at 999 Hz on at least one CPU; the machine may be shared.
-	if samples < 300 {
-		t.Errorf("%d samples in 1 s of 4 busy threads at 999 Hz, want >= 300", samples)
+	// 1 s of 4 busy threads at 999 Hz: up to 2000 samples on 2 idle
+	// CPUs, far fewer on a loaded machine (cpu-clock counts only the time
+	// the threads run).
+	if samples < 150 {
+		t.Errorf("%d samples in 1 s of 4 busy threads at 999 Hz, want >= 150", samples)
 	}
 	if len(tids) < 4 {
 		t.Errorf("samples from %d threads, want main + 3 workers created after exec", len(tids))

@@ -233,7 +233,7 @@ func TestRecordUnwindsAsItGoes(t *testing.T) {
 			complete += n
 		}
 	}
-	if total < 200 || complete < total*99/100 {
+	if total < 50 || complete < total*99/100 {
 		t.Errorf("%d of %d stacks complete", complete, total)
 	}
 }
