@@ -152,6 +152,7 @@ type Builder struct {
 	ksyms      chan *Kallsyms
 	prefetched map[*unwind.Module]bool
 
+	plt      pltCache
 	fid      []Fidelity
 	kfp      Fidelity
 	st       unwind.Stack
@@ -329,6 +330,12 @@ func (b *Builder) userLoc(space *unwind.AddressSpace, f *unwind.Frame) *Location
 	lines, ok := b.lines[k]
 	if !ok {
 		lines = b.sym.Frame(space, f)
+		if last := len(lines) - 1; lines[last].Function == "" && k.mod != nil {
+			if name, ok := b.plt.table(k.mod).lookup(k.addr); ok {
+				lines = append([]symbolize.Location(nil), lines...)
+				lines[last].Function = name
+			}
+		}
 		b.lines[k] = lines
 	}
 	l := b.newLoc(pc, m, false, lines)
