@@ -56,10 +56,21 @@ func (c *pltCache) table(mod *unwind.Module) *pltTable {
 	}
 	var t *pltTable
 	if mod.File != nil {
-		t, _ = readPLT(mod.File.Path)
+		t, _ = safeReadPLT(mod.File.Path)
 	}
 	c.m[mod] = t
 	return t
+}
+
+// safeReadPLT is readPLT turning a panic of debug/elf on a corrupt file
+// into an error.
+func safeReadPLT(path string) (t *pltTable, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("%s: corrupt ELF: %v", path, r)
+		}
+	}()
+	return readPLT(path)
 }
 
 // readPLT reads the PLT entries of an ELF object and names each after the

@@ -1,11 +1,13 @@
 package profiles
 
 import (
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
 
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/internal/perftest"
 )
 
@@ -51,4 +53,29 @@ func TestPLTNamesMatchObjdump(t *testing.T) {
 		}
 		t.Logf("%s: %d PLT entries match objdump", path, n)
 	}
+}
+
+// FuzzX86Slot decodes arbitrary PLT entry bytes.
+func FuzzX86Slot(f *testing.F) {
+	seeds := map[string][]byte{
+		"plt":     {0xff, 0x25, 0xe2, 0x2f, 0, 0, 0x68, 1, 0, 0, 0, 0xe9, 0xe0, 0xff, 0xff, 0xff},
+		"plt-sec": {0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0xad, 0x2f, 0, 0, 0x0f, 0x1f, 0x44, 0, 0},
+	}
+	for name, b := range seeds {
+		if _, err := os.Stat("testdata/fuzz/FuzzX86Slot/" + name); err != nil {
+			if err := fuzzcorpus.Write("testdata/fuzz/FuzzX86Slot", name, b, uint64(0x1020)); err != nil {
+				f.Fatal(err)
+			}
+		}
+		f.Add(b, uint64(0x1020))
+	}
+	f.Fuzz(func(t *testing.T, entry []byte, addr uint64) {
+		slots := map[uint64]string{addr + 0x3008: "x@plt"}
+		name := x86Slot(entry, addr, slots)
+		if name != "" && name != "x@plt" {
+			t.Fatalf("invented name %q", name)
+		}
+		tab := &pltTable{ranges: []pltRange{{start: addr, end: addr + 32, first: addr, size: 16, names: []string{name, ""}}}}
+		tab.lookup(addr + uint64(len(entry)))
+	})
 }
