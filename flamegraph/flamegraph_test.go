@@ -324,3 +324,19 @@ func BenchmarkBuildTree(b *testing.B) {
 		buildTree(samples)
 	}
 }
+
+// BenchmarkWriteHTMLCopiedStacks is BenchmarkWriteHTML with every sample
+// owning its own copy of its stack, so identical stacks cannot be merged
+// by slice identity before the walk.
+func BenchmarkWriteHTMLCopiedStacks(b *testing.B) {
+	samples := manyStacks(1_000_000, 100_000)
+	for i := range samples {
+		samples[i].Stack = append([]string(nil), samples[i].Stack...)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := WriteHTML(io.Discard, samples, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

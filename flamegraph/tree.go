@@ -1,7 +1,9 @@
 package flamegraph
 
 import (
+	"hash/maphash"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -16,32 +18,64 @@ type tree struct {
 	maxDepth int
 }
 
-type edge struct {
-	parent int32
-	name   string
-}
-
-// satAdd adds non-negative b to non-negative a without overflowing.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
 // buildTree merges identical stack prefixes. Samples with a non-positive
 // value are ignored; an empty stack counts towards the root only.
 func buildTree(samples []Sample) *tree {
 	t := &tree{names: []string{"all"}, values: []int64{0}, parents: []int32{-1}}
-	index := make(map[edge]int32)
+
+	// Sum the weights of samples with equal stacks (found by a hash of
+	// the names, confirmed by comparing them), keeping the order of first
+	// appearance, so the tree walk below runs once per distinct stack.
+	type agg struct {
+		stack []string
+		value int64
+		next  int32 // next distinct stack with the same hash, or -1
+	}
+	var uniq []agg
+	seen := make(map[uint64]int32)
+	seed := maphash.MakeSeed()
 	for _, s := range samples {
 		if s.Value <= 0 {
 			continue
 		}
-		t.values[0] = satAdd(t.values[0], s.Value)
-		cur := int32(0)
+		if len(s.Stack) == 0 {
+			t.values[0] = satAdd(t.values[0], s.Value)
+			continue
+		}
+		var h uint64 = 14695981039346656037
 		for _, name := range s.Stack {
-			k := edge{cur, name}
+			h = (h ^ maphash.String(seed, name)) * 1099511628211
+		}
+		i, ok := seen[h]
+		for ok && i >= 0 && !slices.Equal(uniq[i].stack, s.Stack) {
+			i = uniq[i].next
+		}
+		if ok && i >= 0 {
+			uniq[i].value = satAdd(uniq[i].value, s.Value)
+			continue
+		}
+		head := int32(-1)
+		if ok {
+			head = seen[h]
+		}
+		seen[h] = int32(len(uniq))
+		uniq = append(uniq, agg{s.Stack, s.Value, head})
+	}
+
+	// Frame names become small integers, so the child lookup is keyed by
+	// two integers instead of a string.
+	nameID := make(map[string]uint32)
+	index := make(map[uint64]int32)
+	for _, u := range uniq {
+		t.values[0] = satAdd(t.values[0], u.value)
+		cur := int32(0)
+		for _, name := range u.stack {
+			nid, ok := nameID[name]
+			if !ok {
+				nid = uint32(len(nameID))
+				nameID[name] = nid
+			}
+			k := uint64(cur)<<32 | uint64(nid)
 			id, ok := index[k]
 			if !ok {
 				id = int32(len(t.names))
@@ -50,11 +84,11 @@ func buildTree(samples []Sample) *tree {
 				t.values = append(t.values, 0)
 				t.parents = append(t.parents, cur)
 			}
-			t.values[id] = satAdd(t.values[id], s.Value)
+			t.values[id] = satAdd(t.values[id], u.value)
 			cur = id
 		}
-		if len(s.Stack) > t.maxDepth {
-			t.maxDepth = len(s.Stack)
+		if len(u.stack) > t.maxDepth {
+			t.maxDepth = len(u.stack)
 		}
 	}
 	t.children = make([][]int32, len(t.names))
@@ -139,4 +173,12 @@ func (t *tree) subtreeSize(n int32) int {
 		stack = append(stack, t.children[x]...)
 	}
 	return count
+}
+
+// satAdd adds non-negative b to non-negative a without overflowing.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
