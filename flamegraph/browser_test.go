@@ -243,6 +243,7 @@ func (b *browser) frame(name string) frameBox {
 		for (var i = 0; i < gs.length; i++) {
 			var t = gs[i].querySelector("title").textContent;
 			if (t.slice(0, t.lastIndexOf("\n")) !== `+jsString(name)+`) continue;
+			if (getComputedStyle(gs[i]).display !== "none") gs[i].scrollIntoView({block: "center", inline: "nearest"});
 			var r = gs[i].querySelector("rect").getBoundingClientRect();
 			return {id: gs[i].id, x: r.x + r.width / 2, y: r.y + r.height / 2, w: r.width,
 				shown: getComputedStyle(gs[i]).display !== "none" && r.width > 0,
@@ -480,4 +481,47 @@ func checkZoom(t *testing.T, b *browser) {
 	if zoom != "" || !b.frame("worker").Shown {
 		t.Errorf("clicking all did not reset the zoom (data-zoom=%q)", zoom)
 	}
+}
+
+// TestBrowserLarge loads the 10^6-sample, 10^5-distinct-stack graph of the
+// benchmarks and zooms it with a real click, logging how long Chromium
+// takes for each.
+func TestBrowserLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	b := startBrowser(t)
+	samples := manyStacks(1_000_000, 100_000)
+	var size int
+	url := writeFile(t, "large.html", func(w *bytes.Buffer) error {
+		err := WriteHTML(w, samples, Options{Title: "large"})
+		size = w.Len()
+		return err
+	})
+	start := time.Now()
+	b.open(url)
+	load := time.Since(start)
+	var n int
+	b.eval(`document.querySelectorAll("g.f").length`, &n)
+	b.screenshot("fg-large.png")
+	// Zoom into the widest child of main.
+	var name string
+	b.eval(`(function(){
+		var best = null, bv = -1;
+		document.querySelectorAll("g.f[data-d='4']").forEach(function (g) {
+			if (+g.getAttribute("data-v") > bv) { bv = +g.getAttribute("data-v"); best = g; }
+		});
+		var t = best.querySelector("title").textContent;
+		return t.slice(0, t.lastIndexOf("\n"));
+	})()`, &name)
+	target := b.frame(name)
+	start = time.Now()
+	b.click(target.X, target.Y)
+	var zoom string
+	b.eval(`document.getElementById("fg").getAttribute("data-zoom")`, &zoom)
+	click := time.Since(start)
+	if zoom == "" {
+		t.Errorf("clicking %s did not zoom", name)
+	}
+	t.Logf("%d bytes, %d frames drawn: load+script %v, click-to-zoom %v", size, n, load.Round(time.Millisecond), click.Round(time.Millisecond))
 }
