@@ -214,7 +214,7 @@ func TestPrune(t *testing.T) {
 	if s.l.prunedFrames != 2000 || s.l.prunedValue != 1000 {
 		t.Errorf("pruned %d frames / %d, want 2000 / 1000", s.l.prunedFrames, s.l.prunedValue)
 	}
-	if !strings.Contains(s.info(), "2,000 frames narrower than 0.1 px (1,000 samples, 0.10%) not drawn") {
+	if !strings.Contains(s.info(), "2,000 frames narrower than 0.1 px not drawn (stack tails of 1,000 samples, 0.10%)") {
 		t.Errorf("info does not report pruning: %q", s.info())
 	}
 }

@@ -146,7 +146,7 @@ func (s *scene) info() string {
 	msg := fmt.Sprintf("%s %s, %d frames; frames sorted alphabetically per level, root at the bottom; click to zoom, Esc resets",
 		commas(l.total), s.opt.Unit, len(l.frames)-1)
 	if l.prunedFrames > 0 {
-		msg += fmt.Sprintf("; %s frames narrower than %g px (%s %s, %s%%) not drawn",
+		msg += fmt.Sprintf("; %s frames narrower than %g px not drawn (stack tails of %s %s, %s%%)",
 			commas(int64(l.prunedFrames)), s.minPx, commas(l.prunedValue), s.opt.Unit, percent(l.prunedValue, l.total))
 	}
 	return msg
