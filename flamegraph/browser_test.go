@@ -394,6 +394,13 @@ func TestBrowserHTML(t *testing.T) {
 	if want := fmt.Sprintf("%.2f", 100*500.0/float64(total)); matched != want {
 		t.Errorf("#search=comp matched %s%%, want %s%%", matched, want)
 	}
+	// A regular expression: compute and io_read, 700 samples.
+	// (A query string makes it a new document, not a same-page jump.)
+	b.open(url + "?regexp#search=" + strings.ReplaceAll("/^COMP|^io_/i", "|", "%7C"))
+	b.eval(`document.getElementById("fg").getAttribute("data-matched")`, &matched)
+	if want := fmt.Sprintf("%.2f", 100*700.0/float64(total)); matched != want {
+		t.Errorf("#search=/^COMP|^io_/i matched %s%%, want %s%%", matched, want)
+	}
 }
 
 // TestBrowserSVG loads the standalone SVG document: it must parse as XML

@@ -265,7 +265,7 @@ func WriteHTML(w io.Writer, samples []Sample, opt Options) error {
 	fmt.Fprintf(bw, "<title>%s</title>\n<style>", title)
 	bw.WriteString(style + pageStyle)
 	bw.WriteString("</style>\n</head>\n<body>\n")
-	bw.WriteString(`<div id="fg-bar"><label>Search <input id="fg-search-input" type="search" placeholder="substring, case-sensitive" autocomplete="off" spellcheck="false"></label></div>` + "\n")
+	bw.WriteString(`<div id="fg-bar"><label>Search <input id="fg-search-input" type="search" placeholder="substring, or /regexp/i" autocomplete="off" spellcheck="false"></label></div>` + "\n")
 	s.writeSVG(bw, false)
 	bw.WriteString(`<div id="fg-tip" role="tooltip"></div>` + "\n<script>")
 	bw.WriteString(script)

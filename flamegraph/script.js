@@ -101,13 +101,29 @@
 			un.classList.toggle("hide", z.index === 0);
 		}
 	}
+	// matcher: "/regexp/" or "/regexp/i" searches by regular expression
+	// (as flamegraph.pl does); anything else, or an invalid expression, is
+	// a case-sensitive substring.
+	function matcher(s) {
+		var m = /^\/(.+)\/(i?)$/.exec(s);
+		if (m) {
+			try {
+				var re = new RegExp(m[1], m[2]);
+				return function (name) { return re.test(name); };
+			} catch (e) {
+				// not a valid expression: fall through to substring
+			}
+		}
+		return function (name) { return name.indexOf(s) >= 0; };
+	}
 	function search(s) {
 		term = s || "";
+		var match = matcher(term);
 		var sum = 0;
 		var end = -1;
 		for (var i = 1; i < frames.length; i++) {
 			var f = frames[i];
-			if (term !== "" && f.name.indexOf(term) >= 0) {
+			if (term !== "" && match(f.name)) {
 				f.rect.setAttribute("fill", SEARCH_FILL);
 				// Frames are in depth-first order, so offsets never
 				// decrease: a match inside an earlier match adds nothing.
@@ -248,7 +264,7 @@
 			input.focus();
 			return;
 		}
-		var s = window.prompt("Search frames (substring, case-sensitive):", term);
+		var s = window.prompt("Search frames (substring, case-sensitive; /regexp/ or /regexp/i):", term);
 		if (s !== null) {
 			search(s);
 			setHash();
