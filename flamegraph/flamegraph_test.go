@@ -340,3 +340,27 @@ func BenchmarkWriteHTMLCopiedStacks(b *testing.B) {
 		}
 	}
 }
+
+// TestManyDistinctNames renders 10^5 distinct frame names (each its own
+// stack) and one very deep stack: bounded output, no panic, well-formed.
+func TestManyDistinctNames(t *testing.T) {
+	var samples []Sample
+	for i := 0; i < 100_000; i++ {
+		samples = append(samples, Sample{Stack: []string{"main", fmt.Sprintf("fn_%d<%d>", i, i)}, Value: int64(1 + i%7)})
+	}
+	deep := make([]string, 50_000)
+	for i := range deep {
+		deep[i] = fmt.Sprintf("rec%d", i%3)
+	}
+	samples = append(samples, Sample{Stack: deep, Value: 400_000})
+	var buf bytes.Buffer
+	if err := WriteSVG(&buf, samples, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_, elems := xmlTitles(t, buf.Bytes())
+	s := newScene(samples, Options{})
+	t.Logf("%d bytes, %d frames drawn, %d pruned", buf.Len(), elems["g"], s.l.prunedFrames)
+	if elems["g"] != 1+50_000+1 || s.l.prunedFrames != 100_000 {
+		t.Errorf("drew %d frames and pruned %d; want the deep stack (50001 with the root), main, and 10^5 pruned", elems["g"], s.l.prunedFrames)
+	}
+}
