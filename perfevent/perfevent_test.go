@@ -95,8 +95,8 @@ func TestCommandAt999Hz(t *testing.T) {
 	// 1 s of 4 busy threads at 999 Hz: up to 2000 samples on 2 idle
 	// CPUs, far fewer on a loaded machine (cpu-clock counts only the time
 	// the threads run).
-	if samples < 150 {
-		t.Errorf("%d samples in 1 s of 4 busy threads at 999 Hz, want >= 150", samples)
+	if samples < 100 {
+		t.Errorf("%d samples in 1 s of 4 busy threads at 999 Hz, want >= 100", samples)
 	}
 	if len(tids) < 4 {
 		t.Errorf("samples from %d threads, want main + 3 workers created after exec", len(tids))
