@@ -532,3 +532,33 @@ func TestBrowserLarge(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d frames drawn: load+script %v, click-to-zoom %v", size, n, load.Round(time.Millisecond), click.Round(time.Millisecond))
 }
+
+// TestBrowserScreenshotFlag takes the screenshot the plain way, with
+// Chromium's own --screenshot flag (no DevTools), and checks it is drawn.
+func TestBrowserScreenshotFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	bin := chromium(t)
+	url := writeFile(t, "fg.html", func(w *bytes.Buffer) error {
+		return WriteHTML(w, browserProfile(), Options{Title: "screenshot flag"})
+	})
+	png1 := filepath.Join(t.TempDir(), "shot.png")
+	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--user-data-dir="+t.TempDir(), "--hide-scrollbars", "--window-size=1280,600", "--screenshot="+png1, url)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s --screenshot: %v\n%s", bin, err, out)
+	}
+	data, err := os.ReadFile(png1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	colours, nonWhite, all := countColours(img)
+	if colours < 20 || float64(nonWhite) < 0.05*float64(all) {
+		t.Errorf("screenshot looks blank: %d colours, %d of %d pixels non-white", colours, nonWhite, all)
+	}
+}
