@@ -33,10 +33,15 @@
 // stack; the next capture finds none and rebuilds. The cache is freed with
 // the goroutine.
 //
-// gostack.ShadowCallers uses an adaptive policy: stacks under 32 frames are
-// walked plainly (a return through the trampoline costs about as much as
-// walking a dozen frames); deeper, a per-goroutine moving average of what
-// the cache gains decides, with exponential back-off when it loses.
+// gostack.ShadowCallers uses an adaptive policy. A return through the
+// trampoline costs about as much as walking a dozen frames, so stacks under
+// 12 frames are always walked plainly, and stacks of 12 to 31 frames are
+// cached on probation (one capture in 256 tries, and the cache stays while
+// no frame returns through the trampoline between captures). Deeper, a
+// per-goroutine moving average of what the cache gains decides, with
+// exponential back-off when it loses. On amd64 the steady state (the
+// caller's return slot holds the trampoline) is a short straight path and
+// the cached part is copied with 64- or 32-byte moves.
 // gostack.ShadowCallersEager always caches, as the source article's
 // prototype did.
 //
