@@ -3,6 +3,7 @@ package profiles
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -101,6 +102,37 @@ func TestKallsyms(t *testing.T) {
 	}
 }
 
+// TestKallsymsCached reads this machine's kernel symbols through the
+// cache twice and requires the same answers as /proc/kallsyms parsed
+// directly, for every symbol.
+func TestKallsymsCached(t *testing.T) {
+	want, err := LoadKallsyms()
+	if err != nil {
+		t.Skipf("kernel symbols unreadable here: %v", err)
+	}
+	dir := t.TempDir()
+	for run := 0; run < 2; run++ {
+		got, err := LoadKallsymsCached(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "kallsyms", "*"))
+		if len(files) != 1 {
+			t.Fatalf("run %d: cache files %v", run, files)
+		}
+		if len(got.addrs) != len(want.addrs) {
+			t.Fatalf("run %d: %d symbols, want %d", run, len(got.addrs), len(want.addrs))
+		}
+		for _, a := range want.addrs {
+			n1, o1, _ := want.Lookup(a + 1)
+			n2, o2, _ := got.Lookup(a + 1)
+			if n1 != n2 || o1 != o2 {
+				t.Fatalf("run %d: %#x is %s+%#x, want %s+%#x", run, a+1, n2, o2, n1, o1)
+			}
+		}
+	}
+}
+
 func FuzzKallsyms(f *testing.F) {
 	seed := "ffffffff81000000 T _text\nffffffff81000100 t helper\t[foo]\n"
 	if _, err := os.Stat("testdata/fuzz/FuzzKallsyms/seed"); err != nil {
@@ -112,10 +144,24 @@ func FuzzKallsyms(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, addr uint64) {
 		k, err := ParseKallsyms(strings.NewReader(s))
 		if err != nil {
+			// The same bytes as a cache file: an error or a table, never
+			// a panic.
+			if k, err := decodeKallsyms([]byte(s)); err == nil {
+				k.Lookup(addr)
+			}
 			return
 		}
-		if _, off, ok := k.Lookup(addr); ok && off > addr {
+		name, off, ok := k.Lookup(addr)
+		if ok && off > addr {
 			t.Fatalf("offset %#x beyond address %#x", off, addr)
+		}
+		// The cache's encoding gives the same answers.
+		k2, err := decodeKallsyms(k.encode())
+		if err != nil {
+			t.Fatalf("decoding the encoded table: %v", err)
+		}
+		if n2, off2, ok2 := k2.Lookup(addr); n2 != name || off2 != off || ok2 != ok {
+			t.Fatalf("cached table says %q+%#x %v, parsed %q+%#x %v", n2, off2, ok2, name, off, ok)
 		}
 	})
 }

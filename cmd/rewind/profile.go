@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/symbolize"
 )
 
 // profileMethods returns the unwinders of a profile: the chosen method
@@ -33,8 +34,17 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 
 // newBuilder returns the profile builder of a record or report run.
 func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileFlags) *profiles.Builder {
+	dir := ""
+	if !*pf.noCache {
+		dir = symbolize.DefaultCacheDir()
+	}
+	sym := &symbolize.Symbolizer{Inlines: true}
+	if dir != "" {
+		sym.Cache = symbolize.NewPersistentCache(dir)
+		col.Objects.Tables.Dir = dir
+	}
 	kernel := func() *profiles.Kallsyms {
-		ks, err := profiles.LoadKallsyms()
+		ks, err := profiles.LoadKallsymsCached(dir)
 		if err != nil {
 			warn(fmt.Sprintf("kernel frames are not named: %v", err))
 		}
@@ -43,7 +53,7 @@ func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileF
 	if !*pf.fidelity {
 		methods = methods[:1]
 	}
-	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel})
+	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel, Symbolizer: sym})
 }
 
 // finishProfile unwinds and symbolizes the samples still in the
@@ -51,6 +61,7 @@ func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileF
 func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlags, periodNS int64, title string) error {
 	b.Add(col.Samples())
 	prof := b.Profile()
+	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)
 	}

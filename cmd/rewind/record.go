@@ -41,6 +41,9 @@ type profileFlags struct {
 	maxDepth *int
 	quiet    *bool
 	fidelity *bool
+	noCache  *bool
+	stats    *bool
+	tm       *timings // set when stats is
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
@@ -51,6 +54,8 @@ func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
 		fidelity: fs.Bool("fidelity", true, "unwind every sample with every method (auto, dwarf, sframe, fp) for the fidelity table; "+
 			"with --fidelity=false only --method runs"),
+		stats:   fs.Bool("stats", false, "print the time of each phase to stderr"),
+		noCache: fs.Bool("no-cache", false, "do not read or write the persistent caches of unwind tables, DWARF indexes and kernel symbols ("+cacheDirHelp+")"),
 	}
 }
 

@@ -37,7 +37,12 @@ func runReport(args []string) error {
 	if _, err := outputPath(*pf.out); err != nil {
 		return err
 	}
+	if *pf.stats {
+		pf.tm = newTimings()
+		defer pf.tm.print()
+	}
 	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), warn)
+	pf.tm.mark("read")
 	if pd == nil {
 		return readErr
 	}
