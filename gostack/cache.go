@@ -83,7 +83,7 @@ var (
 	cacheBytes atomic.Int64
 )
 
-const initialSlots = 1 << 10
+const initialSlots = 1 << 8
 
 func init() {
 	cacheTab.Store(newTable(initialSlots))
