@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -92,3 +93,22 @@ func TestBuildVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestSkipZero checks that frame 0 is the capturing function itself, as
+// runtime.Callers' frame 0 is runtime.Callers, and frame 1 its caller.
+func TestSkipZero(t *testing.T) {
+	self := runtime.FuncForPC(reflectPC(TestSkipZero)).Name()
+	for name, capture := range map[string]func([]uintptr) int{
+		"github.com/rewindstack/rewind/gostack.Callers":   func(p []uintptr) int { return Callers(0, p) },
+		"github.com/rewindstack/rewind/gostack.CallersFP": func(p []uintptr) int { return CallersFP(0, p) },
+	} {
+		pcs := make([]uintptr, 8)
+		n := capture(pcs)
+		fs := framesOf(pcs[:n])
+		if Supported && (len(fs) < 3 || fs[0].Function != name || fs[2].Function != self) {
+			t.Errorf("%s(0, ...) frames: %v; want %s, the closure, %s", name, fs, name, self)
+		}
+	}
+}
+
+func reflectPC(f any) uintptr { return reflect.ValueOf(f).Pointer() }
