@@ -759,15 +759,19 @@ func TestShadowAsyncPreempt(t *testing.T) {
 		}
 	}()
 	// Spin until the GC has run a few times during the spins.
-	target := gcs.Load() + 4
+	rounds, chunk, spinners := int32(4), 20_000_000, 4
+	if testing.Short() {
+		rounds, chunk, spinners = 2, 5_000_000, 2
+	}
+	target := gcs.Load() + rounds
 	more := func() bool { return gcs.Load() < target }
 	var wg sync.WaitGroup
-	for range 4 {
+	for range spinners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var pcs [256]uintptr
-			if bad := spinDeep(60, 20_000_000, pcs[:], more); bad != 0 {
+			if bad := spinDeep(60, chunk, pcs[:], more); bad != 0 {
 				t.Errorf("%d spins computed a wrong sum", bad)
 			}
 			if _, hits := ShadowStats(); hits < 60 {
