@@ -145,7 +145,9 @@ type Builder struct {
 	locs  map[locKey]*Location
 	kern  map[uint64]*Location
 	maps  map[mapKey]*Mapping
-	prof  *Profile
+	// mapPtr caches maps by the address space's own mapping.
+	mapPtr map[*unwind.Mapping]*Mapping
+	prof   *Profile
 	// kernelLocs are named at the end, from the kernel symbols that load
 	// concurrently with the unwinding.
 	kernelLocs []*Location
@@ -167,6 +169,7 @@ func NewBuilder(c *Collector, opt Options) *Builder {
 		locs:       map[locKey]*Location{},
 		kern:       map[uint64]*Location{},
 		maps:       map[mapKey]*Mapping{},
+		mapPtr:     map[*unwind.Mapping]*Mapping{},
 		prof:       &Profile{},
 		prefetched: map[*unwind.Module]bool{},
 		kfp:        Fidelity{Method: KernelFP},
@@ -294,8 +297,14 @@ func (b *Builder) Profile() *Profile {
 }
 
 func (b *Builder) mapping(m *unwind.Mapping) *Mapping {
+	// By pointer first: hashing the path for every frame showed in
+	// profiles of rewind report.
+	if mm := b.mapPtr[m]; mm != nil {
+		return mm
+	}
 	k := mapKey{m.Start, m.End, m.Offset, m.Path}
 	if mm := b.maps[k]; mm != nil {
+		b.mapPtr[m] = mm
 		return mm
 	}
 	mm := &Mapping{ID: uint64(len(b.prof.Mappings) + 1), Start: m.Start, End: m.End, Offset: m.Offset, Path: m.Path}
@@ -303,6 +312,7 @@ func (b *Builder) mapping(m *unwind.Mapping) *Mapping {
 		mm.BuildID = m.Module.File.BuildIDHex()
 	}
 	b.maps[k] = mm
+	b.mapPtr[m] = mm
 	b.prof.Mappings = append(b.prof.Mappings, mm)
 	return mm
 }
