@@ -10,16 +10,24 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
+
+	"github.com/rewindstack/rewind/internal/cachefile"
 )
 
 // Kallsyms names kernel addresses from /proc/kallsyms.
+//
+// The table is held in its cache encoding (see encode) and searched in
+// place, so loading a cached table of 200,000 symbols costs one file read
+// and no decoding.
 type Kallsyms struct {
-	addrs []uint64
-	names []string // while parsing; then blob and ends hold them
-	blob  string   // every name, concatenated in address order
-	ends  []uint32 // ends[i] is where name i ends in blob
+	n     int
+	addrs []byte // n little-endian uint64, sorted
+	ends  []byte // n little-endian uint32: where each name ends in blob
+	blob  []byte // the names, concatenated in address order
+	file  []byte // the whole encoding
 }
+
+func (k *Kallsyms) addr(i int) uint64 { return binary.LittleEndian.Uint64(k.addrs[8*i:]) }
 
 // LoadKallsyms reads /proc/kallsyms. Addresses read as zero when
 // kernel.kptr_restrict hides them from this user; that is an error.
@@ -61,7 +69,8 @@ func ParseKallsyms(r io.Reader) (*Kallsyms, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kallsyms{}
+	var addrs []uint64
+	var names []string
 	nonzero := false
 	for len(data) > 0 {
 		line := data
@@ -104,39 +113,43 @@ func ParseKallsyms(r io.Reader) (*Kallsyms, error) {
 		if a != 0 {
 			nonzero = true
 		}
-		k.addrs = append(k.addrs, a)
-		k.names = append(k.names, string(name))
+		addrs = append(addrs, a)
+		names = append(names, string(name))
 	}
 	if !nonzero {
 		return nil, fmt.Errorf("kallsyms shows no addresses (kernel.kptr_restrict hides them; run as root)")
 	}
-	sort.Stable(byAddr{k})
-	var blob strings.Builder
-	k.ends = make([]uint32, len(k.names))
-	for i, n := range k.names {
-		blob.WriteString(n)
-		k.ends[i] = uint32(blob.Len())
+	idx := make([]int, len(addrs))
+	for i := range idx {
+		idx[i] = i
 	}
-	k.blob, k.names = blob.String(), nil
-	return k, nil
+	sort.SliceStable(idx, func(a, b int) bool { return addrs[idx[a]] < addrs[idx[b]] })
+	enc := binary.LittleEndian.AppendUint32([]byte(kallsymsMagic), uint32(len(idx)))
+	for _, i := range idx {
+		enc = binary.LittleEndian.AppendUint64(enc, addrs[i])
+	}
+	end := 0
+	for _, i := range idx {
+		end += len(names[i])
+		enc = binary.LittleEndian.AppendUint32(enc, uint32(end))
+	}
+	for _, i := range idx {
+		enc = append(enc, names[i]...)
+	}
+	return decodeKallsyms(enc)
 }
 
-// name returns symbol i's name.
+// name returns symbol i's name ("" if the table is inconsistent).
 func (k *Kallsyms) name(i int) string {
 	start := uint32(0)
 	if i > 0 {
-		start = k.ends[i-1]
+		start = binary.LittleEndian.Uint32(k.ends[4*(i-1):])
 	}
-	return k.blob[start:k.ends[i]]
-}
-
-type byAddr struct{ k *Kallsyms }
-
-func (b byAddr) Len() int           { return len(b.k.addrs) }
-func (b byAddr) Less(i, j int) bool { return b.k.addrs[i] < b.k.addrs[j] }
-func (b byAddr) Swap(i, j int) {
-	b.k.addrs[i], b.k.addrs[j] = b.k.addrs[j], b.k.addrs[i]
-	b.k.names[i], b.k.names[j] = b.k.names[j], b.k.names[i]
+	end := binary.LittleEndian.Uint32(k.ends[4*i:])
+	if start > end || end > uint32(len(k.blob)) {
+		return ""
+	}
+	return string(k.blob[start:end])
 }
 
 // Lookup returns the symbol containing addr and the offset into it.
@@ -144,11 +157,11 @@ func (k *Kallsyms) Lookup(addr uint64) (string, uint64, bool) {
 	if k == nil {
 		return "", 0, false
 	}
-	i := sort.Search(len(k.addrs), func(i int) bool { return k.addrs[i] > addr }) - 1
+	i := sort.Search(k.n, func(i int) bool { return k.addr(i) > addr }) - 1
 	if i < 0 {
 		return "", 0, false
 	}
-	return k.name(i), addr - k.addrs[i], true
+	return k.name(i), addr - k.addr(i), true
 }
 
 // kallsymsMagic starts a cached symbol table; its last bytes version it.
@@ -191,59 +204,27 @@ func LoadKallsymsCached(dir string) (*Kallsyms, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
-		if f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*"); err == nil {
-			_, werr := f.Write(k.encode())
-			if cerr := f.Close(); werr == nil && cerr == nil {
-				werr = os.Rename(f.Name(), path)
-			}
-			if werr != nil {
-				os.Remove(f.Name())
-			}
-		}
-	}
+	_ = cachefile.Write(path, k.file) // a cache: failing to write it is harmless
 	return k, nil
 }
 
-// encode writes the magic, the count, the sorted addresses (8 bytes
-// each), the ends of the names in the blob (4 bytes each) and the blob.
-func (k *Kallsyms) encode() []byte {
-	b := binary.LittleEndian.AppendUint32([]byte(kallsymsMagic), uint32(len(k.addrs)))
-	for _, a := range k.addrs {
-		b = binary.LittleEndian.AppendUint64(b, a)
-	}
-	for _, e := range k.ends {
-		b = binary.LittleEndian.AppendUint32(b, e)
-	}
-	return append(b, k.blob...)
-}
-
-// decodeKallsyms reads what encode wrote; names stay in one string.
+// decodeKallsyms checks a table's encoding — the magic, the count n, n
+// sorted little-endian uint64 addresses, n uint32 ends of the names, and
+// the names — and returns it without copying. Lookups check the ends, so a
+// corrupt file can give wrong names but never a panic.
 func decodeKallsyms(b []byte) (*Kallsyms, error) {
 	bad := fmt.Errorf("kallsyms cache: corrupt")
 	if len(b) < len(kallsymsMagic)+4 || string(b[:len(kallsymsMagic)]) != kallsymsMagic {
 		return nil, bad
 	}
-	b = b[len(kallsymsMagic):]
-	n := int(binary.LittleEndian.Uint32(b))
-	b = b[4:]
-	if n == 0 || uint64(n)*12 > uint64(len(b)) {
+	rest := b[len(kallsymsMagic)+4:]
+	n := int(binary.LittleEndian.Uint32(b[len(kallsymsMagic):]))
+	if n == 0 || uint64(n)*12 > uint64(len(rest)) {
 		return nil, bad
 	}
-	k := &Kallsyms{addrs: make([]uint64, n), ends: make([]uint32, n)}
-	for i := range k.addrs {
-		k.addrs[i] = binary.LittleEndian.Uint64(b[8*i:])
-		if i > 0 && k.addrs[i] < k.addrs[i-1] {
-			return nil, bad
-		}
-	}
-	b = b[8*n:]
-	k.blob = string(b[4*n:])
-	for i := range k.ends {
-		k.ends[i] = binary.LittleEndian.Uint32(b[4*i:])
-		if k.ends[i] > uint32(len(k.blob)) || i > 0 && k.ends[i] < k.ends[i-1] {
-			return nil, bad
-		}
+	k := &Kallsyms{n: n, addrs: rest[:8*n], ends: rest[8*n : 12*n], blob: rest[12*n:], file: b}
+	if last := binary.LittleEndian.Uint32(k.ends[4*(n-1):]); last != uint32(len(k.blob)) {
+		return nil, bad
 	}
 	return k, nil
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"github.com/rewindstack/rewind/internal/cachefile"
 )
 
 // The persistent cache keeps, per object, the whole DWARF index (unit
@@ -97,24 +99,7 @@ func readIndex(path string) (*dwarfIndex, error) {
 
 // writeIndex stores ix (all of whose units are built) at path.
 func writeIndex(path string, ix *dwarfIndex) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(ix.encode())
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return cachefile.Write(path, ix.encode())
 }
 
 // buildAll parses every unit, in parallel: debug/dwarf supports

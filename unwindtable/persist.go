@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/regs"
 )
 
@@ -232,30 +233,12 @@ func load(path string) (*Table, error) {
 	return t, nil
 }
 
-// save writes t to path through a temporary file and a rename, so readers
-// never see a partial table. Errors are ignored by callers: persistence is
-// an optimisation.
+// save writes t to path (see cachefile.Write). Errors are ignored by
+// callers: persistence is an optimisation.
 func save(path string, t *Table) error {
 	b, err := t.MarshalBinary()
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return cachefile.Write(path, b)
 }
