@@ -3,6 +3,7 @@ package profiles
 import (
 	"strings"
 
+	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -363,26 +364,12 @@ func (b *Builder) kernelLoc(ip uint64) *Location {
 	return l
 }
 
-// rootFunctions are the functions a complete user stack ends in: the
-// program entry, glibc's thread entry points, and the functions Go's own
-// traceback treats as the top of a stack (TOPFRAME: runtime.goexit for
-// goroutines, runtime.mstart and runtime.rt0_go for the g0 stacks).
-var rootFunctions = map[string]bool{
-	"_start": true, "__libc_start_main": true, "__libc_start_main_impl": true, "__libc_start_call_main": true,
-	"start_thread": true, "clone3": true, "__clone3": true, "clone": true, "__clone": true,
-	"runtime.goexit": true, "runtime.goexit.abi0": true, "runtime.mstart": true, "runtime.rt0_go": true,
-}
-
 // reachesRoot reports whether one of the outermost three user frames is a
-// thread root function.
+// thread root function (stacks.IsRoot).
 func reachesRoot(locs []*Location) bool {
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-3; i-- {
 		for _, ln := range locs[i].Lines {
-			name := ln.Function
-			if at := strings.IndexByte(name, '@'); at > 0 {
-				name = name[:at]
-			}
-			if rootFunctions[name] {
+			if stacks.IsRoot(ln.Function) {
 				return true
 			}
 		}

@@ -101,23 +101,30 @@ func Symbolize(tid int, name string, st *unwind.Stack, space *unwind.AddressSpac
 	return out
 }
 
-// rootFunctions are the functions a complete stack ends in: the thread entry
-// points of glibc and the program entry.
+// rootFunctions are the functions a complete stack ends in: the program
+// entry, glibc's thread entry points, and the functions Go's own traceback
+// treats as the top of a stack (TOPFRAME: runtime.goexit for goroutines,
+// runtime.mstart and runtime.rt0_go for the g0 stacks).
 var rootFunctions = map[string]bool{
-	"_start": true, "__libc_start_main": true, "__libc_start_call_main": true,
+	"_start": true, "__libc_start_main": true, "__libc_start_main_impl": true, "__libc_start_call_main": true,
 	"start_thread": true, "clone3": true, "__clone3": true, "clone": true, "__clone": true,
-	"runtime.goexit": true,
+	"runtime.goexit": true, "runtime.goexit.abi0": true, "runtime.mstart": true, "runtime.rt0_go": true,
+}
+
+// IsRoot reports whether function (a symbol name, with or without a symbol
+// version such as @@GLIBC_2.34) is one a complete thread stack ends in.
+func IsRoot(function string) bool {
+	if at := strings.IndexByte(function, '@'); at > 0 {
+		function = function[:at]
+	}
+	return rootFunctions[function]
 }
 
 // ReachesRoot reports whether a thread's stack ends in a thread root
-// function, i.e. is complete.
+// function (IsRoot) within its outermost three frames, i.e. is complete.
 func ReachesRoot(t *output.Thread) bool {
 	for i := len(t.Frames) - 1; i >= 0 && i >= len(t.Frames)-3; i-- {
-		name := t.Frames[i].Function
-		if at := strings.IndexByte(name, '@'); at > 0 {
-			name = name[:at] // symbol version: __libc_start_main@@GLIBC_2.34
-		}
-		if rootFunctions[name] {
+		if IsRoot(t.Frames[i].Function) {
 			return true
 		}
 	}
