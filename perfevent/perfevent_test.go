@@ -5,38 +5,11 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 )
-
-// drainUntil reads rec until done is closed, then once more.
-func drainUntil(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case <-timeout:
-			t.Fatal("the recorded program did not exit within 30 s")
-		default:
-		}
-		rec.Wait(50 * time.Millisecond)
-		if err := rec.Read(func(r *perfdata.Record) error { fn(r); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-done:
-			rec.Disable()
-			if err := rec.Read(func(r *perfdata.Record) error { fn(r); return nil }); err != nil {
-				t.Fatal(err)
-			}
-			return
-		default:
-		}
-	}
-}
 
 // TestCommandAt999Hz records a command from its exec at 999 Hz: every
 // sample must come from the command's process and the threads the kernel
@@ -60,7 +33,7 @@ func TestCommandAt999Hz(t *testing.T) {
 	var samples, withStack int
 	var sawExec, sawExeMmap bool
 	tids := map[uint32]int{}
-	drainUntil(t, rec, done, func(r *perfdata.Record) {
+	perftest.Drain(t, rec, done, func(r *perfdata.Record) {
 		switch r.Type {
 		case perfdata.RecordFork:
 			if r.Task.PID == pid {
@@ -135,7 +108,7 @@ func TestAttachPID(t *testing.T) {
 	}
 	defer rec.Close()
 	tids := map[uint32]int{}
-	drainUntil(t, rec, done, func(r *perfdata.Record) {
+	perftest.Drain(t, rec, done, func(r *perfdata.Record) {
 		if r.Type == perfdata.RecordSample {
 			tids[r.Sample.TID]++
 		}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/internal/perftest"
-	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
@@ -129,25 +128,13 @@ func recordWithRewind(b *testing.B, argv []string, opt perfevent.Options) []byte
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	col := profiles.NewCollector(perfevent.Arch())
-	add := func(r *perfdata.Record) error { col.Add(r); return nil }
-	for {
-		rec.Wait(100 * time.Millisecond)
-		if err := rec.Read(add); err != nil {
-			b.Fatal(err)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				b.Fatal(err)
-			}
-			rec.Read(add)
-			if rec.Lost() > 0 {
-				b.Logf("rewind lost %d records", rec.Lost())
-			}
-			return out.Bytes()
-		default:
-		}
+	if err := perftest.Drain(b, rec, done, col.Add); err != nil {
+		b.Fatal(err)
 	}
+	if rec.Lost() > 0 {
+		b.Logf("rewind lost %d records", rec.Lost())
+	}
+	return out.Bytes()
 }
 
 // BenchmarkOverhead measures how much a CPU-bound program (the fixture

@@ -10,10 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rewindstack/rewind/internal/perftest"
-	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/sframe"
@@ -52,28 +50,10 @@ func record(t *testing.T, argv []string, opt perfevent.Options) *profiles.Collec
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	col := profiles.NewCollector(perfevent.Arch())
-	add := func(r *perfdata.Record) error { col.Add(r); return nil }
-	timeout := time.After(60 * time.Second)
-	for {
-		rec.Wait(50 * time.Millisecond)
-		if err := rec.Read(add); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%v: %v", argv, err)
-			}
-			rec.Disable()
-			if err := rec.Read(add); err != nil {
-				t.Fatal(err)
-			}
-			return col
-		case <-timeout:
-			t.Fatal("recorded program did not exit")
-		default:
-		}
+	if err := perftest.Drain(t, rec, done, col.Add); err != nil {
+		t.Fatalf("%v: %v", argv, err)
 	}
+	return col
 }
 
 func fidelity(p *profiles.Profile, method string) profiles.Fidelity {

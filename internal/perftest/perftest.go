@@ -11,9 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
 )
 
 //go:embed csrc/cpu.c
@@ -129,4 +133,31 @@ func BuildGo(tb testing.TB) string {
 		tb.Fatalf("go build: %v\n%s", err, out)
 	}
 	return exe
+}
+
+// Drain reads rec's buffers, passing every record to fn, until the recorded
+// program's exit is reported on done; then it disables the events, reads
+// what is left and returns the program's exit error. It fails tb on a read
+// error or when the program has not exited within a minute.
+func Drain(tb testing.TB, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) error {
+	tb.Helper()
+	read := func() {
+		if err := rec.Read(func(r *perfdata.Record) error { fn(r); return nil }); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	timeout := time.After(time.Minute)
+	for {
+		rec.Wait(50 * time.Millisecond)
+		read()
+		select {
+		case err := <-done:
+			rec.Disable()
+			read()
+			return err
+		case <-timeout:
+			tb.Fatal("the recorded program did not exit within a minute")
+		default:
+		}
+	}
 }
