@@ -91,20 +91,26 @@ func (f *File) Symbolize(vaddr uint64) (name string, offset uint64, ok bool) {
 // If several symbols have the name, the lowest address wins. It scans the
 // whole table: it is meant for tests and one-off lookups.
 func (f *File) SymbolByName(name string) (uint64, bool) {
+	start, _, ok := f.SymbolExtent(name)
+	return start, ok
+}
+
+// SymbolExtent is SymbolByName returning also the end of the symbol's
+// extent, [start, end), as Symbolize attributes addresses to it.
+func (f *File) SymbolExtent(name string) (start, end uint64, ok bool) {
 	if f.LoadSymbols() != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	t := f.syms
-	best, found := uint64(0), false
 	for _, list := range [][]symEntry{t.heads, t.aliases} {
 		for i := range list {
 			e := &list[i]
-			if t.names[e.off:e.off+e.n] == name && (!found || e.addr < best) {
-				best, found = e.addr, true
+			if t.names[e.off:e.off+e.n] == name && (!ok || e.addr < start) {
+				start, end, ok = e.addr, e.end, true
 			}
 		}
 	}
-	return best, found
+	return start, end, ok
 }
 
 // NumSymbols returns how many distinct function addresses the symbol table

@@ -27,6 +27,8 @@ type Module struct {
 	tableErr  error
 	sigMu     sync.Mutex                      // serialises writers of sigCache
 	sigCache  atomic.Pointer[map[uint64]bool] // PC in module -> is a sigreturn trampoline
+	goTopOnce sync.Once
+	goTop     [][2]uint64 // extents of the Go runtime's top-frame functions
 }
 
 // goTopFrames are the functions where the Go runtime's own traceback ends
@@ -42,13 +44,26 @@ var goTopFrames = map[string]bool{
 
 // GoTopFrame reports whether vaddr (an address in the object's own
 // address space) lies in a Go runtime top frame, by the symbol table of a
-// Go binary (a stripped one has none, and this reports false).
+// Go binary (a stripped one has none, and this reports false). The
+// functions' extents are looked up once per module; a walk then checks a
+// frame against at most a few ranges.
 func (m *Module) GoTopFrame(vaddr uint64) bool {
 	if m == nil || m.File == nil || !m.File.Go {
 		return false
 	}
-	name, _, ok := m.File.Symbolize(vaddr)
-	return ok && goTopFrames[name]
+	m.goTopOnce.Do(func() {
+		for name := range goTopFrames {
+			if lo, hi, ok := m.File.SymbolExtent(name); ok && hi > lo {
+				m.goTop = append(m.goTop, [2]uint64{lo, hi})
+			}
+		}
+	})
+	for _, r := range m.goTop {
+		if vaddr >= r[0] && vaddr < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // Table returns the module's compiled unwind table, building it (or taking
