@@ -4,7 +4,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,14 +47,9 @@ func fuzzSeeds() map[string][]byte {
 // TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzOpen from fuzzSeeds
 // when REWIND_WRITE_CORPUS=1.
 func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
-		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
-	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzOpen")
+	write := fuzzcorpus.Regenerate(t, "FuzzOpen")
 	for name, data := range fuzzSeeds() {
-		if err := fuzzcorpus.Write(dir, "seed-"+name, data); err != nil {
-			t.Fatal(err)
-		}
+		write("seed-"+name, data)
 	}
 }
 

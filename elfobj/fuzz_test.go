@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,14 +35,9 @@ func fuzzSeeds() map[string][]byte {
 // TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzNewFile from fuzzSeeds
 // when REWIND_WRITE_CORPUS=1.
 func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
-		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
-	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzNewFile")
+	write := fuzzcorpus.Regenerate(t, "FuzzNewFile")
 	for name, data := range fuzzSeeds() {
-		if err := fuzzcorpus.Write(dir, "seed-"+name, data); err != nil {
-			t.Fatal(err)
-		}
+		write("seed-"+name, data)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -70,16 +68,10 @@ var foldedSeeds = map[string]string{
 // TestWriteFuzzCorpus regenerates testdata/fuzz from the seeds when
 // REWIND_WRITE_CORPUS=1.
 func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
-		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
-	}
+	parse, render := fuzzcorpus.Regenerate(t, "FuzzParseFolded"), fuzzcorpus.Regenerate(t, "FuzzRender")
 	for name, s := range foldedSeeds {
-		if err := fuzzcorpus.Write(filepath.Join("testdata", "fuzz", "FuzzParseFolded"), "seed-"+name, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-		if err := fuzzcorpus.Write(filepath.Join("testdata", "fuzz", "FuzzRender"), "seed-"+name, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
+		parse("seed-"+name, []byte(s))
+		render("seed-"+name, []byte(s))
 	}
 }
 

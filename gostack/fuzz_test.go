@@ -2,8 +2,6 @@ package gostack
 
 import (
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -46,14 +44,9 @@ func fuzzPCs(data []byte, anchors []uintptr) []uintptr {
 // TestWriteExpandFuzzCorpus regenerates testdata/fuzz/FuzzExpand when
 // REWIND_WRITE_CORPUS=1.
 func TestWriteExpandFuzzCorpus(t *testing.T) {
-	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
-		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
-	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzExpand")
+	write := fuzzcorpus.Regenerate(t, "FuzzExpand")
 	for name, seed := range expandSeeds() {
-		if err := fuzzcorpus.Write(dir, "seed-"+name, seed.data, seed.skip); err != nil {
-			t.Fatal(err)
-		}
+		write("seed-"+name, seed.data, seed.skip)
 	}
 }
 

@@ -2,7 +2,6 @@ package sframe_test
 
 import (
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -45,15 +44,10 @@ func genFuzzSeeds(tb testing.TB) map[string]struct {
 // TestWriteGenFuzzCorpus regenerates testdata/fuzz/FuzzGenerate when
 // REWIND_WRITE_CORPUS=1.
 func TestWriteGenFuzzCorpus(t *testing.T) {
-	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
-		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
-	}
+	write := fuzzcorpus.Regenerate(t, "FuzzGenerate")
 	for name, s := range genFuzzSeeds(t) {
 		for _, v := range []uint8{2, 3} {
-			if err := fuzzcorpus.Write(filepath.Join("testdata", "fuzz", "FuzzGenerate"), "seed-"+name+"-v"+string(rune('0'+v)),
-				s.data, s.addr, uint16(v), s.arm); err != nil {
-				t.Fatal(err)
-			}
+			write("seed-"+name+"-v"+string(rune('0'+v)), s.data, s.addr, uint16(v), s.arm)
 		}
 	}
 }

@@ -343,13 +343,9 @@ func fuzzSeeds() map[string][]byte {
 // TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzAddSection when
 // REWIND_WRITE_CORPUS=1.
 func TestWriteFuzzCorpus(t *testing.T) {
-	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
-		t.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
-	}
+	write := fuzzcorpus.Regenerate(t, "FuzzAddSection")
 	for name, data := range fuzzSeeds() {
-		if err := fuzzcorpus.Write(filepath.Join("testdata", "fuzz", "FuzzAddSection"), "seed-"+name, data, uint16(40), true); err != nil {
-			t.Fatal(err)
-		}
+		write("seed-"+name, data, uint16(40), true)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // Write writes one corpus entry named name into dir (created if needed),
@@ -39,4 +40,21 @@ func Write(dir, name string, values ...any) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644)
+}
+
+// Regenerate is for a package's corpus-writing test: it skips tb unless
+// REWIND_WRITE_CORPUS=1, and returns a function that writes one entry into
+// testdata/fuzz/<fuzzer> (see Write), failing tb on error.
+func Regenerate(tb testing.TB, fuzzer string) func(name string, values ...any) {
+	tb.Helper()
+	if os.Getenv("REWIND_WRITE_CORPUS") != "1" {
+		tb.Skip("set REWIND_WRITE_CORPUS=1 to regenerate the seed corpus")
+	}
+	dir := filepath.Join("testdata", "fuzz", fuzzer)
+	return func(name string, values ...any) {
+		tb.Helper()
+		if err := Write(dir, name, values...); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
