@@ -288,10 +288,10 @@ func (d *decoder) s() int64 {
 	return v
 }
 
-// count reads a count of items that take at least min bytes each.
-func (d *decoder) count(min int) int {
+// count reads a count of items that take at least each bytes apiece.
+func (d *decoder) count(each int) int {
 	n := d.u()
-	if d.err == nil && n > uint64(len(d.b)-d.off)/uint64(min) {
+	if d.err == nil && n > uint64(len(d.b)-d.off)/uint64(each) {
 		d.err = fmt.Errorf("%w: count %d at offset %d exceeds the data", errIndex, n, d.off)
 		return 0
 	}
