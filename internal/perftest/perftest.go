@@ -15,9 +15,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/rewindstack/rewind/perfdata"
-	"github.com/rewindstack/rewind/perfevent"
 )
 
 //go:embed csrc/cpu.c
@@ -135,14 +132,23 @@ func BuildGo(tb testing.TB) string {
 	return exe
 }
 
+// Recorder is what Drain needs of a perfevent.Recorder (R is
+// *perfdata.Record). An interface keeps this package free of perfdata,
+// whose own tests use it.
+type Recorder[R any] interface {
+	Wait(timeout time.Duration) bool
+	Read(fn func(R) error) error
+	Disable()
+}
+
 // Drain reads rec's buffers, passing every record to fn, until the recorded
 // program's exit is reported on done; then it disables the events, reads
 // what is left and returns the program's exit error. It fails tb on a read
 // error or when the program has not exited within a minute.
-func Drain(tb testing.TB, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) error {
+func Drain[R any](tb testing.TB, rec Recorder[R], done <-chan error, fn func(R)) error {
 	tb.Helper()
 	read := func() {
-		if err := rec.Read(func(r *perfdata.Record) error { fn(r); return nil }); err != nil {
+		if err := rec.Read(func(r R) error { fn(r); return nil }); err != nil {
 			tb.Fatal(err)
 		}
 	}
