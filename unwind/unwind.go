@@ -159,7 +159,8 @@ type Cursor struct {
 	// signal frame produces MethodSignal).
 	Method Method
 
-	mem *reader
+	mem  *reader
+	info *modInfo // what the walk knows of Map's module (nil: no module)
 }
 
 // Read reads one 64-bit word of target memory.
@@ -238,10 +239,11 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 	}
 	w := walkPool.Get().(*walkState)
 	defer func() {
-		w.rd.mem, w.c = nil, Cursor{} // do not keep the target alive from the pool
+		w.rd.mem, w.c, w.mods = nil, Cursor{}, modCache{} // do not keep the target alive from the pool
 		walkPool.Put(w)
 	}()
 	w.rd = reader{mem: mem}
+	w.c.mem = &w.rd
 	cur, next := &w.regs[0], &w.regs[1]
 	*cur = r
 	exact := true
@@ -261,13 +263,27 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 			st.End = EndDepth
 			return
 		}
-		st.Frames = append(st.Frames, Frame{PC: pc, SP: sp, Method: method, Exact: exact})
-		f := &st.Frames[len(st.Frames)-1]
+		lookup := pc
+		if !exact {
+			lookup-- // pc != 0 here
+		}
+		m := space.Find(lookup)
+		// Fields are stored one by one: copying whole structs that hold
+		// pointers into heap memory goes through the runtime's typed copy,
+		// which showed as a fifth of a frame's cost.
+		n := len(st.Frames)
+		if n < cap(st.Frames) {
+			st.Frames = st.Frames[:n+1]
+		} else {
+			st.Frames = append(st.Frames, Frame{})
+		}
+		f := &st.Frames[n]
+		f.PC, f.SP, f.Method, f.Exact, f.Map = pc, sp, method, exact, m
 		c := &w.c
-		*c = Cursor{Regs: cur, PC: f.LookupPC(), Exact: exact, Caller: next, mem: &w.rd}
-		c.Map = space.Find(c.PC)
-		f.Map = c.Map
-		root := rootAt(c.Map, c.PC)
+		info := w.mods.get(m)
+		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
+		c.CallerExact, c.Method = false, 0
+		root := rootAt(info, m, lookup)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
 			return
@@ -275,7 +291,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		err := ErrNoInfo
 		for _, s := range u.Steppers {
 			c.Method = s.Method()
-			if err = s.Step(c); !errors.Is(err, ErrNoInfo) {
+			if err = s.Step(c); err != ErrNoInfo && !errors.Is(err, ErrNoInfo) {
 				break
 			}
 		}
@@ -319,6 +335,7 @@ type walkState struct {
 	rd   reader
 	c    Cursor
 	regs [2]regs.Regs
+	mods modCache
 }
 
 var walkPool = sync.Pool{New: func() any { return new(walkState) }}
