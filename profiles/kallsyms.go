@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
@@ -164,6 +163,9 @@ func (k *Kallsyms) Lookup(addr uint64) (string, uint64, bool) {
 	return k.name(i), addr - k.addr(i), true
 }
 
+// maxKallsymsFile bounds a cached kernel symbol table read back.
+const maxKallsymsFile = 1 << 28
+
 // kallsymsMagic starts a cached symbol table; its last bytes version it.
 const kallsymsMagic = "RWKS0001"
 
@@ -194,17 +196,22 @@ func LoadKallsymsCached(dir string) (*Kallsyms, error) {
 	} else if !os.IsNotExist(err) {
 		return LoadKallsyms()
 	}
-	path := filepath.Join(dir, "kallsyms", hex.EncodeToString(h.Sum(nil)[:12]))
-	if b, err := os.ReadFile(path); err == nil {
-		if k, err := decodeKallsyms(b); err == nil {
+	name := hex.EncodeToString(h.Sum(nil)[:12])
+	rel, key := "kallsyms/"+name, kallsymsMagic+name
+	b, err := cachefile.Read(dir, rel, key, maxKallsymsFile)
+	var k *Kallsyms
+	if err == nil {
+		if k, err = decodeKallsyms(b); err == nil {
 			return k, nil
 		}
 	}
-	k, err := LoadKallsyms()
+	cachefile.Note(err, "kernel symbols read again")
+	k, err = LoadKallsyms()
 	if err != nil {
 		return nil, err
 	}
-	_ = cachefile.Write(path, k.file) // a cache: failing to write it is harmless
+	// A cache: failing to write it is harmless (but noted).
+	cachefile.Note(cachefile.Write(dir, rel, key, k.file), "kernel symbols not saved")
 	return k, nil
 }
 

@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
 )
@@ -24,8 +24,8 @@ import (
 // are at.
 //
 // The file is named by the object's build-id and a hash of the DWARF
-// source's path, size and modification time, so installing or upgrading a
-// -dbg package makes a new file. Objects without a build-id are not
+// source's identity (see indexKey), so installing or upgrading a -dbg
+// package makes a new file. Files are checksummed (package cachefile). Objects without a build-id are not
 // persisted. A file that does not decode (truncated, foreign, an older
 // format) is ignored and rewritten. Files are written to a temporary name
 // and renamed, so concurrent runs never see a partial one.
@@ -47,59 +47,49 @@ func NewPersistentCache(dir string) *Cache {
 	return c
 }
 
-// DefaultCacheDir returns where rewind keeps its persistent caches:
-// $REWIND_CACHE_DIR, else the user's cache directory ($XDG_CACHE_HOME or
-// ~/.cache) + "/rewind". It is "" when neither can be determined.
-func DefaultCacheDir() string {
-	if d := os.Getenv("REWIND_CACHE_DIR"); d != "" {
-		return d
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(d, "rewind")
-}
+// DefaultCacheDir returns where rewind keeps its persistent caches (see
+// cachefile.Dir): $REWIND_CACHE_DIR, else the user's cache directory
+// ($XDG_CACHE_HOME or ~/.cache) + "/rewind". It is "" when neither can be
+// determined.
+func DefaultCacheDir() string { return cachefile.Dir() }
 
-// indexPath names the index file of an object with build-id buildID whose
-// DWARF comes from src.
-func indexPath(dir, buildID, src string) string {
+// indexKey returns the cache file (relative to the cache directory) and
+// the checksum key of the index of an object with build-id buildID whose
+// DWARF comes from src. Besides the build-id — a claim the file makes
+// about itself — the key names the very file the index was built from:
+// its path, device, inode, size, modification and change times. The
+// change time cannot be set back by an unprivileged user, so a file
+// replaced or rewritten in place (even with the same size, build-id and
+// modification time) gets a new index.
+func indexKey(buildID, src string) (rel, key string) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s", indexMagic, src)
-	if fi, err := os.Stat(src); err == nil {
-		fmt.Fprintf(h, "\x00%d\x00%d", fi.Size(), fi.ModTime().UnixNano())
+	var st syscall.Stat_t
+	if syscall.Stat(src, &st) == nil {
+		fmt.Fprintf(h, "\x00%d\x00%d\x00%d\x00%d.%d\x00%d.%d", st.Dev, st.Ino, st.Size,
+			st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 	}
-	return filepath.Join(dir, "dwarf", buildID[:2], buildID[2:]+"-"+hex.EncodeToString(h.Sum(nil)[:8]))
+	sum := hex.EncodeToString(h.Sum(nil)[:12])
+	return "dwarf/" + buildID[:2] + "/" + buildID[2:] + "-" + sum, indexMagic + buildID + sum
 }
 
-// readIndex loads the index file at path; units are decoded on first use.
-func readIndex(path string) (*dwarfIndex, error) {
-	f, err := os.Open(path)
+// readIndex loads the index file rel of the cache in dir; units are
+// decoded on first use.
+func readIndex(dir, rel, key string) (*dwarfIndex, error) {
+	data, err := cachefile.Read(dir, rel, key, maxIndexFile)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > maxIndexFile {
-		return nil, fmt.Errorf("%s: implausible size %d", path, fi.Size())
-	}
-	data := make([]byte, fi.Size())
-	if _, err := f.ReadAt(data, 0); err != nil {
 		return nil, err
 	}
 	ix, err := decodeIndex(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, rel), err)
 	}
 	return ix, nil
 }
 
-// writeIndex stores ix (all of whose units are built) at path.
-func writeIndex(path string, ix *dwarfIndex) error {
-	return cachefile.Write(path, ix.encode())
+// writeIndex stores ix (all of whose units are built) as rel in dir.
+func writeIndex(dir, rel, key string, ix *dwarfIndex) error {
+	return cachefile.Write(dir, rel, key, ix.encode())
 }
 
 // buildAll parses every unit, in parallel: debug/dwarf supports

@@ -38,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -292,13 +293,15 @@ func (di *debugInfo) goTable() *goTable {
 func (di *debugInfo) dwarf() *dwarfIndex {
 	di.dwOnce.Do(func() {
 		for _, p := range uniq(di.symPath, di.objPath) {
-			var saved string
-			if di.dir != "" && di.bid != "" {
-				saved = indexPath(di.dir, di.bid, p)
-				if ix, err := readIndex(saved); err == nil {
+			var saved, key string
+			if di.dir != "" && len(di.bid) >= 2 {
+				saved, key = indexKey(di.bid, p)
+				ix, err := readIndex(di.dir, saved, key)
+				if err == nil {
 					di.dw = ix
 					return
 				}
+				cachefile.Note(err, "DWARF index rebuilt")
 			}
 			ef, err := openELF(p)
 			if err != nil {
@@ -317,7 +320,7 @@ func (di *debugInfo) dwarf() *dwarfIndex {
 			if saved != "" {
 				// Index everything once, so later runs need no DWARF at all.
 				di.dw.buildAll()
-				_ = writeIndex(saved, di.dw)
+				cachefile.Note(writeIndex(di.dir, saved, key, di.dw), "DWARF index not saved")
 			}
 			return
 		}

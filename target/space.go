@@ -84,7 +84,7 @@ func (m *Module) Table() (*unwindtable.Table, error) {
 			m.tableErr = m.Err
 			return
 		}
-		key := m.File.BuildIDHex()
+		key := tableKey(m.File)
 		if key == "" {
 			key = "path:" + m.Path
 			if fi, err := os.Stat(m.Path); err == nil {

@@ -1,14 +1,20 @@
 package unwindtable
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/rewindstack/rewind/internal/cachefile"
+)
 
 // Cache holds compiled tables by key (an object's build-id, or its path and
 // identity when it has none), so every mapping of the same object in a
 // process, and every snapshot taken later, shares one table. Builds for the
 // same key run once; concurrent callers wait for the first.
 //
-// With Dir set, tables of objects keyed by build-id are also kept in files
-// under Dir/tables and read back by later processes: a compiled table is a
+// With Dir set, tables of objects keyed by build-id and content are also
+// kept in files under Dir/tables (see package cachefile: checksummed,
+// never through a symbolic link, only in directories of the current user)
+// and read back by later processes: a compiled table is a
 // few hundred kilobytes that load in well under a millisecond, where
 // compiling libc's CFI takes milliseconds.
 type Cache struct {
@@ -40,16 +46,18 @@ func (c *Cache) Get(key string, build func() (*Table, error)) (*Table, error) {
 	}
 	c.mu.Unlock()
 	e.once.Do(func() {
-		path := c.persisted(key)
-		if path != "" {
-			if t, err := load(path); err == nil {
+		rel := c.persisted(key)
+		if rel != "" {
+			t, err := load(c.Dir, rel, key)
+			if err == nil {
 				e.t = t
 				return
 			}
+			cachefile.Note(err, "table rebuilt")
 		}
 		e.t, e.err = build()
-		if path != "" && e.err == nil {
-			_ = save(path, e.t)
+		if rel != "" && e.err == nil {
+			cachefile.Note(save(c.Dir, rel, key, e.t), "table not saved")
 		}
 	})
 	return e.t, e.err

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
@@ -206,39 +205,46 @@ func (t *Table) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
-// persisted returns the file a Cache with Dir keeps key's table in, or ""
-// when key is not a build-id (a path-based key names no stable content).
+// persisted returns the file (relative to the cache directory) a Cache
+// with Dir keeps key's table in, or "" when key does not name contents (a
+// path-based key names no stable content). Keys that name contents are a
+// build-id and a hash of the CFI the table is built from, as lowercase
+// hex joined by '-'.
 func (c *Cache) persisted(key string) string {
-	if c.Dir == "" || len(key) < 3 {
+	if c.Dir == "" || len(key) < 3 || len(key) > 200 {
 		return ""
 	}
 	for _, ch := range key {
-		if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f') {
+		if !('0' <= ch && ch <= '9' || 'a' <= ch && ch <= 'f' || ch == '-') {
 			return ""
 		}
 	}
-	return filepath.Join(c.Dir, "tables", key[:2], key[2:]+"-"+tableMagic[4:])
+	return "tables/" + key[:2] + "/" + key[2:] + "-" + tableMagic[4:]
 }
 
-// load reads a persisted table; any error means "build it".
-func load(path string) (*Table, error) {
-	data, err := os.ReadFile(path)
+// maxTableFile bounds a persisted table read back.
+const maxTableFile = 1 << 30
+
+// load reads a persisted table, checking its checksum against key; any
+// error means "build it".
+func load(dir, rel, key string) (*Table, error) {
+	data, err := cachefile.Read(dir, rel, tableMagic+key, maxTableFile)
 	if err != nil {
 		return nil, err
 	}
 	t := &Table{}
 	if err := t.UnmarshalBinary(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, rel), err)
 	}
 	return t, nil
 }
 
-// save writes t to path (see cachefile.Write). Errors are ignored by
-// callers: persistence is an optimisation.
-func save(path string, t *Table) error {
+// save writes t under rel (see cachefile.Write). Errors are only noted:
+// persistence is an optimisation.
+func save(dir, rel, key string, t *Table) error {
 	b, err := t.MarshalBinary()
 	if err != nil {
 		return err
 	}
-	return cachefile.Write(path, b)
+	return cachefile.Write(dir, rel, tableMagic+key, b)
 }

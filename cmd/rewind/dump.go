@@ -67,10 +67,11 @@ func runDump(args []string) error {
 	// into, as eu-stack -i and gdb show them.
 	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
 	objs := &target.Objects{}
-	if dir := symbolize.DefaultCacheDir(); dir != "" && !*noCache {
+	if dir := cacheDir(*noCache); dir != "" {
 		sym.Cache = symbolize.NewPersistentCache(dir)
 		objs.Tables.Dir = dir
 	}
+	defer printCacheNotes(*stats)
 	var tm *timings
 	if *stats {
 		tm = newTimings()

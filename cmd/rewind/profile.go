@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
 )
@@ -34,10 +35,7 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 
 // newBuilder returns the profile builder of a record or report run.
 func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileFlags) *profiles.Builder {
-	dir := ""
-	if !*pf.noCache {
-		dir = symbolize.DefaultCacheDir()
-	}
+	dir := cacheDir(*pf.noCache)
 	sym := &symbolize.Symbolizer{Inlines: true}
 	if dir != "" {
 		sym.Cache = symbolize.NewPersistentCache(dir)
@@ -82,6 +80,7 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 		}
 		return err
 	}
+	printCacheNotes(*pf.stats)
 	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, len(prof.Stacks))
 	return nil
 }
@@ -127,6 +126,6 @@ func writeProfile(prof *profiles.Profile, out string, periodNS int64, title stri
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	os.Chmod(tmp.Name(), 0o644)
+	os.Chmod(tmp.Name(), fsafe.CreateMode(0o666)) // CreateTemp made it 0600
 	return os.Rename(tmp.Name(), out)
 }

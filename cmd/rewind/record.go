@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +42,7 @@ type profileFlags struct {
 	fidelity *bool
 	noCache  *bool
 	stats    *bool
+	title    *string
 	tm       *timings // set when stats is
 }
 
@@ -55,6 +55,7 @@ func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 		fidelity: fs.Bool("fidelity", true, "unwind every sample with every method (auto, dwarf, sframe, fp) for the fidelity table; "+
 			"with --fidelity=false only --method runs"),
 		stats:   fs.Bool("stats", false, "print the time of each phase to stderr"),
+		title:   fs.String("title", "", "the flame graph's `TITLE` (default: rewind and the command's name, without its arguments)"),
 		noCache: fs.Bool("no-cache", false, "do not read or write the persistent caches of unwind tables, DWARF indexes and kernel symbols ("+cacheDirHelp+")"),
 	}
 }
@@ -203,13 +204,7 @@ loop:
 		}
 	}
 	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", why, elapsed.Seconds(), rec.Samples(), rec.Lost())
-	title := "rewind record -F " + strconv.Itoa(*freq)
-	if *pid != 0 {
-		title += " -p " + strconv.Itoa(*pid)
-	} else {
-		title += " -- " + strings.Join(cmdArgs, " ")
-	}
-	return finishProfile(build, col, pf, 1e9/int64(*freq), title)
+	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs))
 }
 
 // pendingLimit bounds the stack copies a recording keeps before it starts

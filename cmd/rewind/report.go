@@ -50,7 +50,7 @@ func runReport(args []string) error {
 	if readErr != nil {
 		warn(fmt.Sprintf("%v; writing the profile of the records before it", readErr))
 	}
-	if err := finishProfile(newBuilder(pd.Collector, methods, pf), pd.Collector, pf, pd.PeriodNS, "rewind report "+pos[0]); err != nil {
+	if err := finishProfile(newBuilder(pd.Collector, methods, pf), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report")); err != nil {
 		return err
 	}
 	return readErr

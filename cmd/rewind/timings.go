@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/rewindstack/rewind/internal/cachefile"
 )
 
 // timings records how long each phase of a command took, for --stats. A
@@ -46,4 +48,4 @@ func (t *timings) print() {
 }
 
 // cacheDirHelp says where the persistent symbolization cache lives.
-const cacheDirHelp = "$REWIND_CACHE_DIR, else $XDG_CACHE_HOME/rewind or ~/.cache/rewind"
+const cacheDirHelp = cachefile.Help
