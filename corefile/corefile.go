@@ -26,6 +26,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
@@ -125,18 +126,9 @@ const maxNotes = 1 << 30
 // Open opens and parses the core dump at path. The file stays open until
 // Close because ReadMemory reads from it.
 func Open(path string) (*Core, error) {
-	fh, err := os.Open(path)
+	fh, st, err := fsafe.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("corefile: %w", err)
-	}
-	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
-		return nil, fmt.Errorf("corefile: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		fh.Close()
-		return nil, fmt.Errorf("corefile: %s: not a regular file", path)
 	}
 	c := &Core{Path: path, fh: fh, r: fh, size: st.Size()}
 	if err := c.parse(); err != nil {
@@ -668,7 +660,15 @@ func (c *Core) mappedFile(path string) (io.ReaderAt, error) {
 	c.files[path] = f
 	open := c.opener
 	if open == nil {
-		open = func(path string) (io.ReaderAt, error) { return os.Open(path) }
+		// The paths come from the core's NT_FILE note: never block on a
+		// FIFO or open a device it names.
+		open = func(path string) (io.ReaderAt, error) {
+			f, _, err := fsafe.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			return f, nil
+		}
 	}
 	r, err := open(path)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
 )
@@ -182,18 +183,11 @@ const (
 // Open opens the ELF file at path. The file stays open until Close, because
 // Text, symbols and ReadVaddr read from it on demand.
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	// Paths come from /proc maps, cores and perf.data: never block on a
+	// FIFO or open a device named there.
+	fh, st, err := fsafe.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("elfobj: %w", err)
-	}
-	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
-		return nil, fmt.Errorf("elfobj: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		fh.Close()
-		return nil, fmt.Errorf("elfobj: %s: not a regular file", path)
 	}
 	f, err := NewFile(io.NewSectionReader(fh, 0, st.Size()), path)
 	if err != nil {

@@ -125,7 +125,47 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 	for i := range snap.Threads {
 		snap.Threads[i].Name = threadName(s.pid, snap.Threads[i].TID)
 	}
-	err = fn(snap)
+	// fn runs on its own goroutine so that nothing it blocks on can keep
+	// the threads stopped beyond MaxStopped.
+	// A panic in fn is raised again here, after the threads are resumed.
+	type result struct {
+		err      error
+		panicked bool
+		p        any
+	}
+	done := make(chan result, 1)
+	go func() {
+		r := result{panicked: true}
+		defer func() {
+			if r.panicked {
+				r.p = recover()
+			}
+			done <- r
+		}()
+		r.err = fn(snap)
+		r.panicked = false
+	}()
+	var expired <-chan time.Time
+	limit := opt.MaxStopped
+	if limit == 0 {
+		limit = DefaultMaxStopped
+	}
+	if limit > 0 {
+		tm := time.NewTimer(limit)
+		defer tm.Stop()
+		expired = tm.C
+	}
+	select {
+	case r := <-done:
+		if r.panicked {
+			thaw()
+			panic(r.p)
+		}
+		err = r.err
+	case <-expired:
+		thaw()
+		return fmt.Errorf("%w (limit %v)", ErrStoppedTooLong, limit)
+	}
 	thaw()
 	snap.Pause = s.end.Sub(s.start)
 	if err != nil {

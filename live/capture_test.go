@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/regs"
@@ -336,6 +339,38 @@ func TestAlreadyTraced(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	checkReleased(t, tg.pid, "S")
+}
+
+// TestWithStoppedDeadline: a function blocked on I/O that never
+// completes (opening a FIFO no one writes) cannot keep the threads
+// stopped beyond MaxStopped: they are resumed and WithStopped fails.
+func TestWithStoppedDeadline(t *testing.T) {
+	tg := threadsTarget(t)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Let the blocked open finish so the goroutine ends.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}()
+	begin := time.Now()
+	err := WithStopped(tg.pid, Options{MaxStopped: 300 * time.Millisecond}, func(*Snapshot) error {
+		f, err := os.Open(fifo)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, ErrStoppedTooLong) {
+		t.Fatalf("WithStopped = %v, want ErrStoppedTooLong", err)
+	}
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Fatalf("WithStopped returned after %v", d)
 	}
 	checkReleased(t, tg.pid, "S")
 }

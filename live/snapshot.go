@@ -39,7 +39,20 @@ type Options struct {
 	// documentation). A TID that is not a thread of the process is
 	// reported as a Thread with Err set.
 	Threads []int
+	// MaxStopped bounds how long WithStopped keeps the threads stopped
+	// while its function runs: when it expires the threads are resumed
+	// and WithStopped returns ErrStoppedTooLong, whatever the function is
+	// blocked on (a file that never answers, a slow disk). Zero means
+	// DefaultMaxStopped; negative means no limit.
+	MaxStopped time.Duration
 }
+
+// DefaultMaxStopped is the default Options.MaxStopped.
+const DefaultMaxStopped = 2 * time.Second
+
+// ErrStoppedTooLong is returned by WithStopped when its function did not
+// finish within Options.MaxStopped; the threads were resumed.
+var ErrStoppedTooLong = errors.New("live: the threads were resumed: unwinding them while stopped took too long")
 
 // Thread is one captured thread.
 type Thread struct {

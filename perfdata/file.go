@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/internal/fsafe"
 )
 
 const (
@@ -57,15 +58,11 @@ const populateLimit = 1 << 30
 // Open opens and parses a perf.data file. The data section is read lazily
 // by Records.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, st, err := fsafe.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, err
-	}
 	size := st.Size()
 	if size < pipeHeaderSize {
 		return nil, &Error{File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
@@ -84,7 +81,8 @@ func Open(path string) (*File, error) {
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, flags)
 	mapped := err == nil
 	if err != nil {
-		if data, err = os.ReadFile(path); err != nil {
+		data = make([]byte, size)
+		if _, err = fd.ReadAt(data, 0); err != nil {
 			return nil, err
 		}
 	}

@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/target"
@@ -405,13 +406,9 @@ func (h *elfHandle) Close() { h.f.Close() }
 
 // openELF opens path with debug/elf (a panic in it becomes an error).
 func openELF(path string) (*elfHandle, error) {
-	f, err := os.Open(path)
+	f, _, err := fsafe.Open(path)
 	if err != nil {
 		return nil, err
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	var ef *elf.File
 	err = protect(func() error {

@@ -5,6 +5,7 @@ import (
 	"github.com/rewindstack/rewind/target"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/live"
@@ -46,6 +47,7 @@ func runDump(args []string) error {
 	group := fs.Bool("group", false, "print identical stacks once, with the threads that share them")
 	threads := fs.String("threads", "", "only these thread IDs (`TID,...`)")
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
+	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
@@ -91,7 +93,7 @@ func runDump(args []string) error {
 		if *exe != "" {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, *maxStack, objs, opt, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -126,8 +128,8 @@ func dumpCore(path, exe string, objs *target.Objects, opt stacks.Options, sym *s
 	return rep, nil
 }
 
-func dumpLive(pid int, lazy bool, maxStack int, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
-	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads}
+func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads, MaxStopped: maxStopped}
 	var tg *target.Target
 	var walks []stacks.Walked
 	var snap *live.Snapshot

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
+	"github.com/rewindstack/rewind/internal/fsafe"
 )
 
 // cacheDir returns the persistent cache directory commands use, or ""
@@ -64,4 +67,41 @@ func recordTitle(pf *profileFlags, pid int, cmdArgs []string) string {
 		def += " " + filepath.Base(cmdArgs[0])
 	}
 	return profileTitle(pf, def)
+}
+
+// openELF opens a file named on the command line with debug/elf, refusing
+// FIFOs and devices before anything could block on them.
+func openELF(path string) (*elf.File, error) {
+	fh, _, err := fsafe.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := elf.NewFile(fh)
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// maxGenInput bounds the file sframe gen copies: the copy is built in
+// memory, twice (the output and its read-back check).
+const maxGenInput = 1 << 30
+
+// readInput reads the whole of a regular file named on the command line,
+// up to maxGenInput bytes.
+func readInput(path string) ([]byte, error) {
+	fh, st, err := fsafe.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	if st.Size() > maxGenInput {
+		return nil, fmt.Errorf("%s: %d bytes: rewind copies files of at most %d bytes (1 GiB) (--separate writes only the section)", path, st.Size(), maxGenInput)
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(fh, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
 }

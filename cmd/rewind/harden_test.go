@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/internal/fixture"
 	"golang.org/x/sys/unix"
@@ -103,5 +104,39 @@ func TestDumpCacheTrust(t *testing.T) {
 	if os.Geteuid() == 0 {
 		os.Chown(cache, 65534, 65534)
 		check("another user's", "owned by uid 65534")
+	}
+}
+
+// TestFIFOInputs: no command blocks on a FIFO named as its input; each
+// refuses it at once, naming it.
+func TestFIFOInputs(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "f")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"table", fifo},
+		{"sframe", "dump", fifo},
+		{"sframe", "gen", fifo, "-o", filepath.Join(dir, "out")},
+		{"sframe", "gen", "--separate", fifo, "-o", filepath.Join(dir, "out")},
+		{"dump", "--core", fifo},
+		{"report", "-o", filepath.Join(dir, "out.folded"), fifo},
+	} {
+		done := make(chan struct{})
+		var stderr string
+		var code int
+		go func() {
+			defer close(done)
+			_, stderr, code = run(t, args...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("rewind %s blocked on a FIFO", strings.Join(args, " "))
+		}
+		if code == 0 || !strings.Contains(stderr, fifo) || !strings.Contains(stderr, "not a regular file (a FIFO)") {
+			t.Errorf("rewind %s: rc %d, stderr %q", strings.Join(args, " "), code, stderr)
+		}
 	}
 }

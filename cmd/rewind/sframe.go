@@ -48,7 +48,7 @@ named by --readelf.`)
 		return fmt.Errorf("unknown --readelf %q (want 2.40, 2.44 or 2.47)", *style)
 	}
 	for _, path := range pos {
-		f, err := elf.Open(path)
+		f, err := openELF(path)
 		if err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ address given by --addr (0: a section that is not loaded).`)
 			return err
 		}
 	} else {
-		raw, err := os.ReadFile(in)
+		raw, err := readInput(in)
 		if err != nil {
 			return err
 		}
