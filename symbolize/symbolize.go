@@ -37,9 +37,9 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/target"
 )
 
