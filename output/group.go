@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 // Group is a set of threads whose stacks are identical (same PCs, same end).
@@ -65,7 +67,7 @@ func WriteGrouped(w io.Writer, r *Report) error {
 		for i, tid := range g.TIDs {
 			fmt.Fprintf(bw, " %d", tid)
 			if g.Names[i] != "" {
-				fmt.Fprintf(bw, " (%s)", g.Names[i])
+				fmt.Fprintf(bw, " (%s)", textesc.String(g.Names[i]))
 			}
 		}
 		fmt.Fprintln(bw)
@@ -77,7 +79,7 @@ func WriteGrouped(w io.Writer, r *Report) error {
 func writeHeader(bw *bufio.Writer, r *Report) {
 	fmt.Fprintf(bw, "PID %d", r.PID)
 	if r.Source != "" {
-		fmt.Fprintf(bw, " - %s", r.Source)
+		fmt.Fprintf(bw, " - %s", textesc.String(r.Source))
 	}
 	if r.PauseUS != nil {
 		fmt.Fprintf(bw, " (paused %d us)", *r.PauseUS)
@@ -91,12 +93,12 @@ func writeHeader(bw *bufio.Writer, r *Report) {
 func writeFrames(bw *bufio.Writer, t *Thread) {
 	for j := range t.Frames {
 		f := &t.Frames[j]
-		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, f.Name())
+		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, textesc.String(f.Name()))
 		if f.Module != "" {
-			fmt.Fprintf(bw, " (%s)", filepath.Base(f.Module))
+			fmt.Fprintf(bw, " (%s)", textesc.String(filepath.Base(f.Module)))
 		}
 		if f.File != "" {
-			fmt.Fprintf(bw, " %s:%d", f.File, f.Line)
+			fmt.Fprintf(bw, " %s:%d", textesc.String(f.File), f.Line)
 		}
 		if f.Inlined {
 			fmt.Fprintln(bw, " [inlined]")
@@ -106,7 +108,7 @@ func writeFrames(bw *bufio.Writer, t *Thread) {
 	}
 	fmt.Fprintf(bw, "    end: %s", t.End)
 	if t.EndDetail != "" {
-		fmt.Fprintf(bw, " (%s)", t.EndDetail)
+		fmt.Fprintf(bw, " (%s)", textesc.String(t.EndDetail))
 	}
 	fmt.Fprintln(bw)
 }

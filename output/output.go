@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+
+	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 // Report is the stacks of one process.
@@ -72,7 +74,7 @@ func WriteText(w io.Writer, r *Report) error {
 		t := &r.Threads[i]
 		fmt.Fprintf(bw, "TID %d:", t.TID)
 		if t.Name != "" {
-			fmt.Fprintf(bw, " %s", t.Name)
+			fmt.Fprintf(bw, " %s", textesc.String(t.Name))
 		}
 		fmt.Fprintln(bw)
 		writeFrames(bw, t)
@@ -98,7 +100,7 @@ func WriteSideBySide(w io.Writer, left, right *Report, ltitle, rtitle string) er
 		}
 		fmt.Fprintf(bw, "TID %d", lt.TID)
 		if lt.Name != "" {
-			fmt.Fprintf(bw, " %s", lt.Name)
+			fmt.Fprintf(bw, " %s", textesc.String(lt.Name))
 		}
 		fmt.Fprintf(bw, "\n    %-*s %s\n", col, fmt.Sprintf("%s: %d frames", ltitle, len(lt.Frames)),
 			fmt.Sprintf("%s: %d frames", rtitle, len(rt.Frames)))
@@ -118,12 +120,12 @@ func WriteSideBySide(w io.Writer, left, right *Report, ltitle, rtitle string) er
 }
 
 func frameCell(f *Frame) string {
-	s := f.Name()
+	s := textesc.String(f.Name())
 	if f.Function == "" {
 		s = fmt.Sprintf("[unknown] %#x", f.PC)
 	}
 	if f.Module != "" {
-		s += " (" + filepath.Base(f.Module) + ")"
+		s += " (" + textesc.String(filepath.Base(f.Module)) + ")"
 	}
 	return s
 }

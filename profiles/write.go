@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 // Folded is one aggregated stack, root (outermost) frame first.
@@ -101,7 +103,7 @@ func (p *Profile) WriteFolded(w io.Writer) error {
 			if i > 0 {
 				bw.WriteByte(';')
 			}
-			bw.WriteString(foldedName.Replace(n))
+			bw.WriteString(textesc.String(foldedName.Replace(n)))
 		}
 		fmt.Fprintf(bw, " %d\n", f.Value)
 	}

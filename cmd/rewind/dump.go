@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/target"
 	"os"
 	"strconv"
@@ -163,7 +164,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	return rep, nil
 }
 
-func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", msg) }
+func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", textesc.String(msg)) }
 
 // warnUnreadable tells the user about mapped objects that could not be
 // opened: their frames print as addresses only.

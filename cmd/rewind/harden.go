@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 // cacheDir returns the persistent cache directory commands use, or ""
@@ -41,7 +42,7 @@ func printCacheNotes(stats bool) {
 	}
 	if stats {
 		for _, n := range other {
-			fmt.Fprintf(os.Stderr, "rewind: %s\n", n)
+			fmt.Fprintf(os.Stderr, "rewind: %s\n", textesc.String(n))
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +141,72 @@ func TestFIFOInputs(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, fifo) || !strings.Contains(stderr, "not a regular file (a FIFO)") {
 			t.Errorf("rewind %s: rc %d, stderr %q", strings.Join(args, " "), code, stderr)
 		}
+	}
+}
+
+const escapeProgram = `#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+volatile unsigned long sink;
+__attribute__((noinline)) void spin(void) { for (unsigned long i = 0; i < 400000000UL; i++) sink += i; }
+int main(int argc, char **argv) {
+	prctl(PR_SET_NAME, "\x1b[2J\x1b]0;pw\x07", 0, 0, 0);
+	if (argc > 1) { spin(); return 0; }
+	printf("ready\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+`
+
+// TestEscapesInOutput: a target whose thread name and executable path
+// hold terminal escape sequences cannot get a control byte into rewind's
+// text output (plain, grouped, folded) or warnings; they print as \x1b.
+func TestEscapesInOutput(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "esc.c")
+	os.WriteFile(src, []byte(escapeProgram), 0o600)
+	exe := filepath.Join(dir, "prog\x1b]0;owned\x07\x1b[31m")
+	if out, err := exec.Command("gcc", "-O1", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v\n%s", err, out)
+	}
+	cmd := exec.Command(exe)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("target: %q, %v", line, err)
+	}
+	clean := func(what, s string) {
+		t.Helper()
+		for _, c := range []byte(s) {
+			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+				t.Fatalf("%s: raw control byte %#x in output:\n%q", what, c, s)
+			}
+		}
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	for _, args := range [][]string{{"dump", pid}, {"dump", "--group", pid}, {"dump", "--lazy", pid}} {
+		out, errOut, code := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: rc %d: %s", args, code, errOut)
+		}
+		clean(strings.Join(args, " "), out+errOut)
+		if !strings.Contains(out, `\x1b[2J\x1b]0;pw\x07`) || !strings.Contains(out, `prog\x1b]0;owned\x07\x1b[31m`) {
+			t.Errorf("%v: the escaped name or path is missing:\n%s", args, out)
+		}
+	}
+	folded := filepath.Join(dir, "p.folded")
+	_, errOut, code := run(t, "record", "-q", "-o", folded, "--", exe, "spin")
+	if code != 0 {
+		t.Skipf("cannot record here: %s", errOut)
+	}
+	clean("record", errOut)
+	b, _ := os.ReadFile(folded)
+	clean("folded", string(b))
+	if !strings.Contains(string(b), `\x1b`) {
+		t.Errorf("folded output lacks the escaped names:\n%s", b)
 	}
 }

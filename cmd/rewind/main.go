@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/rewindstack/rewind/unwind"
+
+	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 const usage = `rewind: fast, correct stack traces for Linux.
@@ -79,7 +81,7 @@ func runCommand() int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "rewind %s: %v\n", os.Args[1], err)
+		fmt.Fprintf(os.Stderr, "rewind %s: %s\n", textesc.String(os.Args[1]), textesc.String(err.Error()))
 		return 1
 	}
 	return 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/elfedit"
+	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/sframe"
 )
 
@@ -58,7 +59,7 @@ named by --readelf.`)
 			return err
 		}
 		if len(pos) > 1 {
-			fmt.Printf("\nFile: %s\n", path)
+			fmt.Printf("\nFile: %s\n", textesc.String(path))
 		}
 		if err := sframe.Dump(os.Stdout, sec, opt); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -121,7 +122,7 @@ address given by --addr (0: a section that is not loaded).`)
 					name = n + " "
 				}
 			}
-			fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", in, name, s)
+			fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", textesc.String(in), textesc.String(name), s)
 		}
 	}
 	var note string

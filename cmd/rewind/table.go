@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/target"
 	"os"
 	"text/tabwriter"
@@ -43,7 +44,7 @@ row and build time.`)
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1fms\t  %s\n", s.FDEs, s.BadFDEs, s.Rows, s.Rules, s.Exprs,
 			t.Bytes(), per, float64(el.Microseconds())/1000, path)
 		if s.FirstError != "" {
-			fmt.Fprintf(os.Stderr, "rewind: %s: first skipped FDE: %s\n", path, s.FirstError)
+			fmt.Fprintf(os.Stderr, "rewind: %s: first skipped FDE: %s\n", textesc.String(path), textesc.String(s.FirstError))
 		}
 	}
 	return tw.Flush()
