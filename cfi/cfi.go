@@ -24,6 +24,8 @@ package cfi
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/rewindstack/rewind/internal/fileerr"
 )
 
 // Kind says which flavour of CFI section a Section holds.
@@ -78,32 +80,26 @@ type Section struct {
 // check validates the fields every decoder relies on.
 func (s *Section) check() error {
 	if s == nil {
-		return &FormatError{Msg: "nil Section"}
+		return &FormatError{Pkg: "cfi", Msg: "nil Section"}
 	}
 	if s.PtrSize != 4 && s.PtrSize != 8 {
-		return &FormatError{Section: s.Name, Msg: fmt.Sprintf("Section.PtrSize is %d, want 4 or 8", s.PtrSize)}
+		return &FormatError{Pkg: "cfi", Section: s.Name, Msg: fmt.Sprintf("Section.PtrSize is %d, want 4 or 8", s.PtrSize)}
 	}
 	if s.ByteOrder == nil {
-		return &FormatError{Section: s.Name, Msg: "Section.ByteOrder is nil"}
+		return &FormatError{Pkg: "cfi", Section: s.Name, Msg: "Section.ByteOrder is nil"}
 	}
 	if s.Kind != EhFrame && s.Kind != DebugFrame {
-		return &FormatError{Section: s.Name, Msg: fmt.Sprintf("unknown section kind %d", uint8(s.Kind))}
+		return &FormatError{Pkg: "cfi", Section: s.Name, Msg: fmt.Sprintf("unknown section kind %d", uint8(s.Kind))}
 	}
 	return nil
 }
 
 // FormatError reports malformed CFI: the section it was found in (the
 // Section's Name), the byte offset within the section, and what is wrong.
-type FormatError struct {
-	Section string
-	Offset  uint64
-	Msg     string
-}
-
-// Error formats the error as "cfi: SECTION+0xOFFSET: MSG".
-func (e *FormatError) Error() string {
-	return fmt.Sprintf("cfi: %s+%#x: %s", e.Section, e.Offset, e.Msg)
-}
+// It is the FormatError of every rewind parser (sframe, perfdata, elfobj,
+// corefile report theirs with the same type), formatted as
+// "cfi: SECTION+0xOFFSET: MSG".
+type FormatError = fileerr.FormatError
 
 // DW_EH_PE pointer encodings, as used in .eh_frame augmentation data and
 // .eh_frame_hdr. The low four bits select the value format, bits 4-6 the
@@ -144,11 +140,11 @@ func ReadEncodedPointer(sec *Section, off uint64, enc uint8, funcBase uint64) (v
 		return 0, off, false, err
 	}
 	if off > uint64(len(sec.Data)) {
-		return 0, off, false, &FormatError{Section: sec.Name, Offset: off, Msg: "encoded pointer offset past end of section"}
+		return 0, off, false, &FormatError{Pkg: "cfi", Section: sec.Name, Offset: off, Msg: "encoded pointer offset past end of section"}
 	}
 	v, n, ind, msg := readEnc(sec, sec.Data, int(off), enc, funcBase)
 	if msg != "" {
-		return 0, off, false, &FormatError{Section: sec.Name, Offset: off, Msg: msg}
+		return 0, off, false, &FormatError{Pkg: "cfi", Section: sec.Name, Offset: off, Msg: msg}
 	}
 	return v, uint64(n), ind, nil
 }

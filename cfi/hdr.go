@@ -33,24 +33,24 @@ type EhFrameHdr struct {
 // table must use a fixed-size encoding.
 func ParseEhFrameHdr(data []byte, addr uint64, order binary.ByteOrder, name string) (*EhFrameHdr, error) {
 	if order == nil {
-		return nil, &FormatError{Section: name, Msg: "nil byte order"}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Msg: "nil byte order"}
 	}
 	h := &EhFrameHdr{sec: Section{Name: name, Data: data, Addr: addr, ByteOrder: order, PtrSize: 8, DataAddr: addr}}
 	if len(data) < 4 {
-		return nil, &FormatError{Section: name, Msg: fmt.Sprintf("header of %d bytes too short", len(data))}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Msg: fmt.Sprintf("header of %d bytes too short", len(data))}
 	}
 	h.Version, h.EhFramePtrEnc, h.FDECountEnc, h.TableEnc = data[0], data[1], data[2], data[3]
 	if h.Version != 1 {
-		return nil, &FormatError{Section: name, Msg: fmt.Sprintf("unsupported version %d", h.Version)}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Msg: fmt.Sprintf("unsupported version %d", h.Version)}
 	}
 	i := 4
 	if h.EhFramePtrEnc == PEOmit {
-		return nil, &FormatError{Section: name, Offset: 1, Msg: "no eh_frame_ptr"}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: 1, Msg: "no eh_frame_ptr"}
 	}
 	var msg string
 	h.EhFramePtr, i, _, msg = readEnc(&h.sec, data, i, h.EhFramePtrEnc, 0)
 	if msg != "" {
-		return nil, &FormatError{Section: name, Offset: 4, Msg: "eh_frame_ptr: " + msg}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: 4, Msg: "eh_frame_ptr: " + msg}
 	}
 	if h.FDECountEnc == PEOmit || h.TableEnc == PEOmit {
 		return h, nil
@@ -59,7 +59,7 @@ func ParseEhFrameHdr(data []byte, addr uint64, order binary.ByteOrder, name stri
 	var count uint64
 	count, i, _, msg = readEnc(&h.sec, data, i, h.FDECountEnc, 0)
 	if msg != "" {
-		return nil, &FormatError{Section: name, Offset: uint64(at), Msg: "fde_count: " + msg}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: uint64(at), Msg: "fde_count: " + msg}
 	}
 	switch h.TableEnc & 0x0f {
 	case PEUdata2, PESdata2:
@@ -69,18 +69,18 @@ func ParseEhFrameHdr(data []byte, addr uint64, order binary.ByteOrder, name stri
 	case PEUdata8, PESdata8, PEAbsptr, PESigned:
 		h.entSize = 8
 	default:
-		return nil, &FormatError{Section: name, Offset: 3, Msg: fmt.Sprintf("table encoding %#x is not searchable", h.TableEnc)}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: 3, Msg: fmt.Sprintf("table encoding %#x is not searchable", h.TableEnc)}
 	}
 	switch h.TableEnc & 0x70 {
 	case 0, PEPCRel, PETextRel, PEDataRel:
 	default:
-		return nil, &FormatError{Section: name, Offset: 3, Msg: fmt.Sprintf("unsupported table encoding %#x", h.TableEnc)}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: 3, Msg: fmt.Sprintf("unsupported table encoding %#x", h.TableEnc)}
 	}
 	if h.TableEnc&PEIndirect != 0 {
-		return nil, &FormatError{Section: name, Offset: 3, Msg: fmt.Sprintf("unsupported table encoding %#x", h.TableEnc)}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: 3, Msg: fmt.Sprintf("unsupported table encoding %#x", h.TableEnc)}
 	}
 	if count > uint64(len(data)-i)/uint64(2*h.entSize) {
-		return nil, &FormatError{Section: name, Offset: uint64(at), Msg: fmt.Sprintf("table of %d entries runs past end of section", count)}
+		return nil, &FormatError{Pkg: "cfi", Section: name, Offset: uint64(at), Msg: fmt.Sprintf("table of %d entries runs past end of section", count)}
 	}
 	h.FDECount = int(count)
 	h.table = i

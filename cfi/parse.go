@@ -143,7 +143,7 @@ func isCIEID(sec *Section, id uint64, idSize int) bool {
 }
 
 func fmtErr(sec *Section, off int, format string, args ...any) *FormatError {
-	return &FormatError{Section: sec.Name, Offset: uint64(off), Msg: fmt.Sprintf(format, args...)}
+	return &FormatError{Pkg: "cfi", Section: sec.Name, Offset: uint64(off), Msg: fmt.Sprintf(format, args...)}
 }
 
 // parser decodes entries of one section, caching CIEs by offset.
@@ -272,7 +272,7 @@ func FDEAt(sec *Section, off uint64) (*FDE, error) {
 		return nil, err
 	}
 	if off >= uint64(len(sec.Data)) {
-		return nil, &FormatError{Section: sec.Name, Offset: off, Msg: "FDE offset past end of section"}
+		return nil, &FormatError{Pkg: "cfi", Section: sec.Name, Offset: off, Msg: "FDE offset past end of section"}
 	}
 	e, err := readEntry(sec, int(off))
 	if err != nil {

@@ -146,7 +146,7 @@ var errStop = errors.New("stop")
 // returned as is; malformed instructions give a *FormatError.
 func (f *FDE) Rows(fn func(*Row) error) error {
 	if f == nil || f.CIE == nil {
-		return &FormatError{Msg: "FDE has no CIE"}
+		return &FormatError{Pkg: "cfi", Msg: "FDE has no CIE"}
 	}
 	m := machines.Get().(*machine)
 	err := m.run(f, fn)
@@ -159,7 +159,7 @@ func (f *FDE) Rows(fn func(*Row) error) error {
 // so malformed instructions after it go unnoticed.
 func (f *FDE) RowAt(pc uint64) (Row, error) {
 	if f == nil || f.CIE == nil {
-		return Row{}, &FormatError{Msg: "FDE has no CIE"}
+		return Row{}, &FormatError{Pkg: "cfi", Msg: "FDE has no CIE"}
 	}
 	if pc < f.Start || pc >= f.End {
 		return Row{}, fmt.Errorf("cfi: pc %#x outside FDE range [%#x, %#x)", pc, f.Start, f.End)
@@ -268,7 +268,7 @@ func (m *machine) emit(next uint64) error {
 		return nil
 	}
 	if m.cur.CFA.Kind == cfaUnset {
-		return &FormatError{Section: m.sec.Name, Offset: m.fde.Offset, Msg: fmt.Sprintf("no CFA rule defined at pc %#x", start)}
+		return &FormatError{Pkg: "cfi", Section: m.sec.Name, Offset: m.fde.Offset, Msg: fmt.Sprintf("no CFA rule defined at pc %#x", start)}
 	}
 	m.cur.Start, m.cur.End = start, end
 	if m.find {
@@ -558,7 +558,7 @@ func (m *machine) exec(code []byte, base uint64) (bool, error) {
 			}
 			m.cur.ArgsSize = a
 		default:
-			return true, &FormatError{Section: m.sec.Name, Offset: base + uint64(opOff),
+			return true, &FormatError{Pkg: "cfi", Section: m.sec.Name, Offset: base + uint64(opOff),
 				Msg: fmt.Sprintf("unknown call frame instruction %#x", op)}
 		}
 	}
@@ -603,11 +603,11 @@ func (m *machine) readAddr(code []byte, i int, base uint64) (uint64, int, string
 }
 
 func (m *machine) truncated(op byte, base uint64, opOff int) error {
-	return &FormatError{Section: m.sec.Name, Offset: base + uint64(opOff),
+	return &FormatError{Pkg: "cfi", Section: m.sec.Name, Offset: base + uint64(opOff),
 		Msg: fmt.Sprintf("%s: truncated operand", cfaName(op))}
 }
 
 func (m *machine) fail(op byte, base uint64, opOff int, format string, args ...any) error {
-	return &FormatError{Section: m.sec.Name, Offset: base + uint64(opOff),
+	return &FormatError{Pkg: "cfi", Section: m.sec.Name, Offset: base + uint64(opOff),
 		Msg: cfaName(op) + ": " + fmt.Sprintf(format, args...)}
 }

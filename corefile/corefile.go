@@ -26,6 +26,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
@@ -181,6 +182,18 @@ func (c *Core) SetFileOpener(open func(path string) (io.ReaderAt, error)) {
 }
 
 // errorf formats an error that names the core file.
+// FormatError reports a malformed core file: its path, the header, segment
+// or note concerned, the byte offset (in it, or in the file when none is
+// named) and what is wrong. It is the FormatError of every rewind parser
+// (cfi, sframe, perfdata, elfobj report theirs with the same type).
+type FormatError = fileerr.FormatError
+
+// formatf returns a FormatError about section (a header, segment or
+// note) sec at offset off, wrapping err when it is not nil.
+func (c *Core) formatf(sec string, off uint64, err error, format string, args ...any) error {
+	return &FormatError{Pkg: "corefile", File: c.Path, Section: sec, Offset: off, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
 func (c *Core) errorf(format string, args ...any) error {
 	return fmt.Errorf("corefile: %s: %s", c.Path, fmt.Sprintf(format, args...))
 }
@@ -202,7 +215,7 @@ func (c *Core) parse() error {
 	var hdr [64]byte
 	n, _ := c.r.ReadAt(hdr[:], 0)
 	if n < 16 || string(hdr[:4]) != elf.ELFMAG {
-		return c.errorf("not an ELF file")
+		return c.formatf("ELF header", 0, nil, "not an ELF file")
 	}
 	switch elf.Data(hdr[elf.EI_DATA]) {
 	case elf.ELFDATA2LSB:
@@ -210,7 +223,7 @@ func (c *Core) parse() error {
 	case elf.ELFDATA2MSB:
 		c.ByteOrder = binary.BigEndian
 	default:
-		return c.errorf("unknown ELF data encoding %d", hdr[elf.EI_DATA])
+		return c.formatf("ELF header", uint64(elf.EI_DATA), nil, "unknown ELF data encoding %d", hdr[elf.EI_DATA])
 	}
 	bo := c.ByteOrder
 	c.class = elf.Class(hdr[elf.EI_CLASS])
@@ -218,7 +231,7 @@ func (c *Core) parse() error {
 	switch c.class {
 	case elf.ELFCLASS64:
 		if n < 64 {
-			return c.errorf("truncated ELF header (%d bytes)", n)
+			return c.formatf("ELF header", uint64(n), io.ErrUnexpectedEOF, "truncated ELF header (%d bytes)", n)
 		}
 		phoff = bo.Uint64(hdr[32:])
 		shoff = bo.Uint64(hdr[40:])
@@ -226,17 +239,17 @@ func (c *Core) parse() error {
 		phnum = uint64(bo.Uint16(hdr[56:]))
 	case elf.ELFCLASS32:
 		if n < 52 {
-			return c.errorf("truncated ELF header (%d bytes)", n)
+			return c.formatf("ELF header", uint64(n), io.ErrUnexpectedEOF, "truncated ELF header (%d bytes)", n)
 		}
 		phoff = uint64(bo.Uint32(hdr[28:]))
 		shoff = uint64(bo.Uint32(hdr[32:]))
 		phentsize = uint64(bo.Uint16(hdr[42:]))
 		phnum = uint64(bo.Uint16(hdr[44:]))
 	default:
-		return c.errorf("unknown ELF class %d", hdr[elf.EI_CLASS])
+		return c.formatf("ELF header", uint64(elf.EI_CLASS), nil, "unknown ELF class %d", hdr[elf.EI_CLASS])
 	}
 	if typ := elf.Type(bo.Uint16(hdr[16:])); typ != elf.ET_CORE {
-		return c.errorf("not a core file (type %v)", typ)
+		return c.formatf("ELF header", 16, nil, "not a core file (type %v)", typ)
 	}
 	c.Machine = elf.Machine(bo.Uint16(hdr[18:]))
 	switch {
@@ -249,7 +262,7 @@ func (c *Core) parse() error {
 	if phnum == 0xffff {
 		// PN_XNUM: the real count is sh_info of section header 0.
 		if shoff == 0 {
-			return c.errorf("PN_XNUM program header count without a section header")
+			return c.formatf("ELF header", 56, nil, "PN_XNUM program header count without a section header")
 		}
 		infoOff := uint64(28)
 		if w == 8 {
@@ -257,7 +270,7 @@ func (c *Core) parse() error {
 		}
 		b, err := c.readAt(shoff+infoOff, 4)
 		if err != nil {
-			return c.errorf("section header 0: %v", err)
+			return c.formatf("section header 0", infoOff, err, "file offset %#x", shoff)
 		}
 		phnum = uint64(bo.Uint32(b))
 	}
@@ -266,17 +279,17 @@ func (c *Core) parse() error {
 		want = 56
 	}
 	if phnum == 0 {
-		return c.errorf("no program headers")
+		return c.formatf("ELF header", 0, nil, "no program headers")
 	}
 	if phentsize < want {
-		return c.errorf("program header size %d, want at least %d", phentsize, want)
+		return c.formatf("ELF header", 0, nil, "program header size %d, want at least %d", phentsize, want)
 	}
 	if phnum > uint64(c.size)/phentsize {
-		return c.errorf("%d program headers of %d bytes do not fit in the file", phnum, phentsize)
+		return c.formatf("program headers", 0, nil, "%d program headers of %d bytes do not fit in the file (%d bytes; they start at file offset %#x)", phnum, phentsize, c.size, phoff)
 	}
 	ph, err := c.readAt(phoff, phnum*phentsize)
 	if err != nil {
-		return c.errorf("program headers: %v", err)
+		return c.formatf("program headers", 0, err, "reading them")
 	}
 	var notes []struct{ off, size uint64 }
 	for i := uint64(0); i < phnum; i++ {
@@ -316,11 +329,11 @@ func (c *Core) parse() error {
 	sort.SliceStable(c.segs, func(i, j int) bool { return c.segs[i].vaddr < c.segs[j].vaddr })
 	for _, nt := range notes {
 		if nt.size > maxNotes {
-			return c.errorf("PT_NOTE at offset %#x: %d bytes is implausibly large", nt.off, nt.size)
+			return c.formatf("PT_NOTE", 0, nil, "file offset %#x: %d bytes is implausibly large", nt.off, nt.size)
 		}
 		data, err := c.readAt(nt.off, nt.size)
 		if err != nil {
-			return c.errorf("PT_NOTE: %v", err)
+			return c.formatf("PT_NOTE", 0, err, "reading it")
 		}
 		if err := c.parseNotes(data, nt.off); err != nil {
 			return err
@@ -393,11 +406,11 @@ func (c *Core) parseNotes(data []byte, base uint64) error {
 		typ := bo.Uint32(data[off+8:])
 		nameOff := off + 12
 		if namesz > end-nameOff {
-			return c.errorf("note at offset %#x: name size %d overruns the note segment", base+off, namesz)
+			return c.formatf("PT_NOTE", off, nil, "note at file offset %#x: name size %d overruns the note segment", base+off, namesz)
 		}
 		descOff := (nameOff + namesz + 3) &^ 3
 		if descOff > end || descsz > end-descOff {
-			return c.errorf("note at offset %#x: descriptor size %d overruns the note segment", base+off, descsz)
+			return c.formatf("PT_NOTE", off, nil, "note at file offset %#x: descriptor size %d overruns the note segment", base+off, descsz)
 		}
 		name := string(bytes.TrimRight(data[nameOff:nameOff+namesz], "\x00"))
 		desc := data[descOff : descOff+descsz]
@@ -414,7 +427,7 @@ func (c *Core) parseNotes(data []byte, base uint64) error {
 				err = c.parseFile(desc)
 			}
 			if err != nil {
-				return c.errorf("note at offset %#x: %v", base+off, err)
+				return c.formatf("PT_NOTE", off, err, "note at file offset %#x (type %#x)", base+off, typ)
 			}
 		}
 		next := (descOff + descsz + 3) &^ 3

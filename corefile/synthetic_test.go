@@ -239,8 +239,8 @@ func TestBadCores(t *testing.T) {
 		{"phnum huge", mut(func(b []byte) []byte { bo.PutUint16(b[56:], 0xfff0); return b }), "program headers of 56 bytes do not fit"},
 		{"pn_xnum no shdr", mut(func(b []byte) []byte { bo.PutUint16(b[56:], 0xffff); return b }), "PN_XNUM"},
 		{"phentsize small", mut(func(b []byte) []byte { bo.PutUint16(b[54:], 8); return b }), "program header size 8"},
-		{"note past EOF", mut(func(b []byte) []byte { bo.PutUint64(b[64+32:], 1<<40); return b }), "PT_NOTE at offset 0x"},
-		{"note desc overrun", mut(func(b []byte) []byte { bo.PutUint32(b[64+5*56+4:], 1<<30); return b }), "note at offset 0x"},
+		{"note past EOF", mut(func(b []byte) []byte { bo.PutUint64(b[64+32:], 1<<40); return b }), "PT_NOTE+0x0: file offset 0x"},
+		{"note desc overrun", mut(func(b []byte) []byte { bo.PutUint32(b[64+5*56+4:], 1<<30); return b }), "note at file offset 0x"},
 		{"truncated", good[:100], "do not fit in the file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

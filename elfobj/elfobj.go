@@ -23,9 +23,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
@@ -224,7 +227,7 @@ func NewFile(r io.ReaderAt, path string) (*File, error) {
 		return err
 	})
 	if err != nil {
-		return nil, f.errorf("%v", err)
+		return nil, f.debugELFError(err)
 	}
 	f.ef = ef
 	f.Machine = ef.Machine
@@ -300,6 +303,31 @@ func (f *File) BuildIDHex() string {
 	return hex.EncodeToString(f.BuildID)
 }
 
+// FormatError reports a malformed ELF file: its path, the section or
+// header concerned, the byte offset (in that section, or in the file when
+// no section is named) and what is wrong. It is the FormatError of every
+// rewind parser (cfi, sframe, perfdata, corefile report theirs with the
+// same type).
+type FormatError = fileerr.FormatError
+
+// formatf returns a FormatError about section (or header) sec at offset
+// off, wrapping err when it is not nil.
+func (f *File) formatf(sec string, off uint64, err error, format string, args ...any) error {
+	return &FormatError{Pkg: "elfobj", File: f.Path, Section: sec, Offset: off, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// debugELFError turns an error of debug/elf into a FormatError, keeping
+// the offset debug/elf's message gives ("... in record at byte 0x40").
+func (f *File) debugELFError(err error) error {
+	var off uint64
+	if m := atByte.FindStringSubmatch(err.Error()); m != nil {
+		off, _ = strconv.ParseUint(m[1], 0, 64)
+	}
+	return f.formatf("", off, err, "malformed ELF file")
+}
+
+var atByte = regexp.MustCompile(`at byte (0x[0-9a-fA-F]+)`)
+
 // errorf formats an error that names the file.
 func (f *File) errorf(format string, args ...any) error {
 	return fmt.Errorf("elfobj: %s: %s", f.Path, fmt.Sprintf(format, args...))
@@ -368,10 +396,10 @@ func (f *File) precheck() error {
 		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return f.wrapf(err, "reading ELF header")
+		return f.formatf("ELF header", 0, err, "reading it")
 	}
 	if string(ident[:4]) != elf.ELFMAG {
-		return f.errorf("not an ELF file (bad magic number)")
+		return f.formatf("ELF header", 0, nil, "not an ELF file (bad magic number)")
 	}
 	var bo binary.ByteOrder
 	switch elf.Data(ident[elf.EI_DATA]) {
@@ -380,16 +408,19 @@ func (f *File) precheck() error {
 	case elf.ELFDATA2MSB:
 		bo = binary.BigEndian
 	default:
-		return f.errorf("unknown ELF data encoding %d", ident[elf.EI_DATA])
+		return f.formatf("ELF header", uint64(elf.EI_DATA), nil, "unknown ELF data encoding %d", ident[elf.EI_DATA])
 	}
-	var shoff uint64
-	var shentsize, shnum, shstrndx uint64
+	var shoff, phoff uint64
+	var shentsize, shnum, shstrndx, phentsize, phnum uint64
 	var flagsOff, flagsLen, linkOff uint64
 	switch elf.Class(ident[elf.EI_CLASS]) {
 	case elf.ELFCLASS32:
 		if n < 52 {
-			return f.errorf("truncated ELF header")
+			return f.formatf("ELF header", uint64(n), io.ErrUnexpectedEOF, "the file ends inside it (%d of 52 bytes)", n)
 		}
+		phoff = uint64(bo.Uint32(ident[28:]))
+		phentsize = uint64(bo.Uint16(ident[42:]))
+		phnum = uint64(bo.Uint16(ident[44:]))
 		shoff = uint64(bo.Uint32(ident[32:]))
 		shentsize = uint64(bo.Uint16(ident[46:]))
 		shnum = uint64(bo.Uint16(ident[48:]))
@@ -397,15 +428,32 @@ func (f *File) precheck() error {
 		flagsOff, flagsLen, linkOff = 8, 4, 24
 	case elf.ELFCLASS64:
 		if n < 64 {
-			return f.errorf("truncated ELF header")
+			return f.formatf("ELF header", uint64(n), io.ErrUnexpectedEOF, "the file ends inside it (%d of 64 bytes)", n)
 		}
+		phoff = bo.Uint64(ident[32:])
+		phentsize = uint64(bo.Uint16(ident[54:]))
+		phnum = uint64(bo.Uint16(ident[56:]))
 		shoff = bo.Uint64(ident[40:])
 		shentsize = uint64(bo.Uint16(ident[58:]))
 		shnum = uint64(bo.Uint16(ident[60:]))
 		shstrndx = uint64(bo.Uint16(ident[62:]))
 		flagsOff, flagsLen, linkOff = 8, 8, 40
 	default:
-		return f.errorf("unknown ELF class %d", ident[elf.EI_CLASS])
+		return f.formatf("ELF header", uint64(elf.EI_CLASS), nil, "unknown ELF class %d", ident[elf.EI_CLASS])
+	}
+	// The header tables must lie inside the file (debug/elf would fail
+	// with a bare EOF).
+	if f.size >= 0 && phoff != 0 && phnum != 0xffff {
+		if end := phoff + phnum*phentsize; end < phoff || end > uint64(f.size) {
+			return f.formatf("", phoff, io.ErrUnexpectedEOF, "program headers: %d entries of %d bytes run past the end of the file (%d bytes)",
+				phnum, phentsize, f.size)
+		}
+	}
+	if f.size >= 0 && shoff != 0 && shnum != 0 {
+		if end := shoff + shnum*shentsize; end < shoff || end > uint64(f.size) {
+			return f.formatf("", shoff, io.ErrUnexpectedEOF, "section headers: %d entries of %d bytes run past the end of the file (%d bytes)",
+				shnum, shentsize, f.size)
+		}
 	}
 	if shoff == 0 || shentsize < linkOff+4 {
 		return nil // debug/elf rejects or ignores these itself
@@ -423,7 +471,7 @@ func (f *File) precheck() error {
 	if shstrndx == uint64(elf.SHN_XINDEX) || shnum == 0 {
 		h0, err := readHdr(0)
 		if err != nil {
-			return f.errorf("%v", err)
+			return f.formatf("section headers", 0, err, "file offset %#x: reading entry 0", shoff)
 		}
 		if shstrndx == uint64(elf.SHN_XINDEX) {
 			shstrndx = uint64(bo.Uint32(h0[linkOff:]))
@@ -443,7 +491,7 @@ func (f *File) precheck() error {
 		flags = bo.Uint64(h[flagsOff:])
 	}
 	if elf.SectionFlag(flags)&elf.SHF_COMPRESSED != 0 {
-		return f.errorf("section header %d at offset %#x: compressed section name table is not supported",
+		return f.formatf("section headers", shstrndx*shentsize, nil, "entry %d (file offset %#x): compressed section name table is not supported",
 			shstrndx, shoff+shstrndx*shentsize)
 	}
 	return nil
@@ -503,7 +551,7 @@ func (f *File) loadSections() error {
 			}
 			data, err := f.readAt(p.Off, p.Filesz)
 			if err != nil {
-				return f.errorf("PT_GNU_EH_FRAME: %v", err)
+				return f.formatf("PT_GNU_EH_FRAME", 0, err, "reading its contents")
 			}
 			f.EhFrameHdr = &Section{Name: ".eh_frame_hdr", Addr: p.Vaddr, Offset: p.Off, Size: p.Filesz, Data: data}
 			break
@@ -517,13 +565,13 @@ func (f *File) sectionData(s *secInfo) ([]byte, error) {
 	if !s.comp {
 		data, err := f.readAt(s.offset, s.elfSec.FileSize)
 		if err != nil {
-			return nil, f.errorf("section %s: %v", s.name, err)
+			return nil, f.formatf(s.name, 0, err, "reading its contents")
 		}
 		return data, nil
 	}
 	data, err := f.decompress(s)
 	if err != nil {
-		return nil, f.errorf("section %s: %v", s.name, err)
+		return nil, f.formatf(s.name, 0, err, "decompressing")
 	}
 	return data, nil
 }

@@ -101,19 +101,19 @@ func (f *File) readDebugLink() error {
 			continue
 		}
 		if s.size > 4096 {
-			return f.errorf("section .gnu_debuglink: size %d is implausible", s.size)
+			return f.formatf(s.name, 0, nil, "size %d is implausible", s.size)
 		}
 		data, err := f.readAt(s.offset, s.size)
 		if err != nil {
-			return f.errorf("section .gnu_debuglink: %v", err)
+			return f.formatf(s.name, 0, err, "reading its contents")
 		}
 		nul := bytes.IndexByte(data, 0)
 		if nul < 0 {
-			return f.errorf("section .gnu_debuglink: offset %#x: file name is not NUL-terminated", s.offset)
+			return f.formatf(s.name, 0, nil, "file name is not NUL-terminated")
 		}
 		crcOff := align4(uint64(nul) + 1)
 		if crcOff+4 > uint64(len(data)) {
-			return f.errorf("section .gnu_debuglink: offset %#x: missing CRC", s.offset)
+			return f.formatf(s.name, crcOff, nil, "missing CRC")
 		}
 		f.DebugLink = string(data[:nul])
 		f.DebugLinkCRC = f.ByteOrder.Uint32(data[crcOff:])

@@ -313,29 +313,29 @@ func (f *File) readSymbols(s *secInfo, raw []rawSym, tabs [][]byte) ([]rawSym, [
 		entsz = 16
 	}
 	if s.entsz != 0 && s.entsz != entsz {
-		return nil, nil, f.errorf("section %s: offset %#x: symbol entry size %d, want %d", s.name, s.offset, s.entsz, entsz)
+		return nil, nil, f.formatf(s.name, 0, nil, "symbol entry size %d, want %d", s.entsz, entsz)
 	}
 	count := s.size / entsz
 	if count > maxSymbols {
-		return nil, nil, f.errorf("section %s: %d symbols, too many", s.name, count)
+		return nil, nil, f.formatf(s.name, 0, nil, "%d symbols, too many", count)
 	}
 	if s.link == 0 || int(s.link) >= len(f.secs) {
-		return nil, nil, f.errorf("section %s: invalid string table link %d", s.name, s.link)
+		return nil, nil, f.formatf(s.name, 0, nil, "invalid string table link %d", s.link)
 	}
 	strSec := &f.secs[s.link]
 	if strSec.typ != elf.SHT_STRTAB || strSec.comp {
-		return nil, nil, f.errorf("section %s: linked section %d is not a string table", s.name, s.link)
+		return nil, nil, f.formatf(s.name, 0, nil, "linked section %d is not a string table", s.link)
 	}
 	if strSec.size > math.MaxUint32 {
-		return nil, nil, f.errorf("section %s: string table too large", strSec.name)
+		return nil, nil, f.formatf(strSec.name, 0, nil, "string table too large")
 	}
 	data, err := f.readAt(s.offset, count*entsz)
 	if err != nil {
-		return nil, nil, f.errorf("section %s: %v", s.name, err)
+		return nil, nil, f.formatf(s.name, 0, err, "reading its contents")
 	}
 	strs, err := f.readAt(strSec.offset, strSec.size)
 	if err != nil {
-		return nil, nil, f.errorf("section %s: %v", strSec.name, err)
+		return nil, nil, f.formatf(strSec.name, 0, err, "reading its contents")
 	}
 	if len(tabs) > math.MaxUint8 {
 		return raw, tabs, nil

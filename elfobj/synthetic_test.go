@@ -157,28 +157,28 @@ func TestHostile(t *testing.T) {
 		want []string
 	}{
 		{"truncated zlib", mk(testSection{name: ".debug_frame", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED, data: zl[:len(zl)-20]}),
-			[]string{"elfobj: bad.so: section .debug_frame: zlib: unexpected EOF"}},
+			[]string{"elfobj: bad.so: .debug_frame+0x0: decompressing: zlib: unexpected EOF"}},
 		{"zlib garbage", mk(testSection{name: ".debug_frame", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
 			data: append(zl[:24:24], 0x99, 0x99, 0x99)}),
-			[]string{"elfobj: bad.so: section .debug_frame: zlib: "}},
+			[]string{"elfobj: bad.so: .debug_frame+0x0: decompressing: zlib: "}},
 		{"zstd garbage", mk(testSection{name: ".debug_frame", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
 			data: compressedSection(bo, elf.COMPRESS_ZSTD, frame, 0)[:40]}),
-			[]string{"elfobj: bad.so: section .debug_frame: zstd: "}},
+			[]string{"elfobj: bad.so: .debug_frame+0x0: decompressing: zstd: "}},
 		{"short decompressed", mk(testSection{name: ".debug_frame", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
 			data: compressedSection(bo, elf.COMPRESS_ZLIB, frame, 4000)}),
-			[]string{"section .debug_frame: zlib: unexpected EOF"}},
+			[]string{".debug_frame+0x0: decompressing: zlib: unexpected EOF"}},
 		{"huge ch_size", mk(testSection{name: ".debug_frame", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
 			data: compressedSection(bo, elf.COMPRESS_ZLIB, frame, 1<<40)}),
-			[]string{"section .debug_frame: offset 0x", "implausible"}},
+			[]string{".debug_frame+0x0: decompressing: offset 0x", "implausible"}},
 		{"unknown compression", mk(testSection{name: ".debug_frame", typ: elf.SHT_PROGBITS, flags: elf.SHF_COMPRESSED,
 			data: compressedSection(bo, 7, frame, 0)}),
-			[]string{"section .debug_frame: offset 0x", "unknown compression type 7"}},
+			[]string{".debug_frame+0x0: decompressing: offset 0x", "unknown compression type 7"}},
 		{"section past EOF", mk(testSection{name: ".eh_frame", typ: elf.SHT_PROGBITS, data: []byte{1}, size: 1 << 40}),
-			[]string{"elfobj: bad.so: section .eh_frame: offset 0x", "beyond end of file"}},
+			[]string{"elfobj: bad.so: .eh_frame+0x0: reading its contents: offset 0x", "beyond end of file"}},
 		{"offset past EOF", mk(testSection{name: ".eh_frame", typ: elf.SHT_PROGBITS, data: []byte{1}, offset: 1 << 50}),
-			[]string{"section .eh_frame: offset 0x4000000000000"}},
-		{"not elf", []byte("#!/bin/sh\necho hello, this is not an ELF file\n"), []string{"elfobj: bad.so: not an ELF file"}},
-		{"empty", nil, []string{"elfobj: bad.so: reading ELF header"}},
+			[]string{".eh_frame+0x0: reading its contents: offset 0x4000000000000"}},
+		{"not elf", []byte("#!/bin/sh\necho hello, this is not an ELF file\n"), []string{"elfobj: bad.so: ELF header+0x0: not an ELF file"}},
+		{"empty", nil, []string{"elfobj: bad.so: ELF header+0x0: reading it: unexpected EOF"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, r := range []io.ReaderAt{bytes.NewReader(c.img), onlyReaderAt{bytes.NewReader(c.img)}} {
@@ -223,7 +223,7 @@ func TestBadSymtab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.LoadSymbols(); err == nil || !strings.Contains(err.Error(), "elfobj: x: section .symtab: linked section 1 is not a string table") {
+	if err := f.LoadSymbols(); err == nil || !strings.Contains(err.Error(), "elfobj: x: .symtab+0x0: linked section 1 is not a string table") {
 		t.Errorf("LoadSymbols: %v", err)
 	}
 	if _, _, ok := f.Symbolize(0x1000); ok {

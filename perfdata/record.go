@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/rewindstack/rewind/internal/fileerr"
 )
 
 // Record types of the kernel (perf_event_type) and of perf.data files
@@ -55,19 +57,14 @@ const (
 	RegsABI64   = 2
 )
 
-// Error is a decoding error: what is wrong and where.
-type Error struct {
-	File   string // "" for ring-buffer data
-	Offset int64  // byte offset of the bad data in the file or stream
-	Msg    string
-}
+// Error is a decoding error: the file ("" for ring-buffer data), the byte
+// offset of the bad data in the file or stream, and what is wrong. It is
+// the FormatError of every rewind parser (cfi, sframe, elfobj, corefile
+// report theirs with the same type).
+type Error = fileerr.FormatError
 
-func (e *Error) Error() string {
-	if e.File != "" {
-		return fmt.Sprintf("%s: offset %#x: %s", e.File, e.Offset, e.Msg)
-	}
-	return fmt.Sprintf("perf record at offset %#x: %s", e.Offset, e.Msg)
-}
+// FormatError is Error under the name every rewind parser gives it.
+type FormatError = fileerr.FormatError
 
 // SampleIDFields are the identification fields of a sample, also appended
 // to other records when the attribute has sample_id_all.
@@ -234,7 +231,7 @@ type reader struct {
 
 func (r *reader) fail(msg string) {
 	if r.err == nil {
-		r.err = &Error{Offset: r.at + int64(r.off), Msg: msg}
+		r.err = &Error{Pkg: "perfdata", Offset: uint64(r.at + int64(r.off)), Msg: msg}
 	}
 }
 
@@ -300,13 +297,13 @@ func (r *reader) cstring(end int, what string) string {
 func (d *Decoder) Decode(b []byte, offset int64, rec *Record) error {
 	*rec = Record{Raw: b}
 	if len(b) < recordHeaderSize {
-		return &Error{Offset: offset, Msg: fmt.Sprintf("record of %d bytes is shorter than its header", len(b))}
+		return &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record of %d bytes is shorter than its header", len(b))}
 	}
 	le := binary.LittleEndian
 	rec.Type = le.Uint32(b)
 	rec.Misc = le.Uint16(b[4:])
 	if size := int(le.Uint16(b[6:])); size != len(b) {
-		return &Error{Offset: offset, Msg: fmt.Sprintf("record size %d, have %d bytes", size, len(b))}
+		return &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record size %d, have %d bytes", size, len(b))}
 	}
 	r := reader{b: b, off: recordHeaderSize, at: offset}
 	switch rec.Type {
@@ -325,7 +322,7 @@ func (d *Decoder) Decode(b []byte, offset int64, rec *Record) error {
 		rec.Attr = a
 		end := len(b) - a.idTrailerSize()
 		if end < recordHeaderSize {
-			return &Error{Offset: offset, Msg: fmt.Sprintf("record of %d bytes too short for its sample_id trailer", len(b))}
+			return &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record of %d bytes too short for its sample_id trailer", len(b))}
 		}
 		d.decodeOther(&r, end, rec)
 		if r.err == nil {
@@ -366,12 +363,12 @@ func (d *Decoder) attrOfTrailer(b []byte, offset int64) (*Attr, error) {
 
 func (d *Decoder) attrByID(b []byte, pos int, offset int64) (*Attr, error) {
 	if pos < recordHeaderSize || pos+8 > len(b) {
-		return nil, &Error{Offset: offset, Msg: "record too short for its event id"}
+		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: "record too short for its event id"}
 	}
 	id := binary.LittleEndian.Uint64(b[pos:])
 	a := d.ids[id]
 	if a == nil {
-		return nil, &Error{Offset: offset + int64(pos), Msg: fmt.Sprintf("unknown event id %d", id)}
+		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset + int64(pos)), Msg: fmt.Sprintf("unknown event id %d", id)}
 	}
 	return a, nil
 }

@@ -24,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+
+	"github.com/rewindstack/rewind/internal/fileerr"
 )
 
 // Magic is the SFrame magic number, in the section's byte order.
@@ -244,23 +246,25 @@ type Section struct {
 	sorted  bool // fdes are ordered by Start: binary search works
 }
 
-// ParseError is the error Parse returns for malformed data.
-type ParseError struct {
-	Name string // the section's name, as given to Parse
-	Off  int    // byte offset in the section
-	Msg  string
-}
+// FormatError is the error Parse returns for malformed data: Section is
+// the section's name as given to Parse, Offset the byte offset in the
+// section. It is the FormatError of every rewind parser (cfi, perfdata,
+// elfobj, corefile report theirs with the same type), formatted as
+// "sframe: SECTION+0xOFFSET: MSG".
+type FormatError = fileerr.FormatError
 
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("sframe: %s+%#x: %s", e.Name, e.Off, e.Msg)
-}
+// ParseError is the former name of FormatError.
+//
+// Deprecated: use FormatError.
+type ParseError = FormatError
 
-// ErrNotSFrame is wrapped by the ParseError for data without the magic.
+// ErrNotSFrame is wrapped by the FormatError for data without the magic.
 var ErrNotSFrame = errors.New("not SFrame data")
 
-type errNotSFrame struct{ *ParseError }
-
-func (e errNotSFrame) Unwrap() error { return ErrNotSFrame }
+// notSFrame is the error for data without the SFrame magic.
+func notSFrame(name string, data []byte) error {
+	return &FormatError{Pkg: "sframe", Section: name, Msg: fmt.Sprintf("bad magic %#04x", binary.LittleEndian.Uint16(data)), Err: ErrNotSFrame}
+}
 
 // Parse decodes an SFrame section. sectionAddr is the section's address
 // (sh_addr) in its object, used to turn the encoded start offsets into
@@ -277,11 +281,11 @@ func Parse(data []byte, sectionAddr uint64, name string) (*Section, error) {
 		name = ".sframe"
 	}
 	bad := func(off int, format string, args ...any) error {
-		return &ParseError{Name: name, Off: off, Msg: fmt.Sprintf(format, args...)}
+		return &FormatError{Pkg: "sframe", Section: name, Offset: uint64(off), Msg: fmt.Sprintf(format, args...)}
 	}
 	if len(data) < HeaderSize {
 		if len(data) >= 2 && binary.LittleEndian.Uint16(data) != Magic && binary.BigEndian.Uint16(data) != Magic {
-			return nil, errNotSFrame{bad(0, "bad magic %#04x", binary.LittleEndian.Uint16(data)).(*ParseError)}
+			return nil, notSFrame(name, data)
 		}
 		return nil, bad(0, "section of %d bytes is shorter than the %d-byte header", len(data), HeaderSize)
 	}
@@ -292,7 +296,7 @@ func Parse(data []byte, sectionAddr uint64, name string) (*Section, error) {
 	case binary.BigEndian.Uint16(data) == Magic:
 		s.Order = binary.BigEndian
 	default:
-		return nil, errNotSFrame{bad(0, "bad magic %#04x", binary.LittleEndian.Uint16(data)).(*ParseError)}
+		return nil, notSFrame(name, data)
 	}
 	bo := s.Order
 	h := &s.Header

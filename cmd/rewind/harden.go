@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/textesc"
@@ -73,6 +74,13 @@ func recordTitle(pf *profileFlags, pid int, cmdArgs []string) string {
 // openELF opens a file named on the command line with debug/elf, refusing
 // FIFOs and devices before anything could block on them.
 func openELF(path string) (*elf.File, error) {
+	// elfobj checks the headers first, so that a malformed file gets an
+	// error naming the header and offset, not debug/elf's bare "EOF".
+	of, err := elfobj.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	of.Close()
 	fh, _, err := fsafe.Open(path)
 	if err != nil {
 		return nil, err

@@ -210,3 +210,34 @@ func TestEscapesInOutput(t *testing.T) {
 		t.Errorf("folded output lacks the escaped names:\n%s", b)
 	}
 }
+
+// TestParseErrorsLocated: malformed inputs give errors that name the file
+// and the offset (and the header or section) in every command.
+func TestParseErrorsLocated(t *testing.T) {
+	full, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip("no /bin/true")
+	}
+	dir := t.TempDir()
+	inputs := map[string][]byte{
+		"short":   full[:40],
+		"cut":     full[:3000],
+		"garbage": []byte(strings.Repeat("garbage-", 16)),
+	}
+	for name, data := range inputs {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, data, 0o600)
+		for _, args := range [][]string{
+			{"table", p},
+			{"sframe", "dump", p},
+			{"sframe", "gen", p, "-o", filepath.Join(dir, "out")},
+			{"dump", "--core", p},
+			{"report", "-o", filepath.Join(dir, "out.folded"), p},
+		} {
+			_, stderr, code := run(t, args...)
+			if code == 0 || !strings.Contains(stderr, p+": ") || !strings.Contains(stderr, "+0x") && !strings.Contains(stderr, "offset 0x") {
+				t.Errorf("rewind %s: rc %d, error not located: %q", strings.Join(args, " "), code, stderr)
+			}
+		}
+	}
+}
