@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/internal/fsafe"
@@ -149,6 +150,7 @@ type File struct {
 	r      io.ReaderAt
 	size   int64 // file length, -1 if unknown
 	closer io.Closer
+	read   atomic.Uint64 // bytes allocated by readAt so far, for maxTotalRead
 	ef     *elf.File
 	secs   []secInfo
 
@@ -349,6 +351,17 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
+// maxRead caps one read of a section or table from the file, and
+// maxTotalRead all of them for one File.
+const (
+	maxRead      = 1 << 30
+	maxTotalRead = 2 << 30
+)
+
+// ErrTooLarge is wrapped by the error for a section or table larger than
+// rewind reads (1 GiB at once, 2 GiB per file).
+var ErrTooLarge = errors.New("too large to read")
+
 // errShort is returned (wrapped) when the file is shorter than a header says.
 var errShort = errors.New("beyond end of file")
 
@@ -361,6 +374,15 @@ func (f *File) readAt(off, n uint64) ([]byte, error) {
 	}
 	if off > 1<<62 || n > 1<<62 {
 		return nil, fmt.Errorf("offset %#x: size %#x: %w", off, n, errShort)
+	}
+	// Sizes are checked against the file's, but a sparse file can be
+	// larger than memory: cap every read, and all reads together.
+	if n > maxRead {
+		return nil, fmt.Errorf("offset %#x: %d bytes: %w (at most %d bytes are read at once)", off, n, ErrTooLarge, uint64(maxRead))
+	}
+	if total := f.read.Add(n); total > maxTotalRead {
+		f.read.Add(-n)
+		return nil, fmt.Errorf("offset %#x: %d bytes: %w (%d bytes read already, at most %d in all)", off, n, ErrTooLarge, total-n, uint64(maxTotalRead))
 	}
 	if f.size >= 0 {
 		if off > uint64(f.size) || n > uint64(f.size)-off {

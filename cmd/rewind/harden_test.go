@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,5 +243,83 @@ func TestParseErrorsLocated(t *testing.T) {
 				t.Errorf("rewind %s: rc %d, error not located: %q", strings.Join(args, " "), code, stderr)
 			}
 		}
+	}
+}
+
+// TestSFrameGenSparse: sframe gen on a 64 GiB sparse ELF fails with a
+// clear error (or, with --separate, works) in bounded memory, also when a
+// section claims tens of gigabytes the sparse file does hold.
+func TestSFrameGenSparse(t *testing.T) {
+	full, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip("no /bin/true")
+	}
+	ef, err := elf.NewFile(bytes.NewReader(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eh := ef.Section(".eh_frame")
+	if eh == nil || ef.Class != elf.ELFCLASS64 {
+		t.Skip("/bin/true has no .eh_frame or is not ELF64")
+	}
+	idx := -1
+	for i, s := range ef.Sections {
+		if s == eh {
+			idx = i
+		}
+	}
+	shoff := binary.LittleEndian.Uint64(full[40:])
+	dir := t.TempDir()
+	const huge = 64 << 30
+	write := func(name string, patch func(b []byte)) string {
+		b := append([]byte(nil), full...)
+		patch(b)
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, huge); err != nil {
+			t.Skipf("cannot make a sparse file here: %v", err)
+		}
+		return p
+	}
+	plain := write("plain", func([]byte) {})
+	bigSection := write("bigsec", func(b []byte) {
+		h := b[shoff+uint64(idx)*64:]
+		binary.LittleEndian.PutUint64(h[24:], 1<<30)  // sh_offset: in the hole
+		binary.LittleEndian.PutUint64(h[32:], 60<<30) // sh_size: 60 GiB
+	})
+	maxRSS := func(args ...string) (string, int64, int) {
+		cmd := exec.Command(rewindBin, args...)
+		var e strings.Builder
+		cmd.Stderr = &e
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return e.String(), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss, code
+	}
+	out := filepath.Join(dir, "out")
+	for _, c := range []struct {
+		args []string
+		ok   bool
+		want string
+	}{
+		{[]string{"sframe", "gen", plain, "-o", out}, false, "rewind copies files of at most"},
+		{[]string{"sframe", "gen", "--separate", plain, "-o", out}, true, ""},
+		{[]string{"sframe", "gen", bigSection, "-o", out}, false, "too large to read"},
+		{[]string{"sframe", "gen", "--separate", bigSection, "-o", out}, false, "too large to read"},
+	} {
+		stderr, rss, code := maxRSS(c.args...)
+		if (code == 0) != c.ok || !strings.Contains(stderr, c.want) {
+			t.Errorf("rewind %s: rc %d, stderr %q (want %q)", strings.Join(c.args, " "), code, stderr, c.want)
+		}
+		if rss > 512<<10 { // KiB
+			t.Errorf("rewind %s: max RSS %d MiB", strings.Join(c.args, " "), rss>>10)
+		}
+		t.Logf("rewind %s: rc %d, max RSS %d MiB", strings.Join(c.args[:len(c.args)-3], " "), code, rss>>10)
 	}
 }
