@@ -179,3 +179,34 @@ func TestNotes(t *testing.T) {
 		t.Fatalf("notes %q, %q", u, o)
 	}
 }
+
+// FuzzRead gives Read arbitrary file contents: it returns an error, or
+// contents whose trailer is exactly what Write would have put after them
+// for the key (so a damaged or foreign file is never taken).
+func FuzzRead(f *testing.F) {
+	root := f.TempDir()
+	good := append([]byte("contents"), append([]byte(trailerMagic), checksum("key", []byte("contents"))...)...)
+	f.Add(good, "key")
+	f.Add(good, "other key")
+	f.Add(good[:len(good)-1], "key")
+	f.Add([]byte(trailerMagic), "")
+	f.Add([]byte{}, "key")
+	f.Fuzz(func(t *testing.T, data []byte, key string) {
+		path := filepath.Join(root, "f")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		body, err := Read(root, "f", key, 1<<20)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		want := append(append([]byte(nil), body...), trailerMagic...)
+		want = append(want, checksum(key, body)...)
+		if string(want) != string(data) {
+			t.Fatalf("took %q for key %q", data, key)
+		}
+	})
+}
