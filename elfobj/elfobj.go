@@ -322,13 +322,13 @@ func (f *File) formatf(sec string, off uint64, err error, format string, args ..
 // the offset debug/elf's message gives ("... in record at byte 0x40").
 func (f *File) debugELFError(err error) error {
 	var off uint64
-	if m := atByte.FindStringSubmatch(err.Error()); m != nil {
+	if m := atByte().FindStringSubmatch(err.Error()); m != nil {
 		off, _ = strconv.ParseUint(m[1], 0, 64)
 	}
 	return f.formatf("", off, err, "malformed ELF file")
 }
 
-var atByte = regexp.MustCompile(`at byte (0x[0-9a-fA-F]+)`)
+var atByte = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`at byte (0x[0-9a-fA-F]+)`) })
 
 // errorf formats an error that names the file.
 func (f *File) errorf(format string, args ...any) error {

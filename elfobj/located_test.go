@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestTruncatedErrorsLocated cuts a real executable at many lengths:
@@ -44,5 +46,29 @@ func TestTruncatedErrorsLocated(t *testing.T) {
 	}
 	if failures == 0 {
 		t.Fatal("no cut failed")
+	}
+}
+
+// TestOpenSpecialFiles: paths named by a core, a perf.data MMAP record or
+// /proc maps may name a FIFO or a device: Open refuses them at once
+// without blocking or opening the device.
+func TestOpenSpecialFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, p := range []string{fifo, "/dev/zero", "/dev/tty"} {
+			if _, err := Open(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("Open(%s) = %v", p, err)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open blocked")
 	}
 }

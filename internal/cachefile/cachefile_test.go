@@ -185,7 +185,7 @@ func TestNotes(t *testing.T) {
 // for the key (so a damaged or foreign file is never taken).
 func FuzzRead(f *testing.F) {
 	root := f.TempDir()
-	good := append([]byte("contents"), append([]byte(trailerMagic), checksum("key", []byte("contents"))...)...)
+	good := append([]byte("contents"), trailer("key", []byte("contents"))...)
 	f.Add(good, "key")
 	f.Add(good, "other key")
 	f.Add(good[:len(good)-1], "key")
@@ -203,8 +203,7 @@ func FuzzRead(f *testing.F) {
 			}
 			return
 		}
-		want := append(append([]byte(nil), body...), trailerMagic...)
-		want = append(want, checksum(key, body)...)
+		want := append(append([]byte(nil), body...), trailer(key, body)...)
 		if string(want) != string(data) {
 			t.Fatalf("took %q for key %q", data, key)
 		}
