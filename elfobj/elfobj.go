@@ -377,13 +377,17 @@ func (f *File) readAt(off, n uint64) ([]byte, error) {
 	}
 	// Sizes are checked against the file's, but a sparse file can be
 	// larger than memory: cap every read, and all reads together.
-	if n > maxRead {
-		return nil, fmt.Errorf("offset %#x: %d bytes: %w (at most %d bytes are read at once)", off, n, ErrTooLarge, uint64(maxRead))
+	// Sizes beyond the end of the file fail below (errShort).
+	if beyond := f.size >= 0 && (off > uint64(f.size) || n > uint64(f.size)-off); !beyond {
+		if n > maxRead {
+			return nil, fmt.Errorf("offset %#x: %d bytes: %w (at most %d bytes are read at once)", off, n, ErrTooLarge, uint64(maxRead))
+		}
+		if total := f.read.Add(n); total > maxTotalRead {
+			f.read.Add(-n)
+			return nil, fmt.Errorf("offset %#x: %d bytes: %w (%d bytes read already, at most %d in all)", off, n, ErrTooLarge, total-n, uint64(maxTotalRead))
+		}
 	}
-	if total := f.read.Add(n); total > maxTotalRead {
-		f.read.Add(-n)
-		return nil, fmt.Errorf("offset %#x: %d bytes: %w (%d bytes read already, at most %d in all)", off, n, ErrTooLarge, total-n, uint64(maxTotalRead))
-	}
+
 	if f.size >= 0 {
 		if off > uint64(f.size) || n > uint64(f.size)-off {
 			return nil, fmt.Errorf("offset %#x: %d bytes: %w (file size %d)", off, n, errShort, f.size)
