@@ -39,19 +39,15 @@ const maxIndexFile = 1 << 30
 
 // NewPersistentCache returns a cache that also keeps DWARF indexes in
 // files under dir (created on first write, mode 0700), read back by later
-// runs. Errors writing the files are ignored: the cache is an
-// optimisation.
+// runs; see package internal/cachefile for the checks every read and write
+// makes (a directory of another user, or one others can write, is not
+// used). Errors writing the files are ignored: the cache is an
+// optimisation. Commands keep it in cachefile.Dir().
 func NewPersistentCache(dir string) *Cache {
 	c := NewCache()
 	c.dir = dir
 	return c
 }
-
-// DefaultCacheDir returns where rewind keeps its persistent caches (see
-// cachefile.Dir): $REWIND_CACHE_DIR, else the user's cache directory
-// ($XDG_CACHE_HOME or ~/.cache) + "/rewind". It is "" when neither can be
-// determined.
-func DefaultCacheDir() string { return cachefile.Dir() }
 
 // indexKey returns the cache file (relative to the cache directory) and
 // the checksum key of the index of an object with build-id buildID whose
