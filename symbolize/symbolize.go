@@ -237,12 +237,18 @@ type debugInfo struct {
 }
 
 // get returns the cache entry of an object whose symbols come from sym.
-// The key is the object's build-id (and the debug file's path, since the
-// same object may be paired with different debug files); without a
-// build-id, the path, size and modification time of the object.
+// The key is the object's build-id and path (and the debug file's path,
+// since the same object may be paired with different debug files);
+// without a build-id, the path, size and modification time of the object.
+// The path matters even with a build-id: a build-id is a claim the file
+// makes, and a program linked with libc's (--build-id=0x…, go build -B)
+// is paired with libc's debug file, but must not lend libc its own Go
+// table or symbols.
 func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
 	key := obj.BuildIDHex()
-	if key == "" {
+	if key != "" {
+		key += "\x00" + obj.Path
+	} else {
 		key = "path:" + obj.Path
 		if fi, err := os.Stat(obj.Path); err == nil && fi.Mode().IsRegular() {
 			key += fmt.Sprintf(":%d:%d", fi.Size(), fi.ModTime().UnixNano())
