@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"time"
 
@@ -94,7 +95,9 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 // fn must not keep s.Mem past its return and expect frozen contents.
 // s.Pause is set after the threads resumed, once fn returned. An error of
 // fn is returned as is; otherwise the process exiting meanwhile gives an
-// error wrapping ErrExited.
+// error wrapping ErrExited. fn runs on a goroutine of its own; when it has
+// not returned after opt.MaxStopped the threads are resumed and
+// WithStopped returns ErrStoppedTooLong without waiting for it.
 func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 	info, err := inspect(pid)
 	if err != nil {
@@ -159,6 +162,9 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 	case r := <-done:
 		if r.panicked {
 			thaw()
+			if r.p == nil { // fn called runtime.Goexit (panic(nil) recovers a *runtime.PanicNilError)
+				runtime.Goexit()
+			}
 			panic(r.p)
 		}
 		err = r.err

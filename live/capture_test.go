@@ -374,3 +374,20 @@ func TestWithStoppedDeadline(t *testing.T) {
 	}
 	checkReleased(t, tg.pid, "S")
 }
+
+// TestWithStoppedGoexit: runtime.Goexit in fn (t.FailNow does it) ends
+// the caller's goroutine as it did when fn ran on it, with the threads
+// resumed.
+func TestWithStoppedGoexit(t *testing.T) {
+	tg := threadsTarget(t)
+	returned := make(chan bool, 1)
+	go func() {
+		defer func() { returned <- false }()
+		WithStopped(tg.pid, Options{}, func(*Snapshot) error { runtime.Goexit(); return nil })
+		returned <- true
+	}()
+	if <-returned {
+		t.Fatal("WithStopped returned after fn called runtime.Goexit")
+	}
+	checkReleased(t, tg.pid, "S")
+}
