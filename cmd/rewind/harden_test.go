@@ -323,3 +323,24 @@ func TestSFrameGenSparse(t *testing.T) {
 		t.Logf("rewind %s: rc %d, max RSS %d MiB", strings.Join(c.args[:len(c.args)-3], " "), code, rss>>10)
 	}
 }
+
+// TestSFrameGenOutputMode: the copy sframe gen writes keeps the input's
+// permissions within the umask (0755 under umask 027 gives 0750).
+func TestSFrameGenOutputMode(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "true")
+	b, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip("no /bin/true")
+	}
+	os.WriteFile(in, b, 0o755)
+	os.Chmod(in, 0o755)
+	old := unix.Umask(0o027)
+	defer unix.Umask(old)
+	out := in + ".sframe"
+	if _, stderr, code := run(t, "sframe", "gen", "-q", in, "-o", out); code != 0 {
+		t.Fatalf("sframe gen: rc %d: %s", code, stderr)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("output mode %v, %v; want 0750", fi.Mode(), err)
+	}
+}

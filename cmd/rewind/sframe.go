@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/elfedit"
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/sframe"
 )
@@ -164,7 +165,7 @@ address given by --addr (0: a section that is not loaded).`)
 	}
 	if !*separate {
 		if st, err := os.Stat(in); err == nil {
-			os.Chmod(*outPath, st.Mode().Perm())
+			os.Chmod(*outPath, st.Mode().Perm()&^fsafe.Umask()) // executable like the input, within the umask
 		}
 	}
 	st := g.Stats
