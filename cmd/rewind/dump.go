@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/target"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"

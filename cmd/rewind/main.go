@@ -12,9 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rewindstack/rewind/unwind"
-
 	"github.com/rewindstack/rewind/internal/textesc"
+	"github.com/rewindstack/rewind/unwind"
 )
 
 const usage = `rewind: fast, correct stack traces for Linux.

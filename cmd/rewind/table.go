@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/target"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 func runTable(args []string) error {
