@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
 )
@@ -60,8 +61,8 @@ func NewPersistentCache(dir string) *Cache {
 func indexKey(buildID, src string) (rel, key string) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s", indexMagic, src)
-	var st syscall.Stat_t
-	if syscall.Stat(src, &st) == nil {
+	var st unix.Stat_t
+	if unix.Stat(src, &st) == nil {
 		fmt.Fprintf(h, "\x00%d\x00%d\x00%d\x00%d.%d\x00%d.%d", st.Dev, st.Ino, st.Size,
 			st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 	}

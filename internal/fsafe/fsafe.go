@@ -8,12 +8,9 @@ package fsafe
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,61 +18,6 @@ import (
 // ErrNotRegular is wrapped by the error for a path that names a FIFO, a
 // device, a socket or a directory.
 var ErrNotRegular = errors.New("not a regular file")
-
-// Open opens path for reading if it is a regular file, returning the file
-// and its status. A FIFO, device node, socket or directory is refused with
-// an error naming the path and its kind (wrapping ErrNotRegular), before
-// anything that could block or touch a device happens.
-func Open(path string) (*os.File, fs.FileInfo, error) {
-	return open(path, 0)
-}
-
-// OpenNoFollow is Open that also refuses a symbolic link as the last
-// component of path.
-func OpenNoFollow(path string) (*os.File, fs.FileInfo, error) {
-	return open(path, unix.O_NOFOLLOW)
-}
-
-func open(path string, extra int) (*os.File, fs.FileInfo, error) {
-	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|extra, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) && extra&unix.O_NOFOLLOW != 0 {
-			return nil, nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("is a symbolic link (not followed)")}
-		}
-		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, nil, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, Kind(st.Mode))
-	}
-	// Reopen the very inode O_PATH found; O_NONBLOCK keeps even a race
-	// that swapped the inode's type from blocking.
-	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags, 0)
-	if err != nil {
-		// No /proc: open the path itself, without following a link
-		// swapped in meanwhile, and check it is still the same file.
-		fd, err = unix.Open(path, flags|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
-		}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || !ok || uint64(sys.Dev) != uint64(st.Dev) || uint64(sys.Ino) != uint64(st.Ino) {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w (changed while being opened)", path, ErrNotRegular)
-	}
-	return f, fi, nil
-}
 
 // Kind names the file type in a stat mode, for error messages.
 func Kind(mode uint32) string {
