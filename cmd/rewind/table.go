@@ -42,7 +42,7 @@ row and build time.`)
 			per = float64(t.Bytes()) / float64(s.Rows)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1fms\t  %s\n", s.FDEs, s.BadFDEs, s.Rows, s.Rules, s.Exprs,
-			t.Bytes(), per, float64(el.Microseconds())/1000, path)
+			t.Bytes(), per, float64(el.Microseconds())/1000, textesc.String(path))
 		if s.FirstError != "" {
 			fmt.Fprintf(os.Stderr, "rewind: %s: first skipped FDE: %s\n", textesc.String(path), textesc.String(s.FirstError))
 		}
