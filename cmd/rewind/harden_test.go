@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/perftest"
 	"golang.org/x/sys/unix"
 )
 
@@ -342,5 +343,44 @@ func TestSFrameGenOutputMode(t *testing.T) {
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
 		t.Fatalf("output mode %v, %v; want 0750", fi.Mode(), err)
+	}
+}
+
+// TestReportMMAPNamesFIFO: a perf.data whose MMAP records name a path that
+// is now a FIFO (the program was replaced after the recording) is
+// reported without waiting on the FIFO.
+func TestReportMMAPNamesFIFO(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	built := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "cpu")
+	b, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(exe, b, 0o700)
+	data := filepath.Join(dir, "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096",
+		"-o", data, "--", exe, "0.3", "1").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	os.Remove(exe)
+	if err := unix.Mkfifo(exe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var stderr string
+	var code int
+	go func() {
+		defer close(done)
+		_, stderr, code = run(t, "report", "-q", "-o", filepath.Join(dir, "out.folded"), data)
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("rewind report blocked on a FIFO named by an MMAP record")
+	}
+	if code != 0 || !strings.Contains(stderr, exe) || !strings.Contains(stderr, "not a regular file (a FIFO)") {
+		t.Errorf("report: rc %d, stderr:\n%s", code, stderr)
 	}
 }
