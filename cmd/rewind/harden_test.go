@@ -203,8 +203,17 @@ func TestEscapesInOutput(t *testing.T) {
 			t.Errorf("%v: the escaped name or path is missing:\n%s", args, out)
 		}
 	}
+	// JSON keeps the name exactly, encoded.
+	out, errOut, code := run(t, "dump", "--json", pid)
+	if code != 0 {
+		t.Fatalf("dump --json: rc %d: %s", code, errOut)
+	}
+	clean("dump --json", out)
+	if !strings.Contains(out, `\u001b[2J\u001b]0;pw\u0007`) {
+		t.Errorf("dump --json: the thread name is not encoded as it is:\n%s", out)
+	}
 	folded := filepath.Join(dir, "p.folded")
-	_, errOut, code := run(t, "record", "-q", "-o", folded, "--", exe, "spin")
+	_, errOut, code = run(t, "record", "-q", "-o", folded, "--", exe, "spin")
 	if code != 0 {
 		t.Skipf("cannot record here: %s", errOut)
 	}
@@ -213,6 +222,14 @@ func TestEscapesInOutput(t *testing.T) {
 	clean("folded", string(b))
 	if !strings.Contains(string(b), `\x1b`) {
 		t.Errorf("folded output lacks the escaped names:\n%s", b)
+	}
+	html := filepath.Join(dir, "p.html")
+	if _, errOut, code = run(t, "record", "-q", "-o", html, "--", exe, "spin"); code != 0 {
+		t.Fatalf("record -o html: rc %d: %s", code, errOut)
+	}
+	b, _ = os.ReadFile(html)
+	if bytes.IndexByte(b, 0x1b) >= 0 || bytes.IndexByte(b, 0x07) >= 0 {
+		t.Errorf("the HTML flame graph holds raw control bytes")
 	}
 }
 
