@@ -99,6 +99,8 @@ type Core struct {
 	size  int64
 	class elf.Class
 	segs  []segment // PT_LOADs sorted by vaddr
+	// wantSize is the file size the PT_LOADs promise (see Truncated).
+	wantSize uint64
 
 	mu     sync.Mutex
 	opener func(path string) (io.ReaderAt, error)
@@ -310,7 +312,8 @@ func (c *Core) parse() error {
 				memsz = -vaddr // clip at the top of the address space
 			}
 			// A truncated core holds fewer bytes than p_filesz promises;
-			// treat the rest as not dumped.
+			// treat the rest as not dumped (Truncated reports it).
+			c.wantSize = max(c.wantSize, off+filesz)
 			avail := uint64(0)
 			if off < uint64(c.size) {
 				avail = uint64(c.size) - off
