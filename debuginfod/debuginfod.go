@@ -351,6 +351,15 @@ func (c *Client) download(ctx context.Context, base, id, kind, path string) (str
 		return "", ctx.Err()
 	}
 	defer func() { <-c.sem }()
+	// A server found dead while this request waited for a connection
+	// slot is not asked again: a down server costs one timeout, not one
+	// per wave of requests.
+	c.mu.Lock()
+	dead := c.dead[base]
+	c.mu.Unlock()
+	if dead != nil {
+		return "", dead
+	}
 	url := strings.TrimRight(base, "/") + "/buildid/" + id + "/" + kind
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -231,7 +231,7 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 			return f, nil
 		}
 	} else if r.Debuginfod != nil && id != "" {
-		tried = append(tried, "not on the debuginfod servers")
+		tried = append(tried, "debuginfod did not provide it")
 	}
 	if id == "" && r.Debuginfod != nil {
 		tried = append(tried, "no build-id in the core to ask debuginfod with")
