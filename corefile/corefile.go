@@ -111,6 +111,7 @@ type Core struct {
 type segment struct {
 	vaddr, memsz uint64
 	off, filesz  uint64 // filesz is clipped to what the file really holds
+	promised     uint64 // p_filesz before clipping (more when truncated)
 	flags        elf.ProgFlag
 }
 
@@ -318,8 +319,9 @@ func (c *Core) parse() error {
 			if off < uint64(c.size) {
 				avail = uint64(c.size) - off
 			}
+			promised := min(filesz, memsz)
 			filesz = min(filesz, memsz, avail)
-			c.segs = append(c.segs, segment{vaddr: vaddr, memsz: memsz, off: off, filesz: filesz, flags: elf.ProgFlag(flags)})
+			c.segs = append(c.segs, segment{vaddr: vaddr, memsz: memsz, off: off, filesz: filesz, promised: promised, flags: elf.ProgFlag(flags)})
 		case elf.PT_NOTE:
 			notes = append(notes, struct{ off, size uint64 }{off, filesz})
 		}
@@ -622,6 +624,9 @@ func (c *Core) ReadMemory(addr uint64, p []byte) error {
 		}
 		m := c.mappingAt(addr)
 		if m == nil {
+			if si >= 0 && addr-c.segs[si].vaddr < c.segs[si].promised {
+				return c.errorf("address %#x: cut off: the core is truncated (%d bytes, its segments need %d)", addr, c.size, c.wantSize)
+			}
 			if si >= 0 {
 				return c.errorf("address %#x: not dumped in the core and not backed by a mapped file", addr)
 			}

@@ -98,10 +98,17 @@ func runDump(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("need a PID or --core FILE")
 	}
+	if err := writeDump(rep, *asJSON, *group); err != nil {
+		return err
+	}
+	return lf.inputErr
+}
+
+func writeDump(rep *output.Report, asJSON, group bool) error {
 	switch {
-	case *asJSON:
+	case asJSON:
 		return output.WriteJSON(os.Stdout, rep)
-	case *group:
+	case group:
 		return output.WriteGrouped(os.Stdout, rep)
 	}
 	return output.WriteText(os.Stdout, rep)

@@ -34,6 +34,8 @@ type locateFlags struct {
 	debugDir pathsFlag
 	offline  *bool
 	force    *bool
+	// inputErr is reported after the output: the input is damaged.
+	inputErr error
 }
 
 const locateHelp = `
@@ -102,7 +104,9 @@ func (lf *locateFlags) resolver(exe string) (*locate.Resolver, error) {
 // the symbolizer, and returns the executable path for Core.Target.
 func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *symbolize.Symbolizer) (string, error) {
 	if want, have, bad := c.Truncated(); bad {
-		warn(fmt.Sprintf("%s is truncated: %d bytes, its segments need %d; memory beyond the end is missing", c.Path, have, want))
+		// Said once, after the dump, as the command's error: the exit
+		// status says the input was damaged.
+		lf.inputErr = fmt.Errorf("%s is truncated: %d bytes, its segments need %d (expected %d more); stacks needing the missing memory are cut short", c.Path, have, want, want-have)
 	}
 	r, err := lf.resolver(c.Exe)
 	if err != nil {

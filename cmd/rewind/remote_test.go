@@ -354,3 +354,30 @@ func TestDumpCoreDebuginfodDown(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpTruncatedKernelCore: a kernel core cut short is dumped as far
+// as it goes, says once that it is truncated (with both sizes), and exits
+// with status 1.
+func TestDumpTruncatedKernelCore(t *testing.T) {
+	exe := fixture.Build(t, "threads", fixture.Variants[3])
+	core := fixture.KernelCore(t, exe)
+	b, err := os.ReadFile(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "core")
+	if err := os.WriteFile(cut, b[:len(b)*2/3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runIn(t, "", isolatedEnv(t), "dump", "--core", cut)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	want := fmt.Sprintf("is truncated: %d bytes, its segments need %d", len(b)*2/3, len(b))
+	if strings.Count(errOut, "is truncated") != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("want one %q, stderr:\n%s", want, errOut)
+	}
+	if !strings.Contains(out, "TID ") || strings.Contains(out, "not dumped in the core") {
+		t.Errorf("output:\n%s", out)
+	}
+}
