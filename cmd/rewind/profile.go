@@ -38,7 +38,7 @@ func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileF
 	if !*pf.noCache {
 		dir = symbolize.DefaultCacheDir()
 	}
-	sym := &symbolize.Symbolizer{Inlines: true}
+	sym := &symbolize.Symbolizer{Inlines: true, FindDebug: pf.findDebug}
 	if dir != "" {
 		sym.Cache = symbolize.NewPersistentCache(dir)
 		col.Objects.Tables.Dir = dir

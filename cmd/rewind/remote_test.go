@@ -16,6 +16,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/output"
 )
 
@@ -379,5 +380,53 @@ func TestDumpTruncatedKernelCore(t *testing.T) {
 	}
 	if !strings.Contains(out, "TID ") || strings.Contains(out, "not dumped in the core") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+// TestReportMovedExe: a perf.data file whose executable was moved away
+// is reported with the executable found through --exe (matched by the
+// recorded build-id), and through --sysroot.
+func TestReportMovedExe(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	built := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "cpu")
+	copyFile(t, built, exe)
+	data := filepath.Join(dir, "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "--no-buildid-cache", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096",
+		"-o", data, "--", exe, "0.5", "1").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	elsewhere := t.TempDir()
+	if err := os.Rename(exe, filepath.Join(elsewhere, "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(elsewhere, "renamed"), filepath.Join(root, exe))
+	env := isolatedEnv(t)
+	folded := filepath.Join(t.TempDir(), "out.folded")
+	report := func(extra ...string) string {
+		t.Helper()
+		args := append([]string{"report", "-q", "--fidelity=false", "-o", folded}, extra...)
+		_, errOut, code := runIn(t, elsewhere, env, append(args, data)...)
+		if code != 0 {
+			t.Fatalf("report %q: exit %d: %s", extra, code, errOut)
+		}
+		b, err := os.ReadFile(folded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if out := report(); strings.Contains(out, "level2") {
+		t.Fatalf("symbolized without the executable: the test proves nothing")
+	}
+	for _, extra := range [][]string{{"--exe", "."}, {"--exe", "renamed"}, {"--sysroot", root}} {
+		if out := report(extra...); !strings.Contains(out, "level2") {
+			t.Errorf("report %q: fixture functions missing:\n%.2000s", extra, out)
+		}
 	}
 }
