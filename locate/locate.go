@@ -325,10 +325,14 @@ func (r *Resolver) Prefetch(withDebug bool) {
 				break
 			}
 		}
-		if !local {
-			reqs = append(reqs, debuginfod.Request{ID: id, Kind: debuginfod.Executable})
+		if local {
+			continue
 		}
-		if withDebug {
+		reqs = append(reqs, debuginfod.Request{ID: id, Kind: debuginfod.Executable})
+		// Debug information too, unless installed here: an object that
+		// is here was built or installed with its debug files, and
+		// downloading them in advance could cost gigabytes.
+		if withDebug && !r.localDebug(id) {
 			reqs = append(reqs, debuginfod.Request{ID: id, Kind: debuginfod.DebugInfo})
 		}
 	}
@@ -341,6 +345,20 @@ func (r *Resolver) Prefetch(withDebug bool) {
 	for i, q := range reqs {
 		r.fetched[q.ID+"/"+q.Kind] = res[i].Path
 	}
+}
+
+// localDebug reports whether a debug file for id is installed in the
+// system's or the user's debug directories.
+func (r *Resolver) localDebug(id string) bool {
+	if len(id) <= 2 {
+		return false
+	}
+	for _, d := range append([]string{"/usr/lib/debug"}, r.DebugDirs...) {
+		if regularFile(filepath.Join(d, ".build-id", id[:2], id[2:]+".debug")) {
+			return true
+		}
+	}
+	return false
 }
 
 func fileID(path string) string {
