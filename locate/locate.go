@@ -197,8 +197,11 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 		}
 		seen[c.path] = true
 		if !regularFile(c.path) {
-			if c.path == path {
-				tried = append(tried, "not found at "+path)
+			switch {
+			case c.path == path:
+				tried = append(tried, "no such file")
+			case c.why == "--sysroot":
+				tried = append(tried, "not at "+c.path+" (--sysroot)")
 			}
 			continue
 		}

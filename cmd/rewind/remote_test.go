@@ -430,3 +430,38 @@ func TestReportMovedExe(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpStaticKernelCoreMovedExe: the kernel core of a static program
+// whose executable was renamed is dumped through a relative --exe.
+func TestDumpStaticKernelCoreMovedExe(t *testing.T) {
+	exe := fixture.Build(t, "threads", fixture.Variant{Name: "O2-static", Flags: []string{"-O2", "-static"}})
+	runDir := t.TempDir()
+	prog := filepath.Join(runDir, "prog")
+	copyFile(t, exe, prog)
+	core := fixture.KernelCore(t, prog)
+	keep := filepath.Join(t.TempDir(), "core")
+	if err := os.Rename(core, keep); err != nil {
+		t.Fatal(err)
+	}
+	moved := t.TempDir()
+	if err := os.Rename(prog, filepath.Join(moved, "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	env := isolatedEnv(t)
+	out, errOut, _ := runIn(t, moved, env, "dump", "--core", keep)
+	if strings.Count(errOut, prog) != 1 || strings.Contains(out, "t16_start") {
+		t.Errorf("without --exe: want one warning naming %s, stderr:\n%s\nstdout:\n%.1500s", prog, errOut, out)
+	}
+	out, errOut, code := runIn(t, moved, env, "dump", "--core", keep, "--exe", "./renamed")
+	if code != 0 || errOut != "" {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{"block_condwait", "t16_start", "start_thread"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "?? (prog)") {
+		t.Errorf("unsymbolized frames:\n%s", out)
+	}
+}
