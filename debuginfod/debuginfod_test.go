@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,5 +108,79 @@ func TestFromEnv(t *testing.T) {
 	c := FromEnv(false)
 	if c == nil || len(c.URLs) != 2 || c.Timeout != 3*time.Second || c.CacheDir != "/x" {
 		t.Errorf("%+v", c)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestProgressAndStall: a download over a second prints progress; one
+// that stalls longer than the timeout is abandoned and the server is not
+// asked again.
+func TestProgressAndStall(t *testing.T) {
+	file := "/bin/ls"
+	id := ""
+	if f, err := elfobj.Open(file); err == nil {
+		id = f.BuildIDHex()
+		f.Close()
+	}
+	if id == "" {
+		t.Skip("/bin/ls has no build-id")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := make(chan time.Duration, 2)
+	pause <- 1300 * time.Millisecond // slow but moving: progress
+	pause <- 5 * time.Second         // stalled: timeout
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.Write(data[:len(data)/2])
+		w.(http.Flusher).Flush()
+		d := 5 * time.Second
+		select {
+		case d = <-pause:
+		default:
+		}
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+		w.Write(data[len(data)/2:])
+	}))
+	defer s.Close()
+	var progress syncBuf
+	c := &Client{URLs: []string{s.URL}, CacheDir: t.TempDir(), Timeout: 2 * time.Second, Progress: &progress}
+	if _, err := c.Fetch(context.Background(), id, Executable); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(progress.String(), "downloading "+s.URL) {
+		t.Errorf("no progress line for a 1.3 s download: %q", progress.String())
+	}
+	var warned []string
+	c2 := &Client{URLs: []string{s.URL}, CacheDir: t.TempDir(), Timeout: time.Second, Warn: func(m string) { warned = append(warned, m) }}
+	start := time.Now()
+	res := c2.FetchAll(context.Background(), []Request{{id, Executable}, {id, DebugInfo}})
+	if res[0].Err == nil || time.Since(start) > 4*time.Second {
+		t.Errorf("stalled download: %v after %v", res[0].Err, time.Since(start))
+	}
+	if len(warned) != 1 {
+		t.Errorf("want one warning about the stalled server, got %q", warned)
 	}
 }
