@@ -101,6 +101,8 @@ type Core struct {
 	size  int64
 	class elf.Class
 	segs  []segment // PT_LOADs sorted by vaddr
+	// wantSize is the file size the PT_LOADs promise (see Truncated).
+	wantSize uint64
 
 	mu     sync.Mutex
 	opener func(path string) (io.ReaderAt, error)
@@ -111,6 +113,7 @@ type Core struct {
 type segment struct {
 	vaddr, memsz uint64
 	off, filesz  uint64 // filesz is clipped to what the file really holds
+	promised     uint64 // p_filesz before clipping (more when truncated)
 	flags        elf.ProgFlag
 }
 
@@ -315,13 +318,15 @@ func (c *Core) parse() error {
 				memsz = -vaddr // clip at the top of the address space
 			}
 			// A truncated core holds fewer bytes than p_filesz promises;
-			// treat the rest as not dumped.
+			// treat the rest as not dumped (Truncated reports it).
+			c.wantSize = max(c.wantSize, off+filesz)
 			avail := uint64(0)
 			if off < uint64(c.size) {
 				avail = uint64(c.size) - off
 			}
+			promised := min(filesz, memsz)
 			filesz = min(filesz, memsz, avail)
-			c.segs = append(c.segs, segment{vaddr: vaddr, memsz: memsz, off: off, filesz: filesz, flags: elf.ProgFlag(flags)})
+			c.segs = append(c.segs, segment{vaddr: vaddr, memsz: memsz, off: off, filesz: filesz, promised: promised, flags: elf.ProgFlag(flags)})
 		case elf.PT_NOTE:
 			notes = append(notes, struct{ off, size uint64 }{off, filesz})
 		}
@@ -624,6 +629,9 @@ func (c *Core) ReadMemory(addr uint64, p []byte) error {
 		}
 		m := c.mappingAt(addr)
 		if m == nil {
+			if si >= 0 && addr-c.segs[si].vaddr < c.segs[si].promised {
+				return c.errorf("address %#x: cut off: the core is truncated (%d bytes, its segments need %d)", addr, c.size, c.wantSize)
+			}
 			if si >= 0 {
 				return c.errorf("address %#x: not dumped in the core and not backed by a mapped file", addr)
 			}

@@ -252,7 +252,8 @@ func TestBadCores(t *testing.T) {
 		})
 	}
 	// A core cut short inside its segment data still opens; the missing
-	// bytes are reported as not dumped.
+	// bytes are reported as cut off by the truncation (not as "not
+	// dumped", which blames the dumper), and Truncated gives both sizes.
 	notes := bytes.Index(good, bytes.Repeat([]byte{0xaa}, 16))
 	path := writeTemp(t, "core", good[:notes+8])
 	c, err := Open(path)
@@ -261,8 +262,11 @@ func TestBadCores(t *testing.T) {
 	}
 	defer c.Close()
 	b := make([]byte, 16)
-	if err := c.ReadMemory(0x403000, b); err == nil || !strings.Contains(err.Error(), "address 0x403008: not dumped") {
+	if err := c.ReadMemory(0x403000, b); err == nil || !strings.Contains(err.Error(), "address 0x403008: cut off: the core is truncated") {
 		t.Errorf("truncated segment: %v", err)
+	}
+	if want, have, bad := c.Truncated(); !bad || have != int64(notes+8) || want != int64(len(good)) {
+		t.Errorf("Truncated() = %d, %d, %v; want %d, %d, true", want, have, bad, len(good), notes+8)
 	}
 }
 

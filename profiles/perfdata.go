@@ -29,6 +29,14 @@ type PerfData struct {
 // the bad one and the error says where it is. warn (may be nil) receives
 // warnings.
 func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, error) {
+	return ReadPerfDataOpen(path, arch, warn, nil)
+}
+
+// ReadPerfDataOpen is ReadPerfData with the recorded objects opened by
+// open, given each path and the build-id (hex) the recording saw for it
+// ("" when none): for looking files up elsewhere (a sysroot, debuginfod;
+// see package locate). A nil open opens the path, then perf's copy.
+func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(path, buildID string) (*elfobj.File, error)) (*PerfData, error) {
 	f, err := perfdata.Open(path)
 	if err != nil {
 		return nil, err
@@ -59,6 +67,9 @@ func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, er
 		}
 	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return openRecorded(path, want[path], warn) }
+	if open != nil {
+		c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
+	}
 	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
 	return p, err
 }

@@ -70,6 +70,9 @@ func (s *Symbolizer) SymbolFile(m *target.Module) *elfobj.File {
 	} else {
 		f = findDebugFile(m.File, s.DebugDirs)
 	}
+	if f == nil && s.FindDebug != nil {
+		f = s.FindDebug(m.File)
+	}
 	if f == nil {
 		f = m.File
 	}

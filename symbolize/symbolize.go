@@ -82,6 +82,10 @@ type Symbolizer struct {
 	// DebugDirs are searched for separate debug files (nil means
 	// DefaultDebugDir; empty means none).
 	DebugDirs []string
+	// FindDebug, when not nil, is asked for an object's separate debug
+	// file when DebugDirs have none (a --debug-dir, a sysroot, perf's
+	// build-id cache, debuginfod: see package locate).
+	FindDebug func(f *elfobj.File) *elfobj.File
 	// Inlines makes Frame return the inlined calls at a frame's address
 	// before the physical function. Without it Frame returns the physical
 	// entry alone (one frame per physical frame, as eu-stack prints

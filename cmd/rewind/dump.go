@@ -36,12 +36,13 @@ information (about half a second for libc with libc6-dbg); --stats shows
 where the time goes, --no-cache bypasses the cache.
 
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
-kernel.yama.ptrace_scope=0 for processes of the same user.`
+kernel.yama.ptrace_scope=0 for processes of the same user.
+` + locateHelp
 
 func runDump(args []string) error {
 	fs := newFlags("dump", dumpHelp)
 	core := fs.String("core", "", "read the ELF core `FILE` instead of a live process")
-	exe := fs.String("exe", "", "with --core: executable `PATH` to use instead of the one the core names")
+	lf := addLocateFlags(fs, true)
 	method := methodFlag(fs)
 	maxDepth := fs.Int("max-depth", 1024, "stop each walk after `N` frames")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
@@ -83,7 +84,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, *exe, objs, opt, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -91,7 +92,7 @@ func runDump(args []string) error {
 		if perr != nil || pid <= 0 {
 			return fmt.Errorf("%q is not a process ID", pos[0])
 		}
-		if *exe != "" {
+		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
 		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, sym, tm); err != nil {
@@ -101,21 +102,32 @@ func runDump(args []string) error {
 		fs.Usage()
 		return fmt.Errorf("need a PID or --core FILE")
 	}
+	if err := writeDump(rep, *asJSON, *group); err != nil {
+		return err
+	}
+	return lf.inputErr
+}
+
+func writeDump(rep *output.Report, asJSON, group bool) error {
 	switch {
-	case *asJSON:
+	case asJSON:
 		return output.WriteJSON(os.Stdout, rep)
-	case *group:
+	case group:
 		return output.WriteGrouped(os.Stdout, rep)
 	}
 	return output.WriteText(os.Stdout, rep)
 }
 
-func dumpCore(path, exe string, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	c, err := corefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	exe, err := lf.setupCore(c, objs, sym)
+	if err != nil {
+		return nil, err
+	}
 	tg, err := c.Target(objs, exe)
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 // newBuilder returns the profile builder of a record or report run.
 func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileFlags) *profiles.Builder {
 	dir := cacheDir(*pf.noCache)
-	sym := &symbolize.Symbolizer{Inlines: true}
+	sym := &symbolize.Symbolizer{Inlines: true, FindDebug: pf.findDebug}
 	if dir != "" {
 		sym.Cache = symbolize.NewPersistentCache(dir)
 		col.Objects.Tables.Dir = dir

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/rewindstack/rewind/elfobj"
 	"os"
 	"os/signal"
 	"strconv"
@@ -44,6 +45,8 @@ type profileFlags struct {
 	stats    *bool
 	title    *string
 	tm       *timings // set when stats is
+	// findDebug, when set, finds separate debug files (see locate).
+	findDebug func(*elfobj.File) *elfobj.File
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {

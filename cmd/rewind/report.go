@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/rewindstack/rewind/elfobj"
+
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 )
@@ -17,11 +19,13 @@ fidelity table and writes the profile (-o): FILE.pb.gz (pprof),
 FILE.folded, FILE.html or FILE.svg.
 
 A truncated or corrupt file is read up to the bad record: the profile of
-what was read is written, and the error is reported.`
+what was read is written, and the error is reported.
+` + locateHelp
 
 func runReport(args []string) error {
 	fs := newFlags("report", reportHelp)
 	pf := addProfileFlags(fs)
+	lf := addLocateFlags(fs, true)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -41,7 +45,16 @@ func runReport(args []string) error {
 		pf.tm = newTimings()
 		defer pf.tm.print()
 	}
-	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), warn)
+	res, err := lf.resolver("")
+	if err != nil {
+		return err
+	}
+	pf.findDebug = res.DebugFile
+	open := func(path, buildID string) (*elfobj.File, error) {
+		res.Expect(path, buildID)
+		return res.Open(path)
+	}
+	pd, readErr := profiles.ReadPerfDataOpen(pos[0], perfevent.Arch(), warn, open)
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr

@@ -1,0 +1,5 @@
+package locate
+
+import "syscall"
+
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package locate
+
+const nonblock = 0
