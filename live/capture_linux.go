@@ -66,6 +66,7 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		s.readMaps()
 		s.mark(markMaps)
 		s.copyStacks()
+		s.copySwitched()
 		s.mark(markCopied)
 		if testHookStopped != nil {
 			testHookStopped(s.pid)
@@ -170,6 +171,7 @@ type tstate struct {
 	probed   bool // found stopped by a register read, not by wait4
 	regs     regs.Regs
 	stack    unwind.Region
+	switched []unwind.Region // other stacks its frame pointers lead to (copySwitched)
 	err      error
 }
 
@@ -643,6 +645,7 @@ func (s *session) snapshot() *Snapshot {
 			if len(th.stack.Data) > 0 {
 				regions = append(regions, th.stack)
 			}
+			regions = append(regions, th.switched...)
 		}
 		snap.Threads = append(snap.Threads, t)
 	}

@@ -237,6 +237,9 @@ func (b *Builder) add(s *Sample) {
 	mem := &unwind.Snapshot{Regions: []unwind.Region{{Addr: sp, Data: s.Stack}}}
 	for i, m := range b.opt.Methods {
 		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
+		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable && crossedSignal(&b.st) {
+			spliceKernelFP(&b.st, s.UserFP)
+		}
 		b.userLocs = b.userLocs[:0]
 		for j := range b.st.Frames {
 			b.userLocs = append(b.userLocs, b.userLoc(space, &b.st.Frames[j]))
@@ -367,6 +370,9 @@ func (b *Builder) kernelLoc(ip uint64) *Location {
 // reachesRoot reports whether one of the outermost three user frames is a
 // thread root function (stacks.IsRoot).
 func reachesRoot(locs []*Location) bool {
+	if n := len(locs); n > 0 && goStackEnd(locs[n-1].Name()) {
+		return true
+	}
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-3; i-- {
 		for _, ln := range locs[i].Lines {
 			if stacks.IsRoot(ln.Function) {

@@ -69,10 +69,13 @@ const (
 	EndRegister
 	// EndBadFP: the frame pointer is misaligned or below the stack pointer.
 	EndBadFP
+	// EndGoSwitch: a Go stack switch (runtime.systemstack, mcall) leads
+	// to a goroutine stack that is not in the memory (see goSwitch).
+	EndGoSwitch
 )
 
 var endNames = [...]string{"outermost", "ra-undefined", "unreadable-memory", "no-unwind-info",
-	"no-progress", "depth-limit", "register-unavailable", "bad-frame-pointer"}
+	"no-progress", "depth-limit", "register-unavailable", "bad-frame-pointer", "go-stack-switch"}
 
 func (e EndReason) String() string {
 	if int(e) < len(endNames) {
@@ -156,6 +159,11 @@ type Cursor struct {
 	Method Method
 
 	mem *reader
+	// space resolves addresses, for checks of return addresses.
+	space *AddressSpace
+	// stackSwitch: the caller is on another stack (a Go stack switch), so
+	// its stack pointer need not lie above this frame's.
+	stackSwitch bool
 }
 
 // Read reads one 64-bit word of target memory.
@@ -234,18 +242,19 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 		st.Frames = append(st.Frames, Frame{PC: pc, SP: sp, Method: method, Exact: exact})
 		f := &st.Frames[len(st.Frames)-1]
 		c := &w.c
-		*c = Cursor{Regs: cur, PC: f.LookupPC(), Exact: exact, Caller: next, mem: &w.rd}
+		*c = Cursor{Regs: cur, PC: f.LookupPC(), Exact: exact, Caller: next, mem: &w.rd, space: space}
 		c.Map = space.Find(c.PC)
 		if m := c.Map; m != nil && m.Module.GoTopFrame(c.PC-m.Bias) {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
 			return
 		}
-		err := ErrNoInfo
+		err := goSwitch(c)
 		for _, s := range u.Steppers {
-			c.Method = s.Method()
-			if err = s.Step(c); !errors.Is(err, ErrNoInfo) {
+			if !errors.Is(err, ErrNoInfo) {
 				break
 			}
+			c.Method = s.Method()
+			err = s.Step(c)
 		}
 		method = c.Method
 		if c.CallerExact {
@@ -261,7 +270,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 		// callee's. Equality is allowed for an exact frame (a leaf that has
 		// not moved SP, as on arm64). A signal frame may switch stacks
 		// (sigaltstack), so its restored SP is not checked.
-		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact {
+		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact && !c.stackSwitch {
 			npc, _ := next.PC()
 			if nsp < sp || (nsp == sp && (npc == pc || !exact)) {
 				st.End, st.Detail = EndNoProgress, fmt.Sprintf("caller sp %#x, callee sp %#x", nsp, sp)
@@ -288,10 +297,15 @@ func endFor(err error) (EndReason, string) {
 	switch {
 	case errors.Is(err, ErrNoInfo):
 		return EndNoInfo, ""
+	case errors.Is(err, ErrGoSwitch):
+		return EndGoSwitch, err.Error()
 	case errors.Is(err, ErrOutermost):
 		return EndRAUndefined, ""
 	case errors.Is(err, ErrChainEnd):
-		return EndOutermost, ""
+		if err == ErrChainEnd {
+			return EndOutermost, ""
+		}
+		return EndOutermost, err.Error()
 	case isMemoryError(err):
 		return EndUnreadable, err.Error()
 	case errors.Is(err, ErrRegister):

@@ -1,0 +1,64 @@
+package profiles
+
+import "github.com/rewindstack/rewind/unwind"
+
+// spliceKernelFP continues a walk that ended at a Go stack switch
+// (unwind.EndGoSwitch), or in unreadable memory after a signal frame, with the kernel's frame-pointer walk of the same
+// sample. A sample's stack copy holds only the stack the thread was on
+// (g0, the system stack), while the kernel walked the live memory of the
+// goroutine stack the frame pointers lead to. The walks meet at the
+// switching frame: the kernel's walk is continued after the outermost of
+// st's last three frames it also holds (or after the sampled PC when it
+// holds none of them). The added frames are frame-pointer frames.
+func spliceKernelFP(st *unwind.Stack, userFP []uint64) {
+	if len(userFP) < 2 {
+		return
+	}
+	for i := len(st.Frames) - 1; i >= 0 && i >= len(st.Frames)-3; i-- {
+		pc := st.Frames[i].PC
+		for j := 0; j < len(userFP)-1; j++ {
+			if userFP[j] != pc {
+				continue
+			}
+			st.Frames = st.Frames[:i+1]
+			for _, ra := range userFP[j+1:] {
+				st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP})
+			}
+			return
+		}
+	}
+	// No frame in common: the kernel's walk skipped the frames between
+	// the sampled PC and the switch (a leaf without a frame record, such
+	// as a vDSO function, before the frame pointer it left in place).
+	if len(st.Frames) > 0 && st.Frames[0].PC == userFP[0] {
+		for _, ra := range userFP[1:] {
+			st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP})
+		}
+	}
+}
+
+// goStackEnd reports whether a stack ends where Go's own traceback ends a
+// system stack: at runtime.mcall or runtime.morestack on g0 after the
+// goroutine that entered them was descheduled (SPWRITE functions; the
+// goroutine is no longer the thread's), or at the signal handler's entry
+// on the gsignal stack (a TOPFRAME). Such a stack is complete.
+func goStackEnd(function string) bool {
+	switch function {
+	case "runtime.mcall", "runtime.morestack", "runtime.mcall.abi0", "runtime.morestack.abi0",
+		"runtime.sigtramp", "runtime.cgoSigtramp", "runtime.sigtramp.abi0", "runtime.cgoSigtramp.abi0":
+		return true
+	}
+	return false
+}
+
+// crossedSignal reports whether a walk restored a signal frame: the
+// interrupted context may be on another stack (Go's signal handlers run
+// on sigaltstack) than the one the sample copied.
+func crossedSignal(st *unwind.Stack) bool {
+	for i := range st.Frames {
+		if st.Frames[i].Method == unwind.MethodSignal {
+			return true
+		}
+	}
+	return false
+}
