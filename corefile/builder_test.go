@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+
+	"github.com/rewindstack/rewind/target"
 )
 
 // testNote is one note for buildCore.
@@ -172,7 +174,7 @@ func auxv64(bo binary.ByteOrder, kv ...uint64) []byte {
 
 // ntFile64 encodes NT_FILE with the given page size; offsets are in bytes
 // and are divided by pageSize.
-func ntFile64(bo binary.ByteOrder, pageSize uint64, ms []Mapping) []byte {
+func ntFile64(bo binary.ByteOrder, pageSize uint64, ms []target.Mapping) []byte {
 	var b bytes.Buffer
 	w := func(v uint64) {
 		var x [8]byte
@@ -214,7 +216,7 @@ func sampleCore(bo binary.ByteOrder, pageSize uint64) []byte {
 			{"CORE", ntPrstatus, prstatus64(bo, 101, 0, reg(0x2000))},
 			{"LINUX", 0x202, make([]byte, 32)},
 			{"CORE", ntAuxv, auxv64(bo, AtPhdr, 0x400040, AtEntry, 0x401000, AtSysinfoEhdr, 0x7000)},
-			{"CORE", ntFile, ntFile64(bo, pageSize, []Mapping{
+			{"CORE", ntFile, ntFile64(bo, pageSize, []target.Mapping{
 				{Start: 0x400000, End: 0x403000, Offset: 0, Path: "/lib/fake.so"},
 				{Start: 0x500000, End: 0x501000, Offset: 0x2000, Path: "/lib/fake.so"},
 			})},

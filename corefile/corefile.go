@@ -28,6 +28,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/readat"
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Auxiliary vector tags that unwinding uses.
@@ -58,17 +59,6 @@ type Thread struct {
 	Signal int
 }
 
-// Mapping is one file-backed mapping from the NT_FILE note.
-type Mapping struct {
-	// Start and End delimit the mapping's runtime addresses [Start, End).
-	Start, End uint64
-	// Offset is the file offset mapped at Start, in bytes (NT_FILE stores
-	// it in units of its page-size field; this is already multiplied out).
-	Offset uint64
-	// Path is the mapped file's path as the dumped process saw it.
-	Path string
-}
-
 // Core is an opened core dump.
 type Core struct {
 	// Path is the core file's path.
@@ -94,9 +84,12 @@ type Core struct {
 	// Threads are the threads in note order; the first is the one that
 	// caused the dump (for gcore, the thread gdb had selected).
 	Threads []Thread
-	// Mappings are the NT_FILE entries sorted by Start. Thread names are not
-	// recorded in cores, so there is nothing like them here.
-	Mappings []Mapping
+	// Mappings are the NT_FILE entries (file-backed mappings) sorted by
+	// Start, with their permissions from the PT_LOAD that covers them
+	// ("" when none does). Offset is in bytes (NT_FILE stores it in units
+	// of its page-size field; this is already multiplied out). Thread
+	// names are not recorded in cores, so there is nothing like them here.
+	Mappings []target.Mapping
 	// Auxv is the auxiliary vector from NT_AUXV (tag to value; AT_NULL is
 	// not included). See AtEntry, AtPhdr, AtSysinfoEhdr, AtBase.
 	Auxv map[uint64]uint64
@@ -185,7 +178,7 @@ type closedReader struct{}
 func (closedReader) ReadAt([]byte, int64) (int, error) { return 0, os.ErrClosed }
 
 // SetFileOpener replaces how ReadMemory opens mapped files (by default
-// os.Open of Mapping.Path), for example to look them up under a sysroot or
+// os.Open of the mapping's Path), for example to look them up under a sysroot or
 // in a debuginfod cache. Files already opened stay cached; set the opener
 // before the first ReadMemory. A returned io.ReaderAt that is also an
 // io.Closer is closed by Close.
@@ -345,6 +338,9 @@ func (c *Core) parse() error {
 		c.PID = c.Threads[0].TID
 	}
 	sort.SliceStable(c.Mappings, func(i, j int) bool { return c.Mappings[i].Start < c.Mappings[j].Start })
+	for i := range c.Mappings {
+		c.Mappings[i].Perms = c.permsAt(c.Mappings[i].Start)
+	}
 	c.Exe = c.Name
 	for _, tag := range []uint64{AtEntry, AtPhdr} {
 		if v, ok := c.Auxv[tag]; ok {
@@ -355,6 +351,28 @@ func (c *Core) parse() error {
 		}
 	}
 	return nil
+}
+
+// permsAt returns the permissions, as /proc/PID/maps prints them, of the
+// PT_LOAD segment that starts at addr ("" when none does). Kernel cores
+// and gcore write a PT_LOAD for every mapping, file-backed ones included
+// (with no file bytes when the text was not dumped).
+func (c *Core) permsAt(addr uint64) string {
+	i := sort.Search(len(c.segs), func(i int) bool { return c.segs[i].vaddr >= addr })
+	if i == len(c.segs) || c.segs[i].vaddr != addr {
+		return ""
+	}
+	p := []byte("---p")
+	for _, f := range []struct {
+		bit elf.ProgFlag
+		pos int
+		ch  byte
+	}{{elf.PF_R, 0, 'r'}, {elf.PF_W, 1, 'w'}, {elf.PF_X, 2, 'x'}} {
+		if c.segs[i].flags&f.bit != 0 {
+			p[f.pos] = f.ch
+		}
+	}
+	return string(p)
 }
 
 // word is the size of a long in the core's class.
@@ -416,15 +434,6 @@ func (c *Core) parseNotes(data []byte, base uint64) error {
 	return nil
 }
 
-// amd64Regs maps struct user_regs_struct slots to DWARF register numbers
-// (-1: not a DWARF general register).
-var amd64Regs = [...]int{
-	15, 14, 13, 12, regs.AMD64RBP, regs.AMD64RBX, 11, 10, 9, 8, // r15 r14 r13 r12 rbp rbx r11 r10 r9 r8
-	regs.AMD64RAX, regs.AMD64RCX, regs.AMD64RDX, regs.AMD64RSI, regs.AMD64RDI, // rax rcx rdx rsi rdi
-	-1, regs.AMD64RIP, -1, -1, regs.AMD64RSP, -1, // orig_rax rip cs eflags rsp ss
-	-1, -1, -1, -1, -1, -1, // fs_base gs_base ds es fs gs
-}
-
 // parsePrstatus decodes struct elf_prstatus: pr_info (3 ints), pr_cursig
 // (short), pr_sigpend and pr_sighold (longs), pr_pid, pr_ppid, pr_pgrp,
 // pr_sid (ints), four struct timevals, then pr_reg.
@@ -444,24 +453,19 @@ func (c *Core) parsePrstatus(d []byte) error {
 		Signal: int(int16(bo.Uint16(d[12:]))),
 		Regs:   regs.New(c.Arch),
 	}
-	switch c.Arch {
-	case regs.AMD64:
-		if uint64(len(d)) < regOff+uint64(len(amd64Regs))*8 {
-			return fmt.Errorf("NT_PRSTATUS: %d bytes, too short for amd64 registers", len(d))
+	if n := uint64(regs.UserRegsWords(c.Arch)); n > 0 {
+		if uint64(len(d)) < regOff+n*8 {
+			return fmt.Errorf("NT_PRSTATUS: %d bytes, too short for %s registers", len(d), c.Arch)
 		}
-		for i, r := range amd64Regs {
-			if r >= 0 {
-				t.Regs.Set(r, bo.Uint64(d[regOff+uint64(i)*8:]))
-			}
+		words := make([]uint64, n)
+		for i := range words {
+			words[i] = bo.Uint64(d[regOff+uint64(i)*8:])
 		}
-	case regs.ARM64:
-		// struct user_pt_regs: x0..x30, sp, pc, pstate.
-		if uint64(len(d)) < regOff+34*8 {
-			return fmt.Errorf("NT_PRSTATUS: %d bytes, too short for arm64 registers", len(d))
+		r, err := regs.FromUser(c.Arch, words)
+		if err != nil {
+			return fmt.Errorf("NT_PRSTATUS: %w", err)
 		}
-		for i := 0; i < 33; i++ {
-			t.Regs.Set(i, bo.Uint64(d[regOff+uint64(i)*8:]))
-		}
+		t.Regs = r
 	}
 	c.Threads = append(c.Threads, t)
 	return nil
@@ -526,7 +530,7 @@ func (c *Core) parseFile(d []byte) error {
 		return fmt.Errorf("NT_FILE: %d entries do not fit in %d bytes", count, len(d))
 	}
 	names := d[2*w+count*3*w:]
-	ms := make([]Mapping, 0, count)
+	ms := make([]target.Mapping, 0, count)
 	for i := uint64(0); i < count; i++ {
 		e := d[2*w+i*3*w:]
 		start, end, pgoff := c.uword(e), c.uword(e[w:]), c.uword(e[2*w:])
@@ -541,7 +545,7 @@ func (c *Core) parseFile(d []byte) error {
 		if end < start {
 			return fmt.Errorf("NT_FILE: entry %d: end %#x before start %#x", i, end, start)
 		}
-		ms = append(ms, Mapping{Start: start, End: end, Offset: off, Path: string(names[:nul])})
+		ms = append(ms, target.Mapping{Start: start, End: end, Offset: off, Path: string(names[:nul])})
 		names = names[nul+1:]
 	}
 	c.Mappings = append(c.Mappings, ms...)
@@ -549,7 +553,7 @@ func (c *Core) parseFile(d []byte) error {
 }
 
 // mappingAt returns the NT_FILE mapping containing addr, or nil.
-func (c *Core) mappingAt(addr uint64) *Mapping {
+func (c *Core) mappingAt(addr uint64) *target.Mapping {
 	i := sort.Search(len(c.Mappings), func(i int) bool { return c.Mappings[i].Start > addr }) - 1
 	if i >= 0 && addr < c.Mappings[i].End {
 		return &c.Mappings[i]
@@ -632,7 +636,7 @@ func (c *Core) ReadMemory(addr uint64, p []byte) error {
 }
 
 // readMapped reads p at runtime address addr from mapping m's file.
-func (c *Core) readMapped(m *Mapping, addr uint64, p []byte) error {
+func (c *Core) readMapped(m *target.Mapping, addr uint64, p []byte) error {
 	r, err := c.mappedFile(m.Path)
 	if err != nil {
 		return c.errorf("address %#x: mapped file %s: %v", addr, m.Path, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/target"
 )
 
 // fuzzSeeds are tiny cores covering the parser's paths.
@@ -24,7 +25,7 @@ func fuzzSeeds() map[string][]byte {
 				{"CORE", ntPrstatus, prstatus64(bo, 9, 6, reg)},
 				{"CORE", ntPrpsinfo, prpsinfo64(bo, 9, "p", "p a")},
 				{"CORE", ntAuxv, auxv64(bo, AtEntry, 0x1010, AtSysinfoEhdr, 0x9000)},
-				{"CORE", ntFile, ntFile64(bo, pageSize, []Mapping{
+				{"CORE", ntFile, ntFile64(bo, pageSize, []target.Mapping{
 					{Start: 0x1000, End: 0x1100, Offset: 0, Path: "/lib/fake.so"},
 					{Start: 0x2000, End: 0x2040, Offset: 0x1000, Path: "/x"},
 				})},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 // threadsProgram starts two threads, each with a recognisable stack buffer,
@@ -323,7 +324,7 @@ func checkCore(t *testing.T, exe, path string, info *progInfo, kernel bool) {
 
 	// One read spanning the executable's dumped header page and its
 	// undumped text, compared with the file.
-	var first *Mapping
+	var first *target.Mapping
 	for i := range c.Mappings {
 		if c.Mappings[i].Path == exe && c.Mappings[i].Offset == 0 {
 			first = &c.Mappings[i]
@@ -403,14 +404,34 @@ func checkMappingsWithEuReadelf(t *testing.T, path string, c *Core) {
 		t.Fatalf("eu-readelf: %v", err)
 	}
 	re := regexp.MustCompile(`^\s+([0-9a-f]+)-([0-9a-f]+) ([0-9a-f]+) \d+\s+(.+)$`)
-	var want []Mapping
+	var want []target.Mapping
 	for _, line := range strings.Split(string(out), "\n") {
 		if m := re.FindStringSubmatch(line); m != nil {
-			want = append(want, Mapping{Start: hex64(t, m[1]), End: hex64(t, m[2]), Offset: hex64(t, m[3]), Path: m[4]})
+			want = append(want, target.Mapping{Start: hex64(t, m[1]), End: hex64(t, m[2]), Offset: hex64(t, m[3]), Path: m[4]})
 		}
 	}
 	sort.SliceStable(want, func(i, j int) bool { return want[i].Start < want[j].Start })
-	t.Logf("eu-readelf: %d NT_FILE mappings", len(want))
+	// Permissions come from the PT_LOAD that starts where the mapping
+	// does (gcore writes none for read-only file text it leaves out).
+	out, err = exec.Command("eu-readelf", "-l", path).Output()
+	if err != nil {
+		t.Fatalf("eu-readelf -l: %v", err)
+	}
+	load := regexp.MustCompile(`(?m)^\s+LOAD\s+0x[0-9a-f]+\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+0x[0-9a-f]+\s+([RWE ]+?)\s+0x`)
+	perms := map[uint64]string{}
+	for _, m := range load.FindAllStringSubmatch(string(out), -1) {
+		p := []byte("---p")
+		for i, f := range "RWE" {
+			if strings.ContainsRune(m[2], f) {
+				p[i] = "rwx"[i]
+			}
+		}
+		perms[hex64(t, m[1])] = string(p)
+	}
+	for i := range want {
+		want[i].Perms = perms[want[i].Start]
+	}
+	t.Logf("eu-readelf: %d NT_FILE mappings, %d PT_LOADs", len(want), len(perms))
 	if len(want) == 0 || fmt.Sprint(want) != fmt.Sprint(c.Mappings) {
 		t.Errorf("mappings\n got %v\nwant %v", c.Mappings, want)
 	}

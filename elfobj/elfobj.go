@@ -151,6 +151,9 @@ type File struct {
 	symOnce sync.Once
 	syms    *symtab
 	symErr  error
+
+	pltOnce sync.Once
+	plt     *pltTable
 }
 
 // secInfo is what loading sections and symbols needs to know about a

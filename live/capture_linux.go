@@ -9,8 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // testHookStopped, when set (by tests only), runs on the tracer thread
@@ -146,8 +147,8 @@ type session struct {
 
 	threads []*tstate // in the order they were found
 	byTID   map[int]*tstate
-	mapsRaw []byte     // the maps text, read during the pause
-	ranges  []mapRange // the address ranges in it
+	mapsRaw []byte           // the maps text, read during the pause
+	ranges  []procmaps.Range // the address ranges in it
 	mapsErr error
 
 	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
@@ -170,8 +171,8 @@ type tstate struct {
 	sig      int  // signal to deliver when detaching
 	probed   bool // found stopped by a register read, not by wait4
 	regs     regs.Regs
-	stack    unwind.Region
-	switched []unwind.Region // other stacks its frame pointers lead to (copySwitched)
+	stack    target.Region
+	switched []target.Region // other stacks its frame pointers lead to (copySwitched)
 	err      error
 }
 
@@ -213,7 +214,7 @@ const scratchPerThread = 16 << 10
 // per page.
 func (s *session) prepare(capture bool) {
 	s.mapsBuf = touch(make([]byte, 64<<10))
-	s.ranges = make([]mapRange, 0, 512)
+	s.ranges = make([]procmaps.Range, 0, 512)
 	if !capture || s.maxStack < 0 {
 		return
 	}
@@ -489,7 +490,7 @@ func (s *session) readMaps() {
 			}
 		}
 	}
-	s.ranges = scanRanges(s.mapsRaw, s.ranges[:0])
+	s.ranges = procmaps.ScanRanges(s.mapsRaw, s.ranges[:0])
 }
 
 func (s *session) readMapsText(path string) ([]byte, error) {
@@ -532,15 +533,15 @@ func (s *session) copyStacks() {
 		if !ok {
 			continue
 		}
-		m, ok := findRange(s.ranges, sp)
+		m, ok := procmaps.FindRange(s.ranges, sp)
 		if !ok {
 			continue
 		}
 		start := sp - redZone
-		if sp < redZone || start < m.start {
-			start = m.start
+		if sp < redZone || start < m.Start {
+			start = m.Start
 		}
-		end := min(m.end, start+uint64(maxStack))
+		end := min(m.End, start+uint64(maxStack))
 		j := job{th: th, start: start, end: end}
 		if n := int(end - start); used+n <= len(s.scratch) {
 			j.dst = s.scratch[used : used+n : used+n]
@@ -580,7 +581,7 @@ func (s *session) copyStacks() {
 			j := &jobs[k]
 			take := min(got, len(j.dst))
 			got -= take
-			j.th.stack = unwind.Region{Addr: j.start, Data: j.dst[:take:take]}
+			j.th.stack = target.Region{Addr: j.start, Data: j.dst[:take:take]}
 			if take < len(j.dst) {
 				break
 			}
@@ -634,9 +635,9 @@ func (s *session) snapshot() *Snapshot {
 	pm := NewProcMemory(s.pid)
 	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start)}
 	if s.mapsErr == nil {
-		snap.Maps, s.mapsErr = parseMaps(s.mapsRaw)
+		snap.Maps, s.mapsErr = procmaps.Parse(s.mapsRaw)
 	}
-	var regions []unwind.Region
+	var regions []target.Region
 	for _, th := range s.threads {
 		t := Thread{TID: th.tid, Err: th.err}
 		if th.err == nil {
@@ -656,7 +657,7 @@ func (s *session) snapshot() *Snapshot {
 		}
 		return a < b
 	})
-	snap.Mem = &unwind.Snapshot{Regions: regions, Next: pm}
+	snap.Mem = &target.Snapshot{Regions: regions, Next: pm}
 	return snap
 }
 

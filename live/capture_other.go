@@ -8,7 +8,7 @@ import (
 	"runtime"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Capture needs ptrace and /proc: it is implemented on Linux only.
@@ -29,7 +29,7 @@ func NewProcMemory(pid int) *ProcMemory { return &ProcMemory{pid: pid} }
 
 // ReadMemory fails: live memory is readable on Linux only.
 func (m *ProcMemory) ReadMemory(addr uint64, p []byte) error {
-	return &unwind.MemoryError{Addr: addr, Err: ErrUnsupported}
+	return &target.MemoryError{Addr: addr, Err: ErrUnsupported}
 }
 
 // Close does nothing.

@@ -25,7 +25,7 @@ func needAMD64(t testing.TB) {
 }
 
 // threadsTarget starts the 17-thread fixture (-O2, no frame pointers).
-func threadsTarget(t testing.TB) *target {
+func threadsTarget(t testing.TB) *testProc {
 	t.Helper()
 	needAMD64(t)
 	return startTarget(t, false, fixture.Build(t, "threads", fixture.Variants[3]))

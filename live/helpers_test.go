@@ -48,11 +48,11 @@ func holdMain(arg, mode string) int {
 	return 3
 }
 
-// target is a running test program. It is started without a goroutine
+// testProc is a running test program. It is started without a goroutine
 // waiting for it: the kernel reports the main thread's ptrace stops to
 // any thread of the tracer's process that waits for that child (see
 // TestChildWithConcurrentWaiter), and fixture.Start keeps one waiting.
-type target struct {
+type testProc struct {
 	cmd  *exec.Cmd
 	pid  int
 	tids []int
@@ -66,7 +66,7 @@ type target struct {
 // startTarget runs exe, waits until it prints "ready" and (unless busy)
 // until every thread is asleep, and registers a cleanup that kills and
 // reaps it.
-func startTarget(t testing.TB, busy bool, exe string, args ...string) *target {
+func startTarget(t testing.TB, busy bool, exe string, args ...string) *testProc {
 	t.Helper()
 	cmd := exec.Command(exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -78,7 +78,7 @@ func startTarget(t testing.TB, busy bool, exe string, args ...string) *target {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	tg := &target{cmd: cmd, pid: cmd.Process.Pid, exe: exe, lines: make(chan string, 1024)}
+	tg := &testProc{cmd: cmd, pid: cmd.Process.Pid, exe: exe, lines: make(chan string, 1024)}
 	t.Cleanup(tg.kill)
 	ready := make(chan bool, 1)
 	go func() {
@@ -113,7 +113,7 @@ func startTarget(t testing.TB, busy bool, exe string, args ...string) *target {
 }
 
 // kill kills and reaps the target (once).
-func (tg *target) kill() {
+func (tg *testProc) kill() {
 	tg.reapOnce.Do(func() {
 		syscall.Kill(tg.pid, syscall.SIGKILL)
 		tg.cmd.Wait()

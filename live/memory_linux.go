@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // ProcMemory reads a live process's memory with process_vm_readv, one
@@ -17,7 +17,7 @@ import (
 // filter that rejects it, as some container runtimes install, gives
 // EPERM or ENOSYS) it falls back, for good, to pread on /proc/PID/mem,
 // which differs in one way: like ptrace, it also reads pages the process
-// itself may not read (PROT_NONE). Errors are *unwind.MemoryError whose
+// itself may not read (PROT_NONE). Errors are *target.MemoryError whose
 // Addr is the first byte that could not be read. It is safe for
 // concurrent use; Close must not race with reads.
 type ProcMemory struct {
@@ -37,13 +37,13 @@ func NewProcMemory(pid int) *ProcMemory {
 	return m
 }
 
-// ReadMemory implements unwind.Memory: it fills p from addr or fails.
+// ReadMemory implements target.Memory: it fills p from addr or fails.
 func (m *ProcMemory) ReadMemory(addr uint64, p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
 	if addr+uint64(len(p)) < addr {
-		return &unwind.MemoryError{Addr: addr, Err: errors.New("range wraps around")}
+		return &target.MemoryError{Addr: addr, Err: errors.New("range wraps around")}
 	}
 	if !m.fallback.Load() {
 		tid := int(m.tid.Load())
@@ -60,10 +60,10 @@ func (m *ProcMemory) ReadMemory(addr uint64, p []byte) error {
 		}
 		if err == nil {
 			// A short read stops at the first page that is not mapped.
-			return &unwind.MemoryError{Addr: addr + uint64(n), Err: unix.EFAULT}
+			return &target.MemoryError{Addr: addr + uint64(n), Err: unix.EFAULT}
 		}
 		if err != unix.EPERM && err != unix.ENOSYS {
-			return &unwind.MemoryError{Addr: addr, Err: err}
+			return &target.MemoryError{Addr: addr, Err: err}
 		}
 		m.fallback.Store(true)
 	}
@@ -91,7 +91,7 @@ func (m *ProcMemory) preadMem(addr uint64, p []byte) error {
 		m.mem, m.memErr = os.Open(fmt.Sprintf("/proc/%d/task/%d/mem", m.pid, m.tid.Load()))
 	})
 	if m.memErr != nil {
-		return &unwind.MemoryError{Addr: addr, Err: m.memErr}
+		return &target.MemoryError{Addr: addr, Err: m.memErr}
 	}
 	done := 0
 	for done < len(p) {
@@ -99,7 +99,7 @@ func (m *ProcMemory) preadMem(addr uint64, p []byte) error {
 		// pread's signed offset and are never user memory on amd64.
 		off := addr + uint64(done)
 		if off > 1<<63-1 {
-			return &unwind.MemoryError{Addr: off, Err: unix.EFAULT}
+			return &target.MemoryError{Addr: off, Err: unix.EFAULT}
 		}
 		n, err := unix.Pread(int(m.mem.Fd()), p[done:], int64(off))
 		if n > 0 {
@@ -112,7 +112,7 @@ func (m *ProcMemory) preadMem(addr uint64, p []byte) error {
 		if err == nil {
 			err = unix.EFAULT
 		}
-		return &unwind.MemoryError{Addr: off, Err: err}
+		return &target.MemoryError{Addr: off, Err: err}
 	}
 	return nil
 }

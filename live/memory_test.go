@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // TestProcMemory reads this process's memory both ways (process_vm_readv,
@@ -43,7 +43,7 @@ func TestProcMemory(t *testing.T) {
 			t.Errorf("fallback %v: read: %v", fallback, err)
 		}
 		err := m.ReadMemory(base+2*page-100, buf)
-		var me *unwind.MemoryError
+		var me *target.MemoryError
 		if !errors.As(err, &me) || me.Addr != base+2*page {
 			t.Errorf("fallback %v: read across into an unmapped page: %v, want a MemoryError at %#x", fallback, err, base+2*page)
 		}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/target"
 )
 
 // OpenObject opens the object file mapped at path in the snapshot's
@@ -21,9 +22,9 @@ import (
 //
 // A file found by path (2 and 3) whose inode is not the mapping's is not
 // the mapped file (it was replaced) and is skipped. The returned file's
-// Path is path. OpenObject has the signature of unwind.Objects.Open.
+// Path is path. OpenObject has the signature of target.Objects.Open.
 func (s *Snapshot) OpenObject(path string) (*elfobj.File, error) {
-	var m *Mapping
+	var m *target.Mapping
 	for i := range s.Maps {
 		if s.Maps[i].Path == path {
 			m = &s.Maps[i]

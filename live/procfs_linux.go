@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/internal/procmaps"
 )
 
 // testSkipWaiterCheck, set by tests only, captures a child of this
@@ -250,12 +252,12 @@ func inspect(pid int) (procInfo, error) {
 // other threads' links are tried.
 func readExe(pid int) string {
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
-		return strings.TrimSuffix(exe, deletedSuffix)
+		return strings.TrimSuffix(exe, procmaps.DeletedSuffix)
 	}
 	tids, _ := listTasks(pid)
 	for _, tid := range tids {
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/task/%d/exe", pid, tid)); err == nil {
-			return strings.TrimSuffix(exe, deletedSuffix)
+			return strings.TrimSuffix(exe, procmaps.DeletedSuffix)
 		}
 	}
 	return ""

@@ -131,8 +131,8 @@ func TestThreadsComingAndGoing(t *testing.T) {
 			if sp, ok := th.regs.SP(); ok && th.err == nil && len(th.stack.Data) == 0 {
 				var near []string
 				for _, m := range s.ranges {
-					if m.end+1<<20 > sp && m.start < sp+1<<20 {
-						near = append(near, fmt.Sprintf("%x-%x", m.start, m.end))
+					if m.End+1<<20 > sp && m.Start < sp+1<<20 {
+						near = append(near, fmt.Sprintf("%x-%x", m.Start, m.End))
 					}
 				}
 				t.Errorf("thread %d: no stack copied: SP %#x, probed %v, sig %d, round count %d; mappings near SP: %v", th.tid, sp, th.probed, th.sig, s.rounds, near)

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // DefaultMaxStack is the number of stack bytes Capture copies per thread
@@ -40,23 +41,6 @@ type Options struct {
 	Threads []int
 }
 
-// Mapping is one line of /proc/PID/maps.
-type Mapping struct {
-	Start, End, Offset uint64
-	Perms              string // "r-xp"
-	Dev                string // "fd:01"
-	Inode              uint64
-	// Path is the pathname column without the " (deleted)" suffix: a file,
-	// "[vdso]", "[stack]", "[heap]", "[anon:name]", or "" for anonymous
-	// memory. A newline in a file name stays as the kernel escapes it
-	// ("\012").
-	Path string
-	// Deleted reports that the kernel marked the file " (deleted)": it was
-	// unlinked or replaced since it was mapped. Open it with
-	// Snapshot.OpenObject, which reads it through /proc/PID/map_files.
-	Deleted bool
-}
-
 // Thread is one captured thread.
 type Thread struct {
 	TID  int
@@ -67,7 +51,7 @@ type Thread struct {
 	// Stack is the copy of the thread's stack; Addr is the first copied
 	// byte (SP-128 unless that lies below the stack's mapping). Empty for
 	// WithStopped, and when SP is in no readable mapping.
-	Stack unwind.Region
+	Stack target.Region
 	// Err is set when the thread could not be captured: it exited before
 	// it stopped, another tracer holds it, it did not stop in time, or it
 	// is not a thread of the process (Options.Threads). Regs and Stack are
@@ -82,7 +66,7 @@ type Snapshot struct {
 	// Threads are sorted by TID, the main thread (TID == PID) first.
 	Threads []Thread
 	// Maps is /proc/PID/maps as read while the threads were stopped.
-	Maps []Mapping
+	Maps []target.Mapping
 	// Pause is the time from the first thread stopped (just before the
 	// first PTRACE_INTERRUPT) to the last thread resumed (the return of
 	// the last PTRACE_DETACH). For WithStopped it includes the callback.
@@ -90,7 +74,7 @@ type Snapshot struct {
 	// Mem reads the process's memory: the stack copies first, then the
 	// live process (ProcMemory) for anything else, such as text or the
 	// [vdso]. After Capture returns, live reads see the running process.
-	Mem unwind.Memory
+	Mem target.Memory
 }
 
 // Errors that classify why a process cannot be captured. Returned errors
@@ -144,22 +128,6 @@ func (s *Snapshot) Thread(tid int) *Thread {
 }
 
 // FindMapping returns the mapping that contains addr, or nil.
-func (s *Snapshot) FindMapping(addr uint64) *Mapping {
-	return findMapping(s.Maps, addr)
-}
-
-func findMapping(maps []Mapping, addr uint64) *Mapping {
-	lo, hi := 0, len(maps)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if maps[m].End <= addr {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(maps) && maps[lo].Start <= addr && addr < maps[lo].End {
-		return &maps[lo]
-	}
-	return nil
+func (s *Snapshot) FindMapping(addr uint64) *target.Mapping {
+	return procmaps.Find(s.Maps, addr)
 }

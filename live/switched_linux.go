@@ -5,7 +5,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Go threads run runtime code on their system stack (g0) on behalf of a
@@ -51,11 +52,11 @@ func (s *session) copySwitched() {
 			}
 			// bp leaves the copied stack: another stack, or the end of
 			// the copy (then the window is the copy's continuation).
-			m, ok := findRange(s.ranges, bp)
+			m, ok := procmaps.FindRange(s.ranges, bp)
 			if !ok {
 				break
 			}
-			start, end := max(m.start, bp-min(bp, switchBelow)), min(m.end, bp+switchAbove)
+			start, end := max(m.Start, bp-min(bp, switchBelow)), min(m.End, bp+switchAbove)
 			if start < end {
 				jobs = append(jobs, job{th, start, end})
 			}
@@ -82,7 +83,7 @@ func (s *session) copySwitched() {
 			take := min(got, len(bufs[k]))
 			got -= take
 			if take > 0 {
-				jobs[k].th.switched = append(jobs[k].th.switched, unwind.Region{Addr: jobs[k].start, Data: bufs[k][:take:take]})
+				jobs[k].th.switched = append(jobs[k].th.switched, target.Region{Addr: jobs[k].start, Data: bufs[k][:take:take]})
 			}
 			if take < len(bufs[k]) {
 				break

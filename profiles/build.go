@@ -3,8 +3,8 @@ package profiles
 import (
 	"strings"
 
-	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -121,7 +121,7 @@ type Profile struct {
 }
 
 type symKey struct {
-	mod  *unwind.Module
+	mod  *target.Module
 	addr uint64 // object-relative for modules, runtime otherwise
 }
 
@@ -147,15 +147,14 @@ type Builder struct {
 	kern  map[uint64]*Location
 	maps  map[mapKey]*Mapping
 	// mapPtr caches maps by the address space's own mapping.
-	mapPtr map[*unwind.Mapping]*Mapping
+	mapPtr map[*target.Mapping]*Mapping
 	prof   *Profile
 	// kernelLocs are named at the end, from the kernel symbols that load
 	// concurrently with the unwinding.
 	kernelLocs []*Location
 	ksyms      chan *Kallsyms
-	prefetched map[*unwind.Module]bool
+	prefetched map[*target.Module]bool
 
-	plt      pltCache
 	fid      []Fidelity
 	kfp      Fidelity
 	st       unwind.Stack
@@ -170,9 +169,9 @@ func NewBuilder(c *Collector, opt Options) *Builder {
 		locs:       map[locKey]*Location{},
 		kern:       map[uint64]*Location{},
 		maps:       map[mapKey]*Mapping{},
-		mapPtr:     map[*unwind.Mapping]*Mapping{},
+		mapPtr:     map[*target.Mapping]*Mapping{},
 		prof:       &Profile{},
-		prefetched: map[*unwind.Module]bool{},
+		prefetched: map[*target.Module]bool{},
 		kfp:        Fidelity{Method: KernelFP},
 	}
 	if b.sym == nil {
@@ -234,7 +233,7 @@ func (b *Builder) add(s *Sample) {
 	}
 	space := b.c.addressSpace(s.space)
 	sp, _ := s.Regs.SP()
-	mem := &unwind.Snapshot{Regions: []unwind.Region{{Addr: sp, Data: s.Stack}}}
+	mem := &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: s.Stack}}}
 	for i, m := range b.opt.Methods {
 		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
 		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable && crossedSignal(&b.st) {
@@ -300,7 +299,7 @@ func (b *Builder) Profile() *Profile {
 	return b.prof
 }
 
-func (b *Builder) mapping(m *unwind.Mapping) *Mapping {
+func (b *Builder) mapping(m *target.Mapping) *Mapping {
 	// By pointer first: hashing the path for every frame showed in
 	// profiles of rewind report.
 	if mm := b.mapPtr[m]; mm != nil {
@@ -327,7 +326,7 @@ func (b *Builder) newLoc(addr uint64, m *Mapping, kernel bool, lines []symbolize
 	return l
 }
 
-func (b *Builder) userLoc(space *unwind.AddressSpace, f *unwind.Frame) *Location {
+func (b *Builder) userLoc(space *target.AddressSpace, f *unwind.Frame) *Location {
 	pc := f.LookupPC()
 	um := space.Find(pc)
 	var m *Mapping
@@ -343,13 +342,7 @@ func (b *Builder) userLoc(space *unwind.AddressSpace, f *unwind.Frame) *Location
 	}
 	lines, ok := b.lines[k]
 	if !ok {
-		lines = b.sym.Frame(space, f)
-		if last := len(lines) - 1; lines[last].Function == "" && k.mod != nil {
-			if name, ok := b.plt.table(k.mod).lookup(k.addr); ok {
-				lines = append([]symbolize.Location(nil), lines...)
-				lines[last].Function = name
-			}
-		}
+		lines = b.sym.Frame(um, f.PC, f.Exact)
 		b.lines[k] = lines
 	}
 	l := b.newLoc(pc, m, false, lines)
@@ -368,14 +361,14 @@ func (b *Builder) kernelLoc(ip uint64) *Location {
 }
 
 // reachesRoot reports whether one of the outermost three user frames is a
-// thread root function (stacks.IsRoot).
+// thread root function (symbolize.IsRoot).
 func reachesRoot(locs []*Location) bool {
 	if n := len(locs); n > 0 && goStackEnd(locs[n-1].Name()) {
 		return true
 	}
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-3; i-- {
 		for _, ln := range locs[i].Lines {
-			if stacks.IsRoot(ln.Function) {
+			if symbolize.IsRoot(ln.Function) {
 				return true
 			}
 		}
@@ -389,7 +382,7 @@ func reachesRoot(locs []*Location) bool {
 // of samples, and overlaps with it when another core is free.
 func (b *Builder) prefetch(samples []*Sample) {
 	type job struct {
-		space *unwind.AddressSpace
+		space *target.AddressSpace
 		pc    uint64
 	}
 	mods := b.prefetched
@@ -410,7 +403,7 @@ func (b *Builder) prefetch(samples []*Sample) {
 	}
 	go func() {
 		for _, j := range jobs {
-			b.sym.Frame(j.space, &unwind.Frame{PC: j.pc, Exact: true})
+			b.sym.Frame(j.space.Find(j.pc), j.pc, true)
 		}
 	}()
 }

@@ -8,8 +8,6 @@
 package profiles
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -17,10 +15,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Sample is one sample, copied out of its record.
@@ -50,8 +48,8 @@ type Sample struct {
 // they were between two mapping changes.
 type space struct {
 	pid   int
-	maps  []unwind.Mapping
-	built *unwind.AddressSpace
+	maps  []target.Mapping
+	built *target.AddressSpace
 }
 
 // process tracks one process's current mappings and name.
@@ -70,7 +68,7 @@ type event struct {
 	tid  int
 	ppid int
 	str  string
-	mmap unwind.Mapping
+	mmap target.Mapping
 	exec bool
 	smp  *Sample
 }
@@ -82,7 +80,7 @@ type Collector struct {
 	// Arch is the architecture the samples' registers are in.
 	Arch regs.Arch
 	// Objects opens the mapped files (shared between processes).
-	Objects *unwind.Objects
+	Objects *target.Objects
 	// Lost counts records the kernel could not write.
 	Lost uint64
 	// Warn receives warnings (may be nil).
@@ -97,7 +95,7 @@ type Collector struct {
 	procs        map[int]*process
 	pendingBytes int
 	lastTime     uint64
-	vdso         *unwind.Module
+	vdso         *target.Module
 	vdsoErr      error
 	vdsoID       string // build-id a perf.data file recorded for [vdso]
 	arena        []byte // stack copies are carved from large chunks
@@ -124,7 +122,7 @@ func (c *Collector) keep(b []byte) []byte {
 
 // NewCollector returns a collector for samples of arch.
 func NewCollector(arch regs.Arch) *Collector {
-	return &Collector{Arch: arch, Objects: &unwind.Objects{}, comms: map[int]string{}, procs: map[int]*process{}}
+	return &Collector{Arch: arch, Objects: &target.Objects{}, comms: map[int]string{}, procs: map[int]*process{}}
 }
 
 // ExpectVDSO tells the collector the build-id a perf.data file lists for
@@ -182,8 +180,8 @@ func (c *Collector) Add(rec *perfdata.Record) {
 		if int32(m.PID) == -1 || !m.Executable {
 			return // the kernel's own mapping, or data
 		}
-		c.add(event{time: t, kind: perfdata.RecordMmap2, pid: int(m.PID), mmap: unwind.Mapping{
-			Start: m.Addr, End: m.Addr + m.Len, Offset: m.PgOff, Path: m.Filename,
+		c.add(event{time: t, kind: perfdata.RecordMmap2, pid: int(m.PID), mmap: target.Mapping{
+			Start: m.Addr, End: m.Addr + m.Len, Offset: m.PgOff, Path: strings.TrimSpace(m.Filename), Perms: "r-xp",
 		}})
 	case perfdata.RecordComm:
 		c.add(event{time: t, kind: perfdata.RecordComm, pid: int(rec.Comm.PID), tid: int(rec.Comm.TID), str: rec.Comm.Comm, exec: rec.Comm.Exec})
@@ -197,27 +195,14 @@ func (c *Collector) Add(rec *perfdata.Record) {
 // AddProcess seeds a running process's state from /proc: its executable
 // mappings and its threads' names, as if recorded before time 0.
 func (c *Collector) AddProcess(pid int) error {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := procmaps.Read(pid)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || !strings.Contains(fields[1], "x") {
-			continue
+	for _, m := range maps {
+		if m.Executable() {
+			c.add(event{kind: perfdata.RecordMmap2, pid: pid, mmap: m})
 		}
-		lo, hi, _ := strings.Cut(fields[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		off, err3 := strconv.ParseUint(fields[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		path := strings.Join(fields[5:], " ")
-		c.add(event{kind: perfdata.RecordMmap2, pid: pid, mmap: unwind.Mapping{Start: start, End: end, Offset: off, Path: path}})
 	}
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err == nil {
 		for _, e := range ents {
@@ -230,7 +215,7 @@ func (c *Collector) AddProcess(pid int) error {
 			}
 		}
 	}
-	return sc.Err()
+	return nil
 }
 
 // Samples replays every pending record in time order and returns the
@@ -308,8 +293,8 @@ func (c *Collector) Comm(tid int) string { return c.comms[tid] }
 
 // insertMapping returns maps (sorted, non-overlapping) with m added,
 // cutting whatever it overlaps. maps is not modified.
-func insertMapping(maps []unwind.Mapping, m unwind.Mapping) []unwind.Mapping {
-	out := make([]unwind.Mapping, 0, len(maps)+1)
+func insertMapping(maps []target.Mapping, m target.Mapping) []target.Mapping {
+	out := make([]target.Mapping, 0, len(maps)+1)
 	for _, o := range maps {
 		if o.End <= m.Start || o.Start >= m.End {
 			out = append(out, o)
@@ -334,48 +319,26 @@ func insertMapping(maps []unwind.Mapping, m unwind.Mapping) []unwind.Mapping {
 	return out
 }
 
-// addressSpace builds (once) the unwind address space of a generation.
-func (c *Collector) addressSpace(s *space) *unwind.AddressSpace {
-	if s.built != nil {
-		return s.built
+// addressSpace builds (once) the address space of a generation, through
+// the one target constructor.
+func (c *Collector) addressSpace(s *space) *target.AddressSpace {
+	if s.built == nil {
+		s.built = target.New(target.Config{PID: s.pid, Arch: c.Arch, Mappings: s.maps, Objects: c.Objects, VDSO: c.vdsoModule()}).Space
 	}
-	maps := make([]unwind.Mapping, 0, len(s.maps))
-	for _, m := range s.maps {
-		switch {
-		case m.Path == "[vdso]":
-			if mod := c.vdsoModule(); mod != nil {
-				m.Module = mod
-				if b, err := mod.File.Bias(m.Start, 0); err == nil {
-					m.Bias = b
-				} else {
-					m.Module = nil
-				}
-			}
-		case strings.HasPrefix(m.Path, "/"):
-		default:
-			m.Path = strings.TrimSpace(m.Path)
-		}
-		maps = append(maps, m)
-	}
-	s.built = unwind.NewAddressSpace(maps, c.Objects)
 	return s.built
 }
 
 // vdsoModule returns this process's vDSO, which is the kernel's and
 // therefore the sampled processes' too.
-func (c *Collector) vdsoModule() *unwind.Module {
+func (c *Collector) vdsoModule() *target.Module {
 	if c.vdso != nil || c.vdsoErr != nil {
 		return c.vdso
 	}
 	img, err := selfVDSO()
+	var mod *target.Module
 	if err == nil {
-		var f *elfobj.File
-		if f, err = elfobj.NewFile(bytes.NewReader(img), "[vdso]"); err == nil {
-			if c.vdsoID != "" && c.vdsoID != f.BuildIDHex() {
-				err = fmt.Errorf("[vdso] of the recording (build-id %s) is not this kernel's (%s): its frames are not unwound", c.vdsoID, f.BuildIDHex())
-			} else {
-				c.vdso = c.Objects.AddFile("[vdso]:"+f.BuildIDHex(), f)
-			}
+		if mod, err = target.VDSOImage(img, c.Objects); err == nil && c.vdsoID != "" && c.vdsoID != mod.File.BuildIDHex() {
+			err = fmt.Errorf("[vdso] of the recording (build-id %s) is not this kernel's (%s): its frames are not unwound", c.vdsoID, mod.File.BuildIDHex())
 		}
 	}
 	if err != nil {
@@ -383,25 +346,23 @@ func (c *Collector) vdsoModule() *unwind.Module {
 		if c.Warn != nil {
 			c.Warn(err.Error())
 		}
+		return nil
 	}
-	return c.vdso
+	c.vdso = mod
+	return mod
 }
 
 // selfVDSO reads this process's vDSO image.
 func selfVDSO() ([]byte, error) {
-	b, err := os.ReadFile("/proc/self/maps")
+	maps, err := procmaps.Read(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasSuffix(line, "[vdso]") {
+	for _, m := range maps {
+		if m.Path != target.VDSOPath {
 			continue
 		}
-		lo, rest, _ := strings.Cut(line, "-")
-		hi, _, _ := strings.Cut(rest, " ")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start || end-start > 1<<20 {
+		if m.End <= m.Start || m.End-m.Start > 1<<20 {
 			break
 		}
 		f, err := os.Open("/proc/self/mem")
@@ -409,8 +370,8 @@ func selfVDSO() ([]byte, error) {
 			return nil, err
 		}
 		defer f.Close()
-		img := make([]byte, end-start)
-		if _, err := f.ReadAt(img, int64(start)); err != nil {
+		img := make([]byte, m.End-m.Start)
+		if _, err := f.ReadAt(img, int64(m.Start)); err != nil {
 			return nil, fmt.Errorf("reading own [vdso]: %w", err)
 		}
 		return img, nil

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
-	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -23,14 +23,9 @@ import (
 func methods(names ...string) []profiles.Method {
 	var out []profiles.Method
 	for _, n := range names {
-		var u *unwind.Unwinder
-		switch n {
-		case "fp":
-			u = unwind.NewFP()
-		case "dwarf":
-			u = unwind.NewDWARF()
-		case "auto":
-			u = &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{}, unwind.CFITable{}, unwind.FramePointers{}}}
+		u, err := unwind.ByName(n)
+		if err != nil {
+			panic(err)
 		}
 		out = append(out, profiles.Method{Name: n, Unwinder: u})
 	}
@@ -167,7 +162,7 @@ func perfScript(t testing.TB, perf, data string) []perfScriptSample {
 // function: equal after dropping symbol versions, or aliases of one
 // address in the module's symbol table (perf prints __GI___qsort_r where
 // rewind prints qsort_r, both at the same address).
-func sameFunction(perfName, ours, dso string, sym *symbolize.Symbolizer, objs *unwind.Objects) bool {
+func sameFunction(perfName, ours, dso string, sym *symbolize.Symbolizer, objs *target.Objects) bool {
 	norm := func(s string) string {
 		if i := strings.IndexByte(s, '@'); i > 0 {
 			s = s[:i]
@@ -248,7 +243,7 @@ func TestMatchesPerfScript(t *testing.T) {
 		key := fmt.Sprintf("%d %d.%06d", s.TID, s.Time/1e9, s.Time%1e9/1e3)
 		got[key] = s
 	}
-	objs := &unwind.Objects{}
+	objs := &target.Objects{}
 	match, shown := 0, 0
 	for _, w := range want {
 		s := got[w.key]

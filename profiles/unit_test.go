@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"bytes"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,14 +10,13 @@ import (
 
 	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/symbolize"
-	"github.com/rewindstack/rewind/unwind"
 )
 
 func TestInsertMapping(t *testing.T) {
-	var maps []unwind.Mapping
-	maps = insertMapping(maps, unwind.Mapping{Start: 0x1000, End: 0x5000, Offset: 0, Path: "/a"})
-	maps = insertMapping(maps, unwind.Mapping{Start: 0x2000, End: 0x3000, Path: "/b"})
-	want := []unwind.Mapping{
+	var maps []target.Mapping
+	maps = insertMapping(maps, target.Mapping{Start: 0x1000, End: 0x5000, Offset: 0, Path: "/a"})
+	maps = insertMapping(maps, target.Mapping{Start: 0x2000, End: 0x3000, Path: "/b"})
+	want := []target.Mapping{
 		{Start: 0x1000, End: 0x2000, Path: "/a"},
 		{Start: 0x2000, End: 0x3000, Path: "/b"},
 		{Start: 0x3000, End: 0x5000, Offset: 0x2000, Path: "/a"},

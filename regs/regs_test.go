@@ -43,3 +43,45 @@ func TestRegs(t *testing.T) {
 		}
 	}
 }
+
+// TestFromUser checks the user_regs_struct slot of every amd64 register
+// against the kernel's order (arch/x86/include/asm/user_64.h) and the
+// arm64 layout.
+func TestFromUser(t *testing.T) {
+	w := make([]uint64, UserRegsWords(AMD64))
+	for i := range w {
+		w[i] = uint64(i) + 100
+	}
+	r, err := FromUser(AMD64, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// slot of each DWARF register: rax 10, rdx 12, rcx 11, rbx 5, rsi 13,
+	// rdi 14, rbp 4, rsp 19, r8 9 ... r15 0, rip 16.
+	want := []int{10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16}
+	for dw, slot := range want {
+		if v, ok := r.Get(dw); !ok || v != uint64(slot)+100 {
+			t.Errorf("DWARF %d = %d, %v; want slot %d", dw, v, ok, slot)
+		}
+	}
+	if _, err := FromUser(AMD64, w[:20]); err == nil {
+		t.Error("short amd64 set accepted")
+	}
+	a := make([]uint64, UserRegsWords(ARM64))
+	for i := range a {
+		a[i] = uint64(i) * 3
+	}
+	r, err = FromUser(ARM64, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc, _ := r.PC(); pc != 32*3 {
+		t.Errorf("arm64 pc %d", pc)
+	}
+	if sp, _ := r.SP(); sp != 31*3 {
+		t.Errorf("arm64 sp %d", sp)
+	}
+	if _, err := FromUser(Unknown, a); err == nil {
+		t.Error("unknown arch accepted")
+	}
+}

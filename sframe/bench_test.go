@@ -1,6 +1,7 @@
 package sframe_test
 
 import (
+	"github.com/rewindstack/rewind/target"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/sframe"
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // manyLib builds a shared library of n functions with SFrame (v1 with the
@@ -46,7 +46,7 @@ func BenchmarkLookup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tab, err := unwind.BuildTable(f)
+	tab, err := target.BuildTable(f)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package sframe_test
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"path/filepath"
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/sframe"
-	"github.com/rewindstack/rewind/unwind"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -91,7 +91,7 @@ func compareWithCFI(t *testing.T, path string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := unwind.BuildTable(f)
+	tab, err := target.BuildTable(f)
 	if err != nil {
 		t.Fatal(err)
 	}

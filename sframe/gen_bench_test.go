@@ -1,6 +1,7 @@
 package sframe_test
 
 import (
+	"github.com/rewindstack/rewind/target"
 	"math/rand"
 	"os/exec"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/sframe"
-	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -72,7 +72,7 @@ func BenchmarkGenLookup(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	tab, err := unwind.BuildTable(f)
+	tab, err := target.BuildTable(f)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,16 +120,16 @@ func BenchmarkGenUnwindDeep(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	target, err := stacks.FromCore(c, exe, &unwind.Objects{})
+	tg, err := c.Target(&target.Objects{}, exe)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var deepest stacks.Thread
+	var deepest target.Context
 	frames := 0
 	dwarf := unwind.NewDWARF()
 	dwarf.MaxDepth = 100000
-	for _, th := range target.Threads {
-		if st := dwarf.Walk(th.Regs, c, target.Space); len(st.Frames) > frames {
+	for _, th := range tg.Contexts {
+		if st := dwarf.Walk(th.Regs, c, tg.Space); len(st.Frames) > frames {
 			deepest, frames = th, len(st.Frames)
 		}
 	}
@@ -142,19 +142,19 @@ func BenchmarkGenUnwindDeep(b *testing.B) {
 	if err := c.ReadMemory(sp, buf); err != nil {
 		b.Fatal(err)
 	}
-	mem := &unwind.Snapshot{Regions: []unwind.Region{{Addr: sp, Data: buf}}, Next: c}
+	mem := &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: buf}}, Next: c}
 	for _, m := range []struct {
 		name string
 		u    *unwind.Unwinder
 	}{
-		{"sframe-v2", &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{Source: (&genSource{version: 2}).Section}, unwind.CFITable{}}}},
-		{"sframe-v3", &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{Source: (&genSource{version: 3}).Section}, unwind.CFITable{}}}},
+		{"sframe-v2", &unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{Source: (&genSource{version: 2}).Section}, unwind.CFITable{}}}},
+		{"sframe-v3", &unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{Source: (&genSource{version: 3}).Section}, unwind.CFITable{}}}},
 		{"cfi-table", unwind.NewDWARF()},
 	} {
 		m.u.MaxDepth = 100000
 		b.Run(m.name, func(b *testing.B) {
 			var st unwind.Stack
-			m.u.WalkInto(&st, deepest.Regs, mem, target.Space) // warm: sections generated, tables built
+			m.u.WalkInto(&st, deepest.Regs, mem, tg.Space) // warm: sections generated, tables built
 			if len(st.Frames) != frames {
 				b.Fatalf("%s walk found %d frames, the CFI walk %d (end %v %s)", m.name, len(st.Frames), frames, st.End, st.Detail)
 			}
@@ -170,7 +170,7 @@ func BenchmarkGenUnwindDeep(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				m.u.WalkInto(&st, deepest.Regs, mem, target.Space)
+				m.u.WalkInto(&st, deepest.Regs, mem, tg.Space)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(st.Frames)), "ns/frame")
 			b.ReportMetric(float64(len(st.Frames)), "frames")

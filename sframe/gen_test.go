@@ -3,6 +3,7 @@ package sframe_test
 import (
 	"flag"
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/sframe"
-	"github.com/rewindstack/rewind/unwind"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -107,7 +107,7 @@ func diffCheck(t testing.TB, path string, version uint8) diffStats {
 	}
 	defer f.Close()
 	g, sec := generate(t, f, version, 0x7000_0000)
-	tab, err := unwind.BuildTable(f)
+	tab, err := target.BuildTable(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package sframe_test
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/sframe"
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // genSource generates, once per module, an SFrame section from the
@@ -16,7 +16,7 @@ import (
 // libc, ld.so, the vDSO) the section rewind sframe gen would add to it.
 type genSource struct {
 	version uint8
-	m       sync.Map // *unwind.Module -> *genEntry
+	m       sync.Map // *target.Module -> *genEntry
 }
 
 type genEntry struct {
@@ -25,7 +25,7 @@ type genEntry struct {
 	err  error
 }
 
-func (s *genSource) Section(mod *unwind.Module) (*sframe.Section, error) {
+func (s *genSource) Section(mod *target.Module) (*sframe.Section, error) {
 	if mod == nil || mod.File == nil {
 		return nil, nil
 	}
@@ -89,6 +89,9 @@ func TestGenUnwindMatchesEuStack(t *testing.T) {
 		}
 	})
 	for _, v := range []uint8{2, 3} {
+		if total[v].Load() == 0 && !t.Failed() {
+			t.Skip("no core was compared: the subtests say why")
+		}
 		t.Logf("v%d: %d frames in all, %d of them produced by generated SFrame", v, total[v].Load(), bySFrame[v].Load())
 		if !t.Failed() && bySFrame[v].Load() == 0 {
 			t.Errorf("v%d: no frame came from SFrame", v)

@@ -3,11 +3,11 @@ package sframe_test
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -45,10 +45,10 @@ func TestStepperV3(t *testing.T) {
 		return a
 	}
 	const bias, stack, ra = 0x7f0000000000, 0x7ffe0000, 0x400000
-	objs := &unwind.Objects{}
+	objs := &target.Objects{}
 	mod := objs.AddFile("libspecial", f)
-	space := unwind.NewAddressSpace([]unwind.Mapping{{Start: bias, End: bias + 0x10000, Path: "libspecial", Module: mod, Bias: bias}}, nil)
-	u := &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{Cache: &sframe.Cache{}}}}
+	space := target.NewAddressSpace([]target.Mapping{{Start: bias, End: bias + 0x10000, Path: "libspecial", Module: mod, Bias: bias}}, nil)
+	u := &unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{}}}
 	walk := func(pc uint64, set map[int]uint64, mem words) unwind.Stack {
 		r := regs.New(regs.AMD64)
 		r.Set(regs.AMD64RIP, pc)

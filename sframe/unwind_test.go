@@ -3,6 +3,7 @@ package sframe_test
 import (
 	"errors"
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func TestCoreMatchesEuStack(t *testing.T) {
 }
 
 func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
-	return compareCoreWith(t, core, exe, "", (&sframe.Cache{}).Section, false)
+	return compareCoreWith(t, core, exe, "", unwind.SFrameSection, false)
 }
 
 // compareCoreWith walks every thread of core with SFrame sections from
@@ -67,7 +68,7 @@ func compareCore(t *testing.T, core, exe string) (frames, bySFrame int) {
 // frames, and checks that SFrame produced every frame whose callee it
 // covers (signal frames aside). label prefixes messages; with
 // requireSection every object with CFI must have a section.
-func compareCoreWith(t *testing.T, core, exe, label string, section func(*unwind.Module) (*sframe.Section, error), requireSection bool) (frames, bySFrame int) {
+func compareCoreWith(t *testing.T, core, exe, label string, section func(*target.Module) (*sframe.Section, error), requireSection bool) (frames, bySFrame int) {
 	ref, err := fixture.EuStackCore(t, core, exe)
 	if err != nil {
 		t.Fatalf("eu-stack: %v", err)
@@ -77,15 +78,15 @@ func compareCoreWith(t *testing.T, core, exe, label string, section func(*unwind
 		t.Fatal(err)
 	}
 	defer c.Close()
-	target, err := stacks.FromCore(c, exe, &unwind.Objects{})
+	tg, err := c.Target(&target.Objects{}, exe)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := &unwind.Unwinder{
-		Steppers: []unwind.Stepper{sframe.Stepper{Source: section}, unwind.CFITable{}, unwind.FramePointers{}},
+		Steppers: []unwind.Stepper{unwind.SFrame{Source: section}, unwind.CFITable{}, unwind.FramePointers{}},
 		MaxDepth: 100000,
 	}
-	walks := stacks.Walk(target, stacks.Options{Unwinder: u})
+	walks := stacks.Walk(tg, stacks.Options{Unwinder: u})
 	if len(walks) != len(ref) {
 		t.Errorf("%score has %d threads, eu-stack printed %d", label, len(walks), len(ref))
 	}
@@ -117,7 +118,7 @@ func compareCoreWith(t *testing.T, core, exe, label string, section func(*unwind
 			// The callee: is it covered by an SFrame row that is not a
 			// signal frame? Then SFrame must have produced this frame.
 			callee := &got.Frames[i-1]
-			m := target.Space.Find(callee.LookupPC())
+			m := tg.Space.Find(callee.LookupPC())
 			if m == nil || m.Module == nil {
 				continue
 			}

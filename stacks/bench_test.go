@@ -5,7 +5,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/internal/fixture"
-	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -13,7 +13,7 @@ import (
 // pointers, so both methods can walk all of it) and returns the worker
 // thread's registers with its stack copied into memory, as `rewind dump`
 // copies stacks before unwinding.
-func deepSnapshot(b *testing.B) (stacks.Thread, *unwind.Snapshot, *unwind.AddressSpace) {
+func deepSnapshot(b *testing.B) (target.Context, *target.Snapshot, *target.AddressSpace) {
 	exe := fixture.Build(b, "recurse", fixture.Variant{Name: "O2-fp", Flags: []string{"-O2", "-fno-omit-frame-pointer"}})
 	p := fixture.Start(b, exe, "2000")
 	core := fixture.Gcore(b, p)
@@ -22,14 +22,14 @@ func deepSnapshot(b *testing.B) (stacks.Thread, *unwind.Snapshot, *unwind.Addres
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	target, err := stacks.FromCore(c, exe, objs)
+	tg, err := c.Target(objs, exe)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var deepest stacks.Thread
+	var deepest target.Context
 	var frames int
-	for _, th := range target.Threads {
-		st := unwind.NewDWARF().Walk(th.Regs, c, target.Space)
+	for _, th := range tg.Contexts {
+		st := unwind.NewDWARF().Walk(th.Regs, c, tg.Space)
 		if len(st.Frames) > frames {
 			deepest, frames = th, len(st.Frames)
 		}
@@ -44,7 +44,7 @@ func deepSnapshot(b *testing.B) (stacks.Thread, *unwind.Snapshot, *unwind.Addres
 		b.Fatal(err)
 	}
 	// Code is read from the core (file-backed) only for trampoline checks.
-	return deepest, &unwind.Snapshot{Regions: []unwind.Region{{Addr: sp, Data: buf}}, Next: c}, target.Space
+	return deepest, &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: buf}}, Next: c}, tg.Space
 }
 
 // BenchmarkUnwindDeep reports the cost per frame of walking a captured

@@ -12,6 +12,7 @@ import (
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 	"github.com/rewindstack/rewind/unwindtable"
 )
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }
 
 // objs is shared by every test: tables are compiled once per build-id, as
 // in a long-running rewind process.
-var objs = &unwind.Objects{}
+var objs = &target.Objects{}
 
 type program struct {
 	name string
@@ -75,15 +76,15 @@ func compareCore(t *testing.T, core, exe string, v fixture.Variant) {
 	if err != nil {
 		t.Fatalf("eu-stack: %v", err)
 	}
-	target := openCore(t, core, exe, objs)
-	if len(target.Threads) != len(ref) {
-		t.Errorf("core has %d threads, eu-stack printed %d", len(target.Threads), len(ref))
+	tg := openCore(t, core, exe, objs)
+	if len(tg.Contexts) != len(ref) {
+		t.Errorf("core has %d threads, eu-stack printed %d", len(tg.Contexts), len(ref))
 	}
 	sym := &symbolize.Symbolizer{}
 	for _, method := range []string{"dwarf", "auto", "fp"} {
-		u := map[string]*unwind.Unwinder{"dwarf": unwind.NewDWARF(), "auto": unwind.NewAuto(), "fp": unwind.NewFP()}[method]
+		u := must(unwind.ByName(method))
 		u.MaxDepth = 100000 // eu-stack runs with -n 0 (no limit)
-		rep := stacks.Unwind(target, stacks.Options{Unwinder: u}, sym)
+		rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, sym)
 		for _, want := range ref {
 			got := findThread(rep, want.TID)
 			if got == nil {
@@ -99,27 +100,27 @@ func compareCore(t *testing.T, core, exe string, v fixture.Variant) {
 						got.End, got.EndDetail, sideBySide(got, want))
 					continue
 				}
-				checkNames(t, method, got, want, target.Space, sym)
+				checkNames(t, method, got, want, tg.Space, sym)
 				continue
 			}
-			checkFPBreak(t, got, want, target.Space)
+			checkFPBreak(t, got, want, tg.Space)
 		}
 	}
 }
 
 // openCore opens a core file as a target; it is closed when the test ends.
-func openCore(t testing.TB, core, exe string, objs *unwind.Objects) *stacks.Target {
+func openCore(t testing.TB, core, exe string, objs *target.Objects) *target.Target {
 	t.Helper()
 	c, err := corefile.Open(core)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	target, err := stacks.FromCore(c, exe, objs)
+	tg, err := c.Target(objs, exe)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return target
+	return tg
 }
 
 func findThread(r *output.Report, tid int) *output.Thread {
@@ -147,7 +148,7 @@ func samePCs(got *output.Thread, want fixture.Stack) bool {
 // has one; different names for the same address (aliases in the symbol
 // table, such as gdb's DWARF name __libc_start_main_impl for the symbol
 // __libc_start_main@@GLIBC_2.34) are accepted.
-func checkNames(t *testing.T, method string, got *output.Thread, want fixture.Stack, space *unwind.AddressSpace, sym *symbolize.Symbolizer) {
+func checkNames(t *testing.T, method string, got *output.Thread, want fixture.Stack, space *target.AddressSpace, sym *symbolize.Symbolizer) {
 	t.Helper()
 	for i, wf := range want.Frames {
 		gf := got.Frames[i]
@@ -202,7 +203,7 @@ func withoutParams(name string) string {
 // function that never returns, a prologue). Losing the frame a signal
 // interrupted is never excused: the walk must restore the signal context.
 // Once the chain is lost, later frames are not blamed on their callees.
-func checkFPBreak(t *testing.T, got *output.Thread, want fixture.Stack, space *unwind.AddressSpace) {
+func checkFPBreak(t *testing.T, got *output.Thread, want fixture.Stack, space *target.AddressSpace) {
 	t.Helper()
 	if len(got.Frames) == 0 || got.Frames[0].PC != want.Frames[0].PC {
 		t.Errorf("fp: thread %d: frame 0 differs", got.TID)
@@ -228,7 +229,7 @@ func checkFPBreak(t *testing.T, got *output.Thread, want fixture.Stack, space *u
 
 // hasFrameRecord reports whether, at frame f's PC, its function has pushed
 // the caller's frame pointer and pointed rbp at it (CFA = rbp + 16).
-func hasFrameRecord(t *testing.T, space *unwind.AddressSpace, f fixture.Frame) bool {
+func hasFrameRecord(t *testing.T, space *target.AddressSpace, f fixture.Frame) bool {
 	pc := f.PC
 	if !f.Activation {
 		pc--
@@ -290,8 +291,8 @@ func TestCoreMatchesGdb(t *testing.T) {
 			if err != nil {
 				t.Fatalf("gdb: %v", err)
 			}
-			target := openCore(t, core, exe, objs)
-			rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
+			tg := openCore(t, core, exe, objs)
+			rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
 			synthetic := 0
 			for _, st := range ref {
 				want := st.Physical()
@@ -329,8 +330,8 @@ func TestCoreWithMovedExe(t *testing.T) {
 	if err := os.Rename(exe, moved); err != nil {
 		t.Fatal(err)
 	}
-	target := openCore(t, core, moved, &unwind.Objects{})
-	rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
+	tg := openCore(t, core, moved, &target.Objects{})
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewDWARF()}, &symbolize.Symbolizer{})
 	for _, want := range ref {
 		got := findThread(rep, want.TID)
 		if got == nil || !samePCs(got, want) {
@@ -347,9 +348,9 @@ func TestCoreWithMovedExe(t *testing.T) {
 func TestCoreVDSO(t *testing.T) {
 	exe := fixture.Build(t, "threads", fixture.Variants[3])
 	proc := fixture.Start(t, exe)
-	target := openCore(t, fixture.Gcore(t, proc), exe, objs)
-	var vdso *unwind.Mapping
-	for _, m := range target.Space.Mappings() {
+	tg := openCore(t, fixture.Gcore(t, proc), exe, objs)
+	var vdso *target.Mapping
+	for _, m := range tg.Space.Mappings() {
 		if m.Path == "[vdso]" {
 			vdso = m
 		}
@@ -361,7 +362,7 @@ func TestCoreVDSO(t *testing.T) {
 	if !ok {
 		t.Fatal("the vDSO image has no __vdso_clock_gettime")
 	}
-	loc := (&symbolize.Symbolizer{}).Addr(target.Space, addr+vdso.Bias+1)
+	loc := (&symbolize.Symbolizer{}).Addr(tg.Space, addr+vdso.Bias+1)
 	if loc.Function != "__vdso_clock_gettime" && loc.Function != "clock_gettime" || loc.Module != "[vdso]" {
 		t.Errorf("vDSO address symbolizes as %+v", loc)
 	}
@@ -372,4 +373,12 @@ func TestCoreVDSO(t *testing.T) {
 	if _, ok := tab.Lookup(addr + 1); !ok {
 		t.Error("no unwind rule inside __vdso_clock_gettime")
 	}
+}
+
+// must returns v or fails the program on err (for constant arguments).
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -27,7 +28,7 @@ func TestLiveGoSwitchDumps(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	time.Sleep(200 * time.Millisecond)
-	objs := &unwind.Objects{}
+	objs := &target.Objects{}
 	sym := &symbolize.Symbolizer{}
 	threads, complete := 0, 0
 	for i := 0; i < 40; i++ {
@@ -35,8 +36,8 @@ func TestLiveGoSwitchDumps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target := stacks.FromLive(snap, objs, nil)
-		rep := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewAuto()}, sym)
+		tg := snap.Target(objs, nil)
+		rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, sym)
 		for _, th := range rep.Threads {
 			threads++
 			for _, f := range th.Frames {

@@ -10,29 +10,30 @@ import (
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
 // captureAndGdb captures pid with rewind (copied stacks, auto method,
 // physical frames) and then asks gdb for the same threads.
-func captureAndGdb(t *testing.T, pid int) (*output.Report, []fixture.Stack, *unwind.AddressSpace, *symbolize.Symbolizer) {
+func captureAndGdb(t *testing.T, pid int) (*output.Report, []fixture.Stack, *target.AddressSpace, *symbolize.Symbolizer) {
 	t.Helper()
 	snap, err := live.Capture(pid, live.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkRunning(t, pid)
-	target := stacks.FromLive(snap, &unwind.Objects{}, func(s string) { t.Log(s) })
+	tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
 	sym := &symbolize.Symbolizer{}
 	u := unwind.NewAuto()
 	u.MaxDepth = 100000
-	rep := stacks.Unwind(target, stacks.Options{Unwinder: u}, sym)
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, sym)
 	ref, err := fixture.GdbPID(t, pid)
 	if err != nil {
 		t.Fatalf("gdb: %v", err)
 	}
 	checkRunning(t, pid)
-	return rep, ref, target.Space, sym
+	return rep, ref, tg.Space, sym
 }
 
 // TestLiveMatchesGdb compares live captures of C fixtures with gdb's

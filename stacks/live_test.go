@@ -11,6 +11,7 @@ import (
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -34,11 +35,11 @@ func TestLiveMatchesEuStack(t *testing.T) {
 					t.Fatal(err)
 				}
 				checkRunning(t, proc.PID)
-				target := stacks.FromLive(snap, &unwind.Objects{}, func(s string) { t.Log(s) })
-				compareTarget(t, target, ref)
+				tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
+				compareTarget(t, tg, ref)
 
 				err = live.WithStopped(proc.PID, live.Options{}, func(s *live.Snapshot) error {
-					compareTarget(t, stacks.FromLive(s, &unwind.Objects{}, nil), ref)
+					compareTarget(t, s.Target(&target.Objects{}, nil), ref)
 					return nil
 				})
 				if err != nil {
@@ -53,28 +54,28 @@ func TestLiveMatchesEuStack(t *testing.T) {
 // compareTarget applies the core tests' rules: dwarf and auto equal
 // eu-stack frame for frame, fp loses frames only below callees without a
 // frame record.
-func compareTarget(t *testing.T, target *stacks.Target, ref []fixture.Stack) {
+func compareTarget(t *testing.T, tg *target.Target, ref []fixture.Stack) {
 	t.Helper()
-	if len(target.Threads) != len(ref) {
-		t.Errorf("captured %d threads, eu-stack printed %d", len(target.Threads), len(ref))
+	if len(tg.Contexts) != len(ref) {
+		t.Errorf("captured %d threads, eu-stack printed %d", len(tg.Contexts), len(ref))
 	}
 	sym := &symbolize.Symbolizer{}
 	for _, method := range []string{"dwarf", "auto", "fp"} {
-		u := map[string]*unwind.Unwinder{"dwarf": unwind.NewDWARF(), "auto": unwind.NewAuto(), "fp": unwind.NewFP()}[method]
+		u := must(unwind.ByName(method))
 		u.MaxDepth = 100000
-		rep := stacks.Unwind(target, stacks.Options{Unwinder: u}, sym)
+		rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, sym)
 		for _, want := range ref {
 			got := findThread(rep, want.TID)
 			switch {
 			case got == nil:
 				t.Errorf("%s: thread %d missing", method, want.TID)
 			case method == "fp":
-				checkFPBreak(t, got, want, target.Space)
+				checkFPBreak(t, got, want, tg.Space)
 			case !samePCs(got, want):
 				t.Errorf("%s: thread %d differs from eu-stack (end %s %s):\n%s", method, want.TID,
 					got.End, got.EndDetail, sideBySide(got, want))
 			default:
-				checkNames(t, method, got, want, target.Space, sym)
+				checkNames(t, method, got, want, tg.Space, sym)
 			}
 		}
 	}

@@ -1,33 +1,15 @@
-// Package stacks unwinds every thread of a target — a set of threads'
-// registers over one memory and address space, whatever captured it — and
-// produces a symbolized output.Report. It is the glue between snapshot
-// sources (core files, live processes) and the unwinder core.
+// Package stacks unwinds every thread of a target (package target: a
+// set of contexts over one memory and address space, whatever captured
+// it) and produces a symbolized output.Report. It is the glue between the
+// unwinder core, the symbolizer and the outputs.
 package stacks
 
 import (
-	"strings"
-
 	"github.com/rewindstack/rewind/output"
-	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
-
-// Thread is one thread's starting registers.
-type Thread struct {
-	TID  int
-	Name string
-	Regs regs.Regs
-}
-
-// Target is everything needed to unwind a process's threads.
-type Target struct {
-	PID     int
-	Source  string
-	Threads []Thread
-	Mem     unwind.Memory
-	Space   *unwind.AddressSpace
-}
 
 // Options select what to unwind and how.
 type Options struct {
@@ -46,38 +28,39 @@ type Walked struct {
 // Walk unwinds every selected thread. It reads the target's memory but no
 // files beyond the unwind tables, so a live target can be resumed right
 // after it (see --lazy).
-func Walk(t *Target, opt Options) []Walked {
+func Walk(t *target.Target, opt Options) []Walked {
 	want := map[int]bool{}
 	for _, tid := range opt.Threads {
 		want[tid] = true
 	}
 	var out []Walked
-	for _, th := range t.Threads {
-		if len(want) > 0 && !want[th.TID] {
+	for i := range t.Contexts {
+		c := &t.Contexts[i]
+		if c.Kind != target.KindThread || c.Err != nil || (len(want) > 0 && !want[c.TID]) {
 			continue
 		}
-		out = append(out, Walked{TID: th.TID, Name: th.Name, Stack: opt.Unwinder.Walk(th.Regs, t.Mem, t.Space)})
+		out = append(out, Walked{TID: c.TID, Name: c.Name, Stack: opt.Unwinder.Walk(c.Regs, t.Memory(c), t.Space)})
 	}
 	return out
 }
 
 // Report symbolizes walks into a report.
-func Report(t *Target, walks []Walked, sym *symbolize.Symbolizer) *output.Report {
+func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output.Report {
 	rep := &output.Report{PID: t.PID, Source: t.Source, Threads: make([]output.Thread, 0, len(walks))}
 	for i := range walks {
 		w := &walks[i]
-		rep.Threads = append(rep.Threads, Symbolize(w.TID, w.Name, &w.Stack, t.Space, sym))
+		rep.Threads = append(rep.Threads, Symbolize(w.TID, w.Name, &w.Stack, sym))
 	}
 	return rep
 }
 
 // Unwind walks every selected thread and symbolizes the frames.
-func Unwind(t *Target, opt Options, sym *symbolize.Symbolizer) *output.Report {
+func Unwind(t *target.Target, opt Options, sym *symbolize.Symbolizer) *output.Report {
 	return Report(t, Walk(t, opt), sym)
 }
 
 // Symbolize converts one walk into an output thread.
-func Symbolize(tid int, name string, st *unwind.Stack, space *unwind.AddressSpace, sym *symbolize.Symbolizer) output.Thread {
+func Symbolize(tid int, name string, st *unwind.Stack, sym *symbolize.Symbolizer) output.Thread {
 	out := output.Thread{TID: tid, Name: name, End: st.End.String(), EndDetail: st.Detail,
 		Frames: make([]output.Frame, 0, len(st.Frames))}
 	for i := range st.Frames {
@@ -85,7 +68,7 @@ func Symbolize(tid int, name string, st *unwind.Stack, space *unwind.AddressSpac
 		// One output frame per function activation: the inlined calls at
 		// the frame's address (when sym.Inlines is set), innermost first,
 		// then the physical function; all share the PC and the method.
-		for _, loc := range sym.Frame(space, f) {
+		for _, loc := range sym.Frame(f.Map, f.PC, f.Exact) {
 			out.Frames = append(out.Frames, output.Frame{
 				PC:       f.PC,
 				Function: loc.Function,
@@ -101,30 +84,12 @@ func Symbolize(tid int, name string, st *unwind.Stack, space *unwind.AddressSpac
 	return out
 }
 
-// rootFunctions are the functions a complete stack ends in: the program
-// entry, glibc's thread entry points, and the functions Go's own traceback
-// treats as the top of a stack (TOPFRAME: runtime.goexit for goroutines,
-// runtime.mstart and runtime.rt0_go for the g0 stacks).
-var rootFunctions = map[string]bool{
-	"_start": true, "__libc_start_main": true, "__libc_start_main_impl": true, "__libc_start_call_main": true,
-	"start_thread": true, "clone3": true, "__clone3": true, "clone": true, "__clone": true,
-	"runtime.goexit": true, "runtime.goexit.abi0": true, "runtime.mstart": true, "runtime.rt0_go": true,
-}
-
-// IsRoot reports whether function (a symbol name, with or without a symbol
-// version such as @@GLIBC_2.34) is one a complete thread stack ends in.
-func IsRoot(function string) bool {
-	if at := strings.IndexByte(function, '@'); at > 0 {
-		function = function[:at]
-	}
-	return rootFunctions[function]
-}
-
 // ReachesRoot reports whether a thread's stack ends in a thread root
-// function (IsRoot) within its outermost three frames, i.e. is complete.
+// function (symbolize.IsRoot) within its outermost three frames, i.e. is
+// complete.
 func ReachesRoot(t *output.Thread) bool {
 	for i := len(t.Frames) - 1; i >= 0 && i >= len(t.Frames)-3; i-- {
-		if IsRoot(t.Frames[i].Function) {
+		if symbolize.IsRoot(t.Frames[i].Function) {
 			return true
 		}
 	}

@@ -1,19 +1,18 @@
 package symbolize
 
 import (
+	"github.com/rewindstack/rewind/target"
 	"testing"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // benchPCs returns up to n distinct return addresses of calls in exe (as
 // runtime PCs in space).
-func benchPCs(b *testing.B, exe string, space *unwind.AddressSpace, bias uint64, n int) []unwind.Frame {
-	var frames []unwind.Frame
+func benchPCs(b *testing.B, exe string, space *target.AddressSpace, bias uint64, n int) []testFrame {
+	var frames []testFrame
 	insns := disassemble(b, exe)
 	step := max(1, len(insns)/n)
 	for i := 0; i < len(insns) && len(frames) < n; i += step {
-		frames = append(frames, unwind.Frame{PC: insns[i].addr + bias + 1})
+		frames = append(frames, testFrame{PC: insns[i].addr + bias + 1})
 	}
 	if len(frames) < n/2 {
 		b.Fatalf("only %d addresses in %s", len(frames), exe)
@@ -37,7 +36,7 @@ func benchmarkSymbolize(b *testing.B, exe string) {
 	b.Run("first", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			sym := &Symbolizer{Inlines: true, Cache: NewCache()}
-			sym.Frame(space, &frames[0])
+			testFrameAt(sym, space, frames[0])
 		}
 	})
 	b.Run("cold", func(b *testing.B) {
@@ -45,7 +44,7 @@ func benchmarkSymbolize(b *testing.B, exe string) {
 		for i := 0; i < b.N; i++ {
 			sym := &Symbolizer{Inlines: true, Cache: NewCache()}
 			for j := range frames {
-				levels += len(sym.Frame(space, &frames[j]))
+				levels += len(testFrameAt(sym, space, frames[j]))
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(frames)), "ns/pc")
@@ -53,7 +52,7 @@ func benchmarkSymbolize(b *testing.B, exe string) {
 	})
 	sym := &Symbolizer{Inlines: true, Cache: NewCache()}
 	for j := range frames {
-		sym.Frame(space, &frames[j])
+		testFrameAt(sym, space, frames[j])
 	}
 	b.Run("index", func(b *testing.B) {
 		m := space.Find(frames[0].PC)
@@ -67,7 +66,7 @@ func benchmarkSymbolize(b *testing.B, exe string) {
 	b.Run("warm", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			sym.Frame(space, &frames[i%len(frames)])
+			testFrameAt(sym, space, frames[i%len(frames)])
 		}
 	})
 }

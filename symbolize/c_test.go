@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // buildC compiles a C or C++ source from testdata into dir.
@@ -38,16 +36,16 @@ func compareWithAddr2line(t *testing.T, exe string, funcs ...string) int {
 	}
 	space, bias := loadSpace(t, exe)
 	type probe struct {
-		frame  unwind.Frame
+		frame  testFrame
 		lookup uint64 // file address addr2line is asked about
 	}
 	var probes []probe
 	var addrs []uint64
 	for _, in := range insns {
-		probes = append(probes, probe{unwind.Frame{PC: in.addr + bias, Exact: true}, in.addr})
+		probes = append(probes, probe{testFrame{PC: in.addr + bias, Exact: true}, in.addr})
 		addrs = append(addrs, in.addr)
 		if in.call && in.next != 0 {
-			probes = append(probes, probe{unwind.Frame{PC: in.next + bias}, in.next - 1})
+			probes = append(probes, probe{testFrame{PC: in.next + bias}, in.next - 1})
 			addrs = append(addrs, in.next-1)
 		}
 	}
@@ -55,7 +53,7 @@ func compareWithAddr2line(t *testing.T, exe string, funcs ...string) int {
 	sym := &Symbolizer{Inlines: true, Cache: NewCache(), DebugDirs: []string{}}
 	deepest, bad := 0, 0
 	for _, p := range probes {
-		got := sym.Frame(space, &p.frame)
+		got := testFrameAt(sym, space, p.frame)
 		want := ref[p.lookup]
 		deepest = max(deepest, len(got))
 		if !sameFrames(got, want, nil) {
@@ -157,18 +155,18 @@ func TestLibcMatchesAddr2line(t *testing.T) {
 	needTool(t, "objdump")
 	all := disassemble(t, lib)
 	// A deterministic sample: every 97th instruction and every 13th call.
-	var frames []unwind.Frame
+	var frames []testFrame
 	var lookups []uint64
 	space, bias := loadSpace(t, lib)
 	calls := 0
 	for i, in := range all {
 		if i%97 == 0 {
-			frames = append(frames, unwind.Frame{PC: in.addr + bias, Exact: true})
+			frames = append(frames, testFrame{PC: in.addr + bias, Exact: true})
 			lookups = append(lookups, in.addr)
 		}
 		if in.call && in.next != 0 {
 			if calls%13 == 0 {
-				frames = append(frames, unwind.Frame{PC: in.next + bias})
+				frames = append(frames, testFrame{PC: in.next + bias})
 				lookups = append(lookups, in.next-1)
 			}
 			calls++
@@ -187,7 +185,7 @@ func TestLibcMatchesAddr2line(t *testing.T) {
 			ref := addr2line(t, tool.name, []string{"-f", "-i", "-C", "-a", "-e", tool.file}, lookups)
 			bad := 0
 			for i := range frames {
-				got := sym.Frame(space, &frames[i])
+				got := testFrameAt(sym, space, frames[i])
 				want := ref[lookups[i]]
 				physical := func(j int) bool { return j < len(want)-1 }
 				cmp := got
@@ -237,16 +235,16 @@ func TestLibcMatchesAddr2line(t *testing.T) {
 func TestConcurrentSymbolize(t *testing.T) {
 	lib, _ := libcPath(t)
 	space, bias := loadSpace(t, lib)
-	var frames []unwind.Frame
+	var frames []testFrame
 	for i, in := range disassemble(t, lib) {
 		if i%211 == 0 {
-			frames = append(frames, unwind.Frame{PC: in.addr + bias + 1})
+			frames = append(frames, testFrame{PC: in.addr + bias + 1})
 		}
 	}
 	want := make([][]Location, len(frames))
 	seq := &Symbolizer{Inlines: true, Cache: NewCache()}
 	for i := range frames {
-		want[i] = seq.Frame(space, &frames[i])
+		want[i] = testFrameAt(seq, space, frames[i])
 	}
 	shared := &Symbolizer{Inlines: true, Cache: NewCache()}
 	done := make(chan error)
@@ -255,7 +253,7 @@ func TestConcurrentSymbolize(t *testing.T) {
 		go func(w int) {
 			for k := range frames {
 				i := (k*7 + w*len(frames)/workers) % len(frames)
-				got := shared.Frame(space, &frames[i])
+				got := testFrameAt(shared, space, frames[i])
 				if formatLocs(got) != formatLocs(want[i]) {
 					done <- fmt.Errorf("pc %#x: concurrent%s\n  sequential%s", frames[i].PC, formatLocs(got), formatLocs(want[i]))
 					return

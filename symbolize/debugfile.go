@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // DefaultDebugDir is where distributions install separate debug files
@@ -55,7 +55,7 @@ func findDebugFile(f *elfobj.File, dirs []string) *elfobj.File {
 // separate debug file when one is installed (it has the full .symtab with
 // local functions, which stripped libraries lack), else the object itself.
 // The result is nil when m could not be opened.
-func (s *Symbolizer) SymbolFile(m *unwind.Module) *elfobj.File {
+func (s *Symbolizer) SymbolFile(m *target.Module) *elfobj.File {
 	if m == nil || m.File == nil {
 		return nil
 	}
@@ -64,16 +64,17 @@ func (s *Symbolizer) SymbolFile(m *unwind.Module) *elfobj.File {
 	if f, ok := s.symFiles[m]; ok {
 		return f
 	}
-	dirs := s.DebugDirs
-	if dirs == nil {
-		dirs = []string{DefaultDebugDir}
+	var f *elfobj.File
+	if s.DebugDirs == nil {
+		f = moduleDebugFile(m) // opened once per module, shared
+	} else {
+		f = findDebugFile(m.File, s.DebugDirs)
 	}
-	f := findDebugFile(m.File, dirs)
 	if f == nil {
 		f = m.File
 	}
 	if s.symFiles == nil {
-		s.symFiles = map[*unwind.Module]*elfobj.File{}
+		s.symFiles = map[*target.Module]*elfobj.File{}
 	}
 	s.symFiles[m] = f
 	return f

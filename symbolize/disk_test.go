@@ -2,12 +2,11 @@ package symbolize
 
 import (
 	"debug/elf"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // textPCs returns every step-th address of the object's executable
@@ -31,11 +30,11 @@ func textPCs(t testing.TB, path string, bias uint64, step uint64) []uint64 {
 }
 
 // resolveAll symbolizes pcs with a fresh Symbolizer over cache.
-func resolveAll(space *unwind.AddressSpace, pcs []uint64, cache *Cache, dirs []string) [][]Location {
+func resolveAll(space *target.AddressSpace, pcs []uint64, cache *Cache, dirs []string) [][]Location {
 	sym := &Symbolizer{Inlines: true, Cache: cache, DebugDirs: dirs}
 	out := make([][]Location, len(pcs))
 	for i, pc := range pcs {
-		out[i] = sym.Frame(space, &unwind.Frame{PC: pc, Exact: true})
+		out[i] = testFrameAt(sym, space, testFrame{PC: pc, Exact: true})
 	}
 	return out
 }
@@ -56,7 +55,7 @@ func storedIndexes(c *Cache) int {
 // persistent cache that builds and writes the index, with a fresh one that
 // reads it back, and after the file was truncated (rebuilt) — and requires
 // identical results.
-func checkPersistent(t *testing.T, path string, pcs []uint64, space *unwind.AddressSpace, dirs []string) {
+func checkPersistent(t *testing.T, path string, pcs []uint64, space *target.AddressSpace, dirs []string) {
 	want := resolveAll(space, pcs, NewCache(), dirs)
 	dir := t.TempDir()
 	first := resolveAll(space, pcs, NewPersistentCache(dir), dirs)

@@ -2,14 +2,13 @@ package symbolize
 
 import (
 	"debug/elf"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // buildGo builds testdata/gostack with extra go build flags.
@@ -87,8 +86,8 @@ func TestGoMatchesRuntime(t *testing.T) {
 			sym := &Symbolizer{Inlines: true, Cache: NewCache()}
 			physical, maxDepth := 0, 0
 			for i := 0; i < len(ref); {
-				fr := unwind.Frame{PC: ref[i].pc}
-				got := sym.Frame(space, &fr)
+				fr := testFrame{PC: ref[i].pc}
+				got := testFrameAt(sym, space, fr)
 				ok := i+len(got) <= len(ref)
 				for j := 0; ok && j < len(got); j++ {
 					r := ref[i+j]
@@ -149,7 +148,7 @@ func rebase(t *testing.T, exe string, ref []runtimeFrame, runBase, bias uint64) 
 // objdump) and the stack's PCs against go tool addr2line, which prints
 // the physical function and the file:line of the address itself (the
 // innermost inlined position) and no inlined frames.
-func compareGoAddr2line(t *testing.T, exe string, space *unwind.AddressSpace, sym *Symbolizer, ref []runtimeFrame) {
+func compareGoAddr2line(t *testing.T, exe string, space *target.AddressSpace, sym *Symbolizer, ref []runtimeFrame) {
 	t.Helper()
 	dump := run(t, "", "go", "tool", "objdump", "-s", `^main\.`, exe)
 	var addrs []uint64
@@ -178,7 +177,7 @@ func compareGoAddr2line(t *testing.T, exe string, space *unwind.AddressSpace, sy
 	bad := 0
 	for i, a := range addrs {
 		fn, pos := goPrintName(lines[2*i]), lines[2*i+1]
-		got := sym.Frame(space, &unwind.Frame{PC: a, Exact: true})
+		got := testFrameAt(sym, space, testFrame{PC: a, Exact: true})
 		phys, innermost := got[len(got)-1], got[0]
 		if have := innermost.File + ":" + strconv.Itoa(innermost.Line); phys.Function != fn || have != pos {
 			bad++

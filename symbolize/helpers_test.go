@@ -5,13 +5,12 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // needTool skips the test when a reference tool is missing.
@@ -46,7 +45,7 @@ const pieBase = 0x7f1234560000
 // loadSpace maps every PT_LOAD of the object at path as the dynamic loader
 // would (at pieBase for ET_DYN, at its addresses for ET_EXEC) and returns
 // the address space and the load bias.
-func loadSpace(t testing.TB, path string) (*unwind.AddressSpace, uint64) {
+func loadSpace(t testing.TB, path string) (*target.AddressSpace, uint64) {
 	t.Helper()
 	ef, err := elf.Open(path)
 	if err != nil {
@@ -57,7 +56,7 @@ func loadSpace(t testing.TB, path string) (*unwind.AddressSpace, uint64) {
 	if ef.Type == elf.ET_DYN {
 		bias = pieBase
 	}
-	var maps []unwind.Mapping
+	var maps []target.Mapping
 	var text []uint64
 	for _, p := range ef.Progs {
 		if p.Type != elf.PT_LOAD {
@@ -65,12 +64,12 @@ func loadSpace(t testing.TB, path string) (*unwind.AddressSpace, uint64) {
 		}
 		start := (p.Vaddr + bias) &^ 0xfff
 		end := (p.Vaddr + bias + p.Memsz + 0xfff) &^ 0xfff
-		maps = append(maps, unwind.Mapping{Start: start, End: end, Offset: p.Off &^ 0xfff, Path: path})
+		maps = append(maps, target.Mapping{Start: start, End: end, Offset: p.Off &^ 0xfff, Path: path})
 		if p.Flags&elf.PF_X != 0 {
 			text = append(text, start)
 		}
 	}
-	space := unwind.NewAddressSpace(maps, &unwind.Objects{})
+	space := target.NewAddressSpace(maps, &target.Objects{})
 	// Code mappings must have the bias; a data mapping that shares a file
 	// page with the segment before it may not (see elfobj.File.Bias).
 	for _, a := range text {
@@ -266,4 +265,25 @@ func formatRefs(refs []refFrame) string {
 		fmt.Fprintf(&b, "\n      %s", r)
 	}
 	return b.String()
+}
+
+// testFrame is a frame as a walk reports it: a PC that is exact (frame 0)
+// or a return address.
+type testFrame struct {
+	PC    uint64
+	Exact bool
+}
+
+// LookupPC is the address the frame's code is looked up at.
+func (f testFrame) LookupPC() uint64 {
+	if f.Exact || f.PC == 0 {
+		return f.PC
+	}
+	return f.PC - 1
+}
+
+// testFrameAt symbolizes f as a walk would hand it over: in the mapping
+// that holds its lookup address.
+func testFrameAt(s *Symbolizer, space *target.AddressSpace, f testFrame) []Location {
+	return s.Frame(space.Find(f.LookupPC()), f.PC, f.Exact)
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // corruptCopy copies exe and lets damage rewrite the bytes of one section
@@ -50,7 +48,7 @@ func physicalNames(t *testing.T, exe string, addrs []uint64) []string {
 					t.Fatalf("%s: symbolizing %#x panicked: %v", exe, a, p)
 				}
 			}()
-			locs := sym.Frame(space, &unwind.Frame{PC: a + bias, Exact: true})
+			locs := testFrameAt(sym, space, testFrame{PC: a + bias, Exact: true})
 			names[i] = locs[len(locs)-1].Function
 		}()
 	}

@@ -38,7 +38,7 @@ import (
 	"sync"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Location is what is known about one function activation at a frame's
@@ -90,8 +90,8 @@ type Symbolizer struct {
 	Cache *Cache
 
 	mu       sync.Mutex
-	symFiles map[*unwind.Module]*elfobj.File
-	mods     map[*unwind.Module]*modInfo
+	symFiles map[*target.Module]*elfobj.File
+	mods     map[*target.Module]*modInfo
 }
 
 // modInfo is what a Symbolizer knows of one module.
@@ -100,15 +100,22 @@ type modInfo struct {
 	info     *debugInfo
 }
 
-// Frame resolves a frame, using its lookup PC so that a return address is
-// attributed to the call instruction. The result has at least one entry:
-// with Inlines set, the inlined calls at that address innermost first,
-// then the physical function, always last; without, the physical function
-// alone. An address outside any mapping gives one empty Location.
-func (s *Symbolizer) Frame(space *unwind.AddressSpace, f *unwind.Frame) []Location {
-	locs := s.resolve(space, f.LookupPC())
+// Frame resolves a frame whose PC is pc (a return address unless exact)
+// in mapping m, the mapping the walk found it in (unwind.Frame.Map; nil
+// when it is in none). It uses the lookup address (pc-1 for a return
+// address) so that a return address is attributed to the call
+// instruction. The result has at least one entry: with Inlines set, the
+// inlined calls at that address innermost first, then the physical
+// function, always last; without, the physical function alone. An
+// address outside any mapping gives one empty Location.
+func (s *Symbolizer) Frame(m *target.Mapping, pc uint64, exact bool) []Location {
+	lookup := pc
+	if !exact && pc != 0 {
+		lookup--
+	}
+	locs := s.resolve(m, lookup)
 	phys := &locs[len(locs)-1]
-	if phys.Function != "" && !f.Exact && f.PC != 0 {
+	if phys.Function != "" && !exact && pc != 0 {
 		phys.Offset++ // report the offset of the return address itself
 	}
 	if !s.Inlines {
@@ -118,14 +125,14 @@ func (s *Symbolizer) Frame(space *unwind.AddressSpace, f *unwind.Frame) []Locati
 }
 
 // Addr resolves one runtime address to its physical function.
-func (s *Symbolizer) Addr(space *unwind.AddressSpace, addr uint64) Location {
-	locs := s.resolve(space, addr)
+func (s *Symbolizer) Addr(space *target.AddressSpace, addr uint64) Location {
+	locs := s.resolve(space.Find(addr), addr)
 	return locs[len(locs)-1]
 }
 
-// resolve returns a fresh copy of the entries at addr, Module filled in.
-func (s *Symbolizer) resolve(space *unwind.AddressSpace, addr uint64) []Location {
-	m := space.Find(addr)
+// resolve returns a fresh copy of the entries at addr in m, Module filled
+// in.
+func (s *Symbolizer) resolve(m *target.Mapping, addr uint64) []Location {
 	if m == nil {
 		return []Location{{}}
 	}
@@ -139,11 +146,18 @@ func (s *Symbolizer) resolve(space *unwind.AddressSpace, addr uint64) []Location
 	for i := range locs {
 		locs[i].Module = m.Path
 	}
+	if phys := &locs[len(locs)-1]; phys.Function == "" {
+		// Symbol tables do not cover PLT stubs; name them as objdump and
+		// perf do ("malloc@plt").
+		if name, ok := m.Module.File.PLTName(addr - m.Bias); ok {
+			phys.Function = name
+		}
+	}
 	return locs
 }
 
 // module returns the Symbolizer's view of m, creating it on first use.
-func (s *Symbolizer) module(m *unwind.Module) *modInfo {
+func (s *Symbolizer) module(m *target.Module) *modInfo {
 	s.mu.Lock()
 	mi := s.mods[m]
 	s.mu.Unlock()
@@ -162,7 +176,7 @@ func (s *Symbolizer) module(m *unwind.Module) *modInfo {
 		return old
 	}
 	if s.mods == nil {
-		s.mods = map[*unwind.Module]*modInfo{}
+		s.mods = map[*target.Module]*modInfo{}
 	}
 	s.mods[m] = mi
 	return mi

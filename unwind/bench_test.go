@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"github.com/rewindstack/rewind/target"
 	"path/filepath"
 	"testing"
 
@@ -30,7 +31,7 @@ func BenchmarkBuildTable(b *testing.B) {
 			var rows, bytes int
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				t, err := BuildTable(f)
+				t, err := target.BuildTable(f)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -51,7 +52,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Skip(err)
 	}
 	defer f.Close()
-	t, err := BuildTable(f)
+	t, err := target.BuildTable(f)
 	if err != nil {
 		b.Fatal(err)
 	}

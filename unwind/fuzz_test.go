@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,12 +45,11 @@ func FuzzTableWalk(f *testing.F) {
 				}
 			}
 		})
-		mod := &Module{Path: "fuzz"}
-		mod.tableOnce.Do(func() { mod.table = tab })
-		space := &AddressSpace{maps: []*Mapping{
+		mod := target.ModuleWithTable("fuzz", tab)
+		space := target.NewAddressSpace([]target.Mapping{
 			{Start: fuzzText, End: fuzzText + 1<<20, Path: "fuzz", Module: mod},
-		}}
-		mem := &Snapshot{Regions: []Region{{Addr: fuzzStack, Data: stack}}}
+		}, nil)
+		mem := &target.Snapshot{Regions: []target.Region{{Addr: fuzzStack, Data: stack}}}
 		r := regs.New(regs.AMD64)
 		r.Set(regs.AMD64RIP, fuzzText+uint64(pcOff))
 		r.Set(regs.AMD64RSP, fuzzStack+uint64(spOff)%(uint64(len(stack))+1))

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -95,22 +95,20 @@ type goSwitchRange struct {
 	kind   goSwitchKind
 }
 
-// goSwitchCache holds, per module, the extents of its switching functions
+// goSwitchKey keeps, per module, the extents of its switching functions
 // (looked up once in its symbol table; a stripped binary has none).
-var goSwitchCache sync.Map // *Module -> []goSwitchRange
+var goSwitchKey = target.NewMemoKey()
 
-func goSwitchRanges(m *Module) []goSwitchRange {
-	if v, ok := goSwitchCache.Load(m); ok {
-		return v.([]goSwitchRange)
-	}
-	var rs []goSwitchRange
-	for _, s := range goSwitchSyms {
-		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
-			rs = append(rs, goSwitchRange{lo, hi, s.kind})
+func goSwitchRanges(m *target.Module) []goSwitchRange {
+	return m.Memo(goSwitchKey, func(m *target.Module) any {
+		var rs []goSwitchRange
+		for _, s := range goSwitchSyms {
+			if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
+				rs = append(rs, goSwitchRange{lo, hi, s.kind})
+			}
 		}
-	}
-	v, _ := goSwitchCache.LoadOrStore(m, rs)
-	return v.([]goSwitchRange)
+		return rs
+	}).([]goSwitchRange)
 }
 
 // goSwitchAt returns the switch kind of the function containing the

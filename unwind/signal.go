@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Signal trampolines: the code a signal handler returns to, which asks the
@@ -28,8 +31,9 @@ func isSignalTrampoline(c *Cursor) bool {
 	if c.Map == nil || c.Map.Module == nil {
 		return hasSigreturnCode(c, pc)
 	}
-	mod, key := c.Map.Module, pc-c.Map.Bias
-	if m := mod.sigCache.Load(); m != nil {
+	cache := c.Map.Module.Memo(sigKey, newSigCache).(*sigCache)
+	key := pc - c.Map.Bias
+	if m := cache.m.Load(); m != nil {
 		if is, seen := (*m)[key]; seen {
 			return is
 		}
@@ -37,8 +41,8 @@ func isSignalTrampoline(c *Cursor) bool {
 	is := hasSigreturnCode(c, pc)
 	// Copy on write: readers never lock. Distinct return addresses per
 	// module are few, so the copies stay small.
-	mod.sigMu.Lock()
-	old := mod.sigCache.Load()
+	cache.mu.Lock()
+	old := cache.m.Load()
 	m := make(map[uint64]bool, 1)
 	if old != nil {
 		for k, v := range *old {
@@ -46,10 +50,21 @@ func isSignalTrampoline(c *Cursor) bool {
 		}
 	}
 	m[key] = is
-	mod.sigCache.Store(&m)
-	mod.sigMu.Unlock()
+	cache.m.Store(&m)
+	cache.mu.Unlock()
 	return is
 }
+
+// sigCache remembers, per module address, whether a return address is a
+// signal trampoline.
+type sigCache struct {
+	mu sync.Mutex // serialises writers of m
+	m  atomic.Pointer[map[uint64]bool]
+}
+
+var sigKey = target.NewMemoKey()
+
+func newSigCache(*target.Module) any { return new(sigCache) }
 
 func hasSigreturnCode(c *Cursor, pc uint64) bool {
 	want := sigreturnAMD64

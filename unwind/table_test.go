@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"encoding/binary"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,13 +31,13 @@ func (hashMem) ReadMemory(addr uint64, p []byte) error {
 
 type rowCtx struct {
 	r   *regs.Regs
-	mem Memory
+	mem target.Memory
 }
 
 func (c rowCtx) Reg(n int) (uint64, bool)               { return c.r.Get(n) }
 func (c rowCtx) ReadMemory(addr uint64, p []byte) error { return c.mem.ReadMemory(addr, p) }
 
-func word(m Memory, addr uint64) uint64 {
+func word(m target.Memory, addr uint64) uint64 {
 	var b [8]byte
 	m.ReadMemory(addr, b[:])
 	return binary.LittleEndian.Uint64(b[:])
@@ -122,7 +123,7 @@ func TestTableAgreesWithCFI(t *testing.T) {
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			defer f.Close()
-			tab, err := BuildTable(f)
+			tab, err := target.BuildTable(f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +145,7 @@ func TestTableAgreesWithCFI(t *testing.T) {
 				if s == f.DebugFrame {
 					kind = cfi.DebugFrame
 				}
-				fdes, err := cfi.Parse(cfiSection(f, s, kind))
+				fdes, err := cfi.Parse(target.CFISection(f, s, kind))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Method names the source of unwind information that produced a frame.
@@ -100,6 +101,9 @@ type Frame struct {
 	// (frame 0, a frame interrupted by a signal, and the signal trampoline
 	// itself) rather than a return address.
 	Exact bool
+	// Map is the mapping that holds the frame's lookup PC (nil when it is
+	// in none), as the walk found it: symbolizers need not look it up again.
+	Map *target.Mapping
 }
 
 // LookupPC is the address to symbolize and look unwind rules up at: the PC
@@ -147,7 +151,7 @@ type Cursor struct {
 	// Exact reports whether PC is exact (see Frame.Exact).
 	Exact bool
 	// Map is the mapping containing PC, or nil.
-	Map *Mapping
+	Map *target.Mapping
 	// Caller receives the caller's registers; a stepper overwrites all of
 	// it (regs.New, then Set).
 	Caller *regs.Regs
@@ -160,7 +164,7 @@ type Cursor struct {
 
 	mem *reader
 	// space resolves addresses, for checks of return addresses.
-	space *AddressSpace
+	space *target.AddressSpace
 	// stackSwitch: the caller is on another stack (a Go stack switch), so
 	// its stack pointer need not lie above this frame's.
 	stackSwitch bool
@@ -170,7 +174,7 @@ type Cursor struct {
 func (c *Cursor) Read(addr uint64) (uint64, error) { return c.mem.u64(addr) }
 
 // Memory returns the memory being unwound.
-func (c *Cursor) Memory() Memory { return c.mem.mem }
+func (c *Cursor) Memory() target.Memory { return c.mem.mem }
 
 // A Stepper computes a frame's caller from one source of unwind information.
 // It returns ErrNoInfo when it has nothing for the frame (so the next stepper
@@ -194,20 +198,46 @@ func NewFP() *Unwinder { return &Unwinder{Steppers: []Stepper{FramePointers{}}} 
 // NewDWARF returns an unwinder that uses the compiled CFI tables only.
 func NewDWARF() *Unwinder { return &Unwinder{Steppers: []Stepper{CFITable{}}} }
 
-// NewAuto returns an unwinder that uses CFI tables where they cover the PC
-// and frame pointers elsewhere.
-func NewAuto() *Unwinder { return &Unwinder{Steppers: []Stepper{CFITable{}, FramePointers{}}} }
+// NewSFrame returns an unwinder that uses .sframe sections only.
+func NewSFrame() *Unwinder { return &Unwinder{Steppers: []Stepper{SFrame{}}} }
+
+// NewAuto returns the default unwinder: per frame, SFrame where the object
+// has it, else the compiled CFI table, else frame pointers.
+func NewAuto() *Unwinder {
+	return &Unwinder{Steppers: []Stepper{SFrame{}, CFITable{}, FramePointers{}}}
+}
+
+// MethodNames are the names ByName accepts, the default first.
+var MethodNames = []string{"auto", "dwarf", "fp", "sframe"}
+
+// ByName returns the unwinder for a method name: "auto" (NewAuto),
+// "dwarf" (NewDWARF), "fp" (NewFP) or "sframe" (NewSFrame). Every command,
+// profile and test chooses its methods through it, so "auto" means the
+// same chain everywhere.
+func ByName(name string) (*Unwinder, error) {
+	switch name {
+	case "auto":
+		return NewAuto(), nil
+	case "dwarf":
+		return NewDWARF(), nil
+	case "fp":
+		return NewFP(), nil
+	case "sframe":
+		return NewSFrame(), nil
+	}
+	return nil, fmt.Errorf("unknown unwind method %q (want auto, dwarf, fp or sframe)", name)
+}
 
 // Walk unwinds the stack that starts at r, reading memory from mem and
 // resolving addresses through space (which may be nil for frame pointers).
-func (u *Unwinder) Walk(r regs.Regs, mem Memory, space *AddressSpace) Stack {
+func (u *Unwinder) Walk(r regs.Regs, mem target.Memory, space *target.AddressSpace) Stack {
 	var st Stack
 	u.WalkInto(&st, r, mem, space)
 	return st
 }
 
 // WalkInto is Walk reusing st's frame slice.
-func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSpace) {
+func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *target.AddressSpace) {
 	st.Frames = st.Frames[:0]
 	st.End, st.Detail = EndOutermost, ""
 	max := u.MaxDepth
@@ -244,7 +274,9 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 		c := &w.c
 		*c = Cursor{Regs: cur, PC: f.LookupPC(), Exact: exact, Caller: next, mem: &w.rd, space: space}
 		c.Map = space.Find(c.PC)
-		if m := c.Map; m != nil && m.Module.GoTopFrame(c.PC-m.Bias) {
+		f.Map = c.Map
+		root := rootAt(c.Map, c.PC)
+		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
 			return
 		}
@@ -257,6 +289,13 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem Memory, space *AddressSp
 			err = s.Step(c)
 		}
 		method = c.Method
+		if root == rootThread && !errors.Is(err, ErrOutermost) && !errors.Is(err, ErrChainEnd) {
+			// Nothing is above a thread's entry function: whatever a
+			// method finds past it (frame pointers read from bytes clone
+			// or the kernel left there) is not a frame.
+			st.End, st.Detail = EndOutermost, "thread root"
+			return
+		}
 		if c.CallerExact {
 			// This frame is a signal trampoline: the kernel, not a call
 			// instruction, stored its address, so it is exact too.
@@ -317,6 +356,6 @@ func endFor(err error) (EndReason, string) {
 }
 
 func isMemoryError(err error) bool {
-	var me *MemoryError
+	var me *target.MemoryError
 	return errors.As(err, &me)
 }

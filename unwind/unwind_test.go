@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"encoding/binary"
+	"github.com/rewindstack/rewind/target"
 	"slices"
 	"strings"
 	"testing"
@@ -24,8 +25,8 @@ func (s *fakeStack) put(addr, v uint64) {
 	binary.LittleEndian.PutUint64(s.data[addr-s.base:], v)
 }
 
-func (s *fakeStack) mem() *Snapshot {
-	return &Snapshot{Regions: []Region{{Addr: s.base, Data: s.data}}}
+func (s *fakeStack) mem() *target.Snapshot {
+	return &target.Snapshot{Regions: []target.Region{{Addr: s.base, Data: s.data}}}
 }
 
 func amd64Regs(pc, sp, fp uint64) regs.Regs {
@@ -148,7 +149,7 @@ func TestSignalFrameByCode(t *testing.T) {
 }
 
 func TestAddressSpaceFind(t *testing.T) {
-	s := NewAddressSpace([]Mapping{
+	s := target.NewAddressSpace([]target.Mapping{
 		{Start: 0x3000, End: 0x4000, Path: "[stack]"},
 		{Start: 0x1000, End: 0x2000, Path: "a"},
 		{Start: 0x2000, End: 0x2800, Path: "b"},
@@ -165,14 +166,14 @@ func TestAddressSpaceFind(t *testing.T) {
 			t.Errorf("Find(%#x) = %q, want %q", c.addr, got, c.want)
 		}
 	}
-	var none *AddressSpace
+	var none *target.AddressSpace
 	if none.Find(1) != nil {
 		t.Error("nil space found a mapping")
 	}
 }
 
 func TestSnapshotBounds(t *testing.T) {
-	m := &Snapshot{Regions: []Region{{Addr: 0x1000, Data: make([]byte, 16)}}}
+	m := &target.Snapshot{Regions: []target.Region{{Addr: 0x1000, Data: make([]byte, 16)}}}
 	var b [8]byte
 	if err := m.ReadMemory(0x1008, b[:]); err != nil {
 		t.Fatal(err)

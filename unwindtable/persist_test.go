@@ -2,13 +2,13 @@ package unwindtable_test
 
 import (
 	"errors"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/unwind"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -20,7 +20,7 @@ func tableOf(t testing.TB, path string) (*unwindtable.Table, string) {
 		t.Skipf("%s not installed: %v", path, err)
 	}
 	defer f.Close()
-	tab, err := unwind.BuildTable(f)
+	tab, err := target.BuildTable(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"path/filepath"
 
@@ -57,14 +58,14 @@ through it. The DWARF column is the fix.`)
 		return err
 	}
 	defer c.Close()
-	objs := &unwind.Objects{}
-	target, err := stacks.FromCore(c, "", objs)
+	objs := &target.Objects{}
+	tg, err := c.Target(objs, "")
 	if err != nil {
 		return err
 	}
 	sym := &symbolize.Symbolizer{}
-	fp := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewFP()}, sym)
-	dw := stacks.Unwind(target, stacks.Options{Unwinder: unwind.NewDWARF()}, sym)
+	fp := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewFP()}, sym)
+	dw := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewDWARF()}, sym)
 	fmt.Printf("Process %d (%s), %d threads\n\n", pid, exe, len(fp.Threads))
 	if err := output.WriteSideBySide(os.Stdout, fp, dw, "frame pointers", "DWARF CFI"); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"strconv"
 
@@ -10,7 +11,6 @@ import (
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
-	"github.com/rewindstack/rewind/unwind"
 )
 
 var dumpHelp = `rewind dump PID [flags]            every thread of a running process
@@ -66,7 +66,7 @@ func runDump(args []string) error {
 	// Inlined calls are listed (marked) above the frame they were inlined
 	// into, as eu-stack -i and gdb show them.
 	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
-	objs := &unwind.Objects{}
+	objs := &target.Objects{}
 	if dir := symbolize.DefaultCacheDir(); dir != "" && !*noCache {
 		sym.Cache = symbolize.NewPersistentCache(dir)
 		objs.Tables.Dir = dir
@@ -106,36 +106,36 @@ func runDump(args []string) error {
 	return output.WriteText(os.Stdout, rep)
 }
 
-func dumpCore(path, exe string, objs *unwind.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+func dumpCore(path, exe string, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	c, err := corefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	target, err := stacks.FromCore(c, exe, objs)
+	tg, err := c.Target(objs, exe)
 	if err != nil {
 		return nil, err
 	}
 	tm.mark("open")
-	warnUnreadable(target.Space)
-	walks := stacks.Walk(target, opt)
+	warnUnreadable(tg.Space)
+	walks := stacks.Walk(tg, opt)
 	tm.mark("unwind")
-	rep := stacks.Report(target, walks, sym)
+	rep := stacks.Report(tg, walks, sym)
 	tm.mark("symbolize")
 	return rep, nil
 }
 
-func dumpLive(pid int, lazy bool, maxStack int, objs *unwind.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+func dumpLive(pid int, lazy bool, maxStack int, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads}
-	var target *stacks.Target
+	var tg *target.Target
 	var walks []stacks.Walked
 	var snap *live.Snapshot
 	var err error
 	if lazy {
 		err = live.WithStopped(pid, lopt, func(s *live.Snapshot) error {
 			snap = s
-			target = stacks.FromLive(s, objs, warn)
-			walks = stacks.Walk(target, opt)
+			tg = s.Target(objs, warn)
+			walks = stacks.Walk(tg, opt)
 			return nil
 		})
 		tm.mark("capture+unwind")
@@ -143,17 +143,17 @@ func dumpLive(pid int, lazy bool, maxStack int, objs *unwind.Objects, opt stacks
 		snap, err = live.Capture(pid, lopt)
 		tm.mark("capture")
 		if err == nil {
-			target = stacks.FromLive(snap, objs, warn)
+			tg = snap.Target(objs, warn)
 			tm.mark("open")
-			walks = stacks.Walk(target, opt)
+			walks = stacks.Walk(tg, opt)
 			tm.mark("unwind")
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	warnUnreadable(target.Space)
-	rep := stacks.Report(target, walks, sym)
+	warnUnreadable(tg.Space)
+	rep := stacks.Report(tg, walks, sym)
 	tm.mark("symbolize")
 	pause := snap.Pause.Microseconds()
 	rep.PauseUS = &pause
@@ -164,7 +164,7 @@ func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", msg) }
 
 // warnUnreadable tells the user about mapped objects that could not be
 // opened: their frames print as addresses only.
-func warnUnreadable(space *unwind.AddressSpace) {
+func warnUnreadable(space *target.AddressSpace) {
 	seen := map[string]bool{}
 	for _, m := range space.Mappings() {
 		if m.Module != nil && m.Module.File == nil && !seen[m.Path] {

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -120,18 +119,9 @@ func methodFlag(fs *flag.FlagSet) *string {
 }
 
 func unwinderFor(method string, maxDepth int) (*unwind.Unwinder, error) {
-	var u *unwind.Unwinder
-	switch method {
-	case "fp":
-		u = unwind.NewFP()
-	case "dwarf":
-		u = unwind.NewDWARF()
-	case "sframe":
-		u = &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{}}}
-	case "auto":
-		u = &unwind.Unwinder{Steppers: []unwind.Stepper{sframe.Stepper{}, unwind.CFITable{}, unwind.FramePointers{}}}
-	default:
-		return nil, fmt.Errorf("unknown --method %q (want fp, dwarf, sframe or auto)", method)
+	u, err := unwind.ByName(method)
+	if err != nil {
+		return nil, fmt.Errorf("unknown --method %q (want auto, dwarf, fp or sframe)", method)
 	}
 	u.MaxDepth = maxDepth
 	return u, nil

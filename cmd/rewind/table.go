@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/target"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/unwind"
 )
 
 func runTable(args []string) error {
@@ -29,7 +29,7 @@ row and build time.`)
 			return err
 		}
 		start := time.Now()
-		t, err := unwind.BuildTable(f)
+		t, err := target.BuildTable(f)
 		el := time.Since(start)
 		f.Close()
 		if err != nil {

@@ -1,12 +1,9 @@
-package profiles
+package elfobj
 
 import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"sync"
-
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // pltTable names the PLT entries of one object: symbol tables do not cover
@@ -39,57 +36,38 @@ func (t *pltTable) lookup(addr uint64) (string, bool) {
 	return "", false
 }
 
-// pltCache builds pltTables once per module.
-type pltCache struct {
-	mu sync.Mutex
-	m  map[*unwind.Module]*pltTable
+// PLTName names the PLT entry (the stub a call to a shared function goes
+// through) that holds file virtual address vaddr, as objdump and perf
+// print it: "sym@plt", or "*ABS*+0xADDR@plt" for an IRELATIVE slot.
+// Symbol tables do not cover the stubs, so a frame in one would otherwise
+// have no name. The entries are read on first use.
+func (f *File) PLTName(vaddr uint64) (string, bool) {
+	f.pltOnce.Do(func() {
+		protect(func() error { // debug/elf may panic on a corrupt file
+			f.plt = f.readPLT()
+			return nil
+		})
+	})
+	return f.plt.lookup(vaddr)
 }
 
-func (c *pltCache) table(mod *unwind.Module) *pltTable {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.m[mod]; ok {
-		return t
-	}
-	if c.m == nil {
-		c.m = map[*unwind.Module]*pltTable{}
-	}
-	var t *pltTable
-	if mod.File != nil {
-		t, _ = safeReadPLT(mod.File.Path)
-	}
-	c.m[mod] = t
-	return t
-}
-
-// safeReadPLT is readPLT turning a panic of debug/elf on a corrupt file
-// into an error.
-func safeReadPLT(path string) (t *pltTable, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			t, err = nil, fmt.Errorf("%s: corrupt ELF: %v", path, r)
-		}
-	}()
-	return readPLT(path)
-}
-
-// readPLT reads the PLT entries of an ELF object and names each after the
+// readPLT reads the PLT entries of the object and names each after the
 // relocation of the GOT slot it jumps through, as objdump does: on x86-64
 // the slot is decoded from the entry's "jmp *slot(%rip)"; on arm64 the
-// entries follow the .rela.plt relocations in order.
-func readPLT(path string) (*pltTable, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, err
+// entries follow the .rela.plt relocations in order. It returns nil when
+// the object has no PLT it can name.
+func (file *File) readPLT() *pltTable {
+	f := file.ef
+	if f == nil {
+		return nil
 	}
-	defer f.Close()
 	rela := f.Section(".rela.plt")
-	if rela == nil || f.Class != elf.ELFCLASS64 {
-		return nil, fmt.Errorf("%s: no .rela.plt", path)
+	if rela == nil || f.Class != elf.ELFCLASS64 || rela.Type == elf.SHT_NOBITS {
+		return nil
 	}
 	data, err := rela.Data()
 	if err != nil {
-		return nil, err
+		return nil
 	}
 	syms, _ := f.DynamicSymbols()
 	var names []string
@@ -129,7 +107,7 @@ func readPLT(path string) (*pltTable, error) {
 			t.ranges = append(t.ranges, pltRange{start: s.Addr, end: s.Addr + s.Size, first: s.Addr + 32, size: 16, names: names})
 		}
 	}
-	return t, nil
+	return t
 }
 
 // x86Slot names a 16-byte x86-64 PLT entry at addr by the GOT slot its

@@ -1,4 +1,4 @@
-package profiles
+package elfobj
 
 import (
 	"os"
@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/fuzzcorpus"
-	"github.com/rewindstack/rewind/internal/perftest"
 )
 
 // TestPLTNamesMatchObjdump names every PLT entry of libc and of a program
@@ -18,7 +18,7 @@ func TestPLTNamesMatchObjdump(t *testing.T) {
 	if err != nil {
 		t.Skip("objdump (binutils) is not installed")
 	}
-	files := []string{perftest.BuildCPU(t, "-fomit-frame-pointer")}
+	files := []string{fixture.Build(t, "plt", fixture.Variants[1])}
 	for _, libc := range []string{"/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/aarch64-linux-gnu/libc.so.6"} {
 		if _, err := exec.Command("test", "-e", libc).Output(); err == nil {
 			files = append(files, libc)
@@ -27,10 +27,11 @@ func TestPLTNamesMatchObjdump(t *testing.T) {
 	}
 	label := regexp.MustCompile(`(?m)^([0-9a-f]+) <([^>]+@plt)>:$`)
 	for _, path := range files {
-		tab, err := readPLT(path)
+		f, err := Open(path)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
+		defer f.Close()
 		n := 0
 		for _, sec := range []string{".plt", ".plt.sec"} {
 			out, err := exec.Command(objdump, "-d", "-j", sec, path).Output()
@@ -41,7 +42,7 @@ func TestPLTNamesMatchObjdump(t *testing.T) {
 				addr, _ := strconv.ParseUint(string(m[1]), 16, 64)
 				want := string(m[2])
 				for _, probe := range []uint64{addr, addr + 15} {
-					if got, ok := tab.lookup(probe); !ok || got != want {
+					if got, ok := f.PLTName(probe); !ok || got != want {
 						t.Errorf("%s %s %#x: %q %v, objdump says %q", path, sec, probe, got, ok, want)
 					}
 				}

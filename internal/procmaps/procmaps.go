@@ -1,34 +1,41 @@
-package live
+// Package procmaps reads /proc/PID/maps into target mappings: the one
+// parser of that file, for live captures and for profiling.
+package procmaps
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+	"strings"
 
-const deletedSuffix = " (deleted)"
+	"github.com/rewindstack/rewind/target"
+)
 
-// ReadMaps reads and parses /proc/PID/maps.
-func ReadMaps(pid int) ([]Mapping, error) {
-	return readMapsFile(fmt.Sprintf("/proc/%d/maps", pid))
-}
+// DeletedSuffix is what the kernel appends to the path of a file that was
+// unlinked or replaced after it was mapped (in maps and in /proc/PID/exe).
+const DeletedSuffix = " (deleted)"
 
-func readMapsFile(path string) ([]Mapping, error) {
-	b, err := readFile(path, make([]byte, 0, 64<<10))
+// Read reads and parses /proc/PID/maps.
+func Read(pid int) ([]target.Mapping, error) {
+	path := fmt.Sprintf("/proc/%d/maps", pid)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	maps, err := parseMaps(b)
+	maps, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return maps, nil
 }
 
-// parseMaps parses the text of a maps file. Each line is
+// Parse parses the text of a maps file, in its order (by address). Each line is
 //
 //	start-end perms offset major:minor inode [padding pathname]
 //
 // with the addresses and offset in hex and the inode in decimal. The
 // pathname is everything after the padding that follows the inode, spaces
 // included. The strings of the result share one copy of the text.
-func parseMaps(b []byte) ([]Mapping, error) {
+func Parse(b []byte) ([]target.Mapping, error) {
 	text := string(b)
 	n := 0
 	for i := 0; i < len(text); i++ {
@@ -36,7 +43,7 @@ func parseMaps(b []byte) ([]Mapping, error) {
 			n++
 		}
 	}
-	maps := make([]Mapping, 0, n+1)
+	maps := make([]target.Mapping, 0, n+1)
 	for len(text) > 0 {
 		line := text
 		if i := indexByte(text, '\n'); i >= 0 {
@@ -47,7 +54,7 @@ func parseMaps(b []byte) ([]Mapping, error) {
 		if len(line) == 0 {
 			continue
 		}
-		m, err := parseMapsLine(line)
+		m, err := parseLine(line)
 		if err != nil {
 			return nil, err
 		}
@@ -65,9 +72,9 @@ func indexByte(s string, c byte) int {
 	return -1
 }
 
-// parseMapsLine parses one line of a maps file.
-func parseMapsLine(line string) (Mapping, error) {
-	var m Mapping
+// parseLine parses one line of a maps file.
+func parseLine(line string) (target.Mapping, error) {
+	var m target.Mapping
 	rest := line
 	field := func() string {
 		i := 0
@@ -82,8 +89,8 @@ func parseMapsLine(line string) (Mapping, error) {
 		rest = rest[j:]
 		return f
 	}
-	bad := func(what string) (Mapping, error) {
-		return Mapping{}, fmt.Errorf("bad %s in maps line %q", what, line)
+	bad := func(what string) (target.Mapping, error) {
+		return target.Mapping{}, fmt.Errorf("bad %s in maps line %q", what, line)
 	}
 	rng := field()
 	dash := indexByte(rng, '-')
@@ -114,12 +121,22 @@ func parseMapsLine(line string) (Mapping, error) {
 	for len(rest) > 0 && rest[0] == ' ' {
 		rest = rest[1:]
 	}
-	if len(rest) > len(deletedSuffix) && rest[0] == '/' && rest[len(rest)-len(deletedSuffix):] == deletedSuffix {
-		rest = rest[:len(rest)-len(deletedSuffix)]
+	if len(rest) > len(DeletedSuffix) && rest[0] == '/' && rest[len(rest)-len(DeletedSuffix):] == DeletedSuffix {
+		rest = rest[:len(rest)-len(DeletedSuffix)]
 		m.Deleted = true
 	}
-	m.Path = rest
+	m.Path = unescape(rest)
 	return m, nil
+}
+
+// unescape decodes the one escape the kernel writes in a maps path: a
+// newline in a file name is printed as "\012" (seq_path escapes only the
+// line separator), so such a file can still be opened.
+func unescape(p string) string {
+	if !strings.Contains(p, `\012`) {
+		return p
+	}
+	return strings.ReplaceAll(p, `\012`, "\n")
 }
 
 func parseHex(s string) (uint64, bool) {
@@ -163,13 +180,13 @@ func parseDec(s string) (uint64, bool) {
 	return v, true
 }
 
-// mapRange is a mapping's address range, for finding stack bounds during
-// the pause without parsing the rest of the maps text.
-type mapRange struct{ start, end uint64 }
+// Range is a mapping's address range, for finding stack bounds during a
+// capture's pause without parsing the rest of the maps text.
+type Range struct{ Start, End uint64 }
 
-// scanRanges appends the address range of every line of a maps text to
+// ScanRanges appends the address range of every line of a maps text to
 // r, in order.
-func scanRanges(b []byte, r []mapRange) []mapRange {
+func ScanRanges(b []byte, r []Range) []Range {
 	for len(b) > 0 {
 		i := 0
 		var start, end uint64
@@ -185,7 +202,7 @@ func scanRanges(b []byte, r []mapRange) []mapRange {
 			i++
 		}
 		if end > start {
-			r = append(r, mapRange{start, end})
+			r = append(r, Range{Start: start, End: end})
 		}
 		for i < len(b) && b[i] != '\n' {
 			i++
@@ -207,26 +224,36 @@ func hexVal(c byte) byte {
 	return 0
 }
 
-// findRange returns the range of sorted ranges r that contains addr.
-func findRange(r []mapRange, addr uint64) (mapRange, bool) {
+// FindRange returns the range of sorted ranges r that contains addr.
+func FindRange(r []Range, addr uint64) (Range, bool) {
 	lo, hi := 0, len(r)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if r[m].end <= addr {
+		if r[m].End <= addr {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo < len(r) && r[lo].start <= addr {
+	if lo < len(r) && r[lo].Start <= addr {
 		return r[lo], true
 	}
-	return mapRange{}, false
+	return Range{}, false
 }
 
-// IsFile reports whether the mapping is of a file (its Path is absolute),
-// as opposed to anonymous or special memory ([stack], [vdso], ...).
-func (m *Mapping) IsFile() bool { return len(m.Path) > 0 && m.Path[0] == '/' }
-
-// Executable reports whether the mapping is executable.
-func (m *Mapping) Executable() bool { return len(m.Perms) > 2 && m.Perms[2] == 'x' }
+// Find returns the mapping of sorted maps that contains addr, or nil.
+func Find(maps []target.Mapping, addr uint64) *target.Mapping {
+	lo, hi := 0, len(maps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if maps[m].End <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(maps) && maps[lo].Start <= addr && addr < maps[lo].End {
+		return &maps[lo]
+	}
+	return nil
+}

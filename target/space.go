@@ -1,4 +1,4 @@
-package unwind
+package target
 
 import (
 	"fmt"
@@ -25,45 +25,54 @@ type Module struct {
 	tableOnce sync.Once
 	table     *unwindtable.Table
 	tableErr  error
-	sigMu     sync.Mutex                      // serialises writers of sigCache
-	sigCache  atomic.Pointer[map[uint64]bool] // PC in module -> is a sigreturn trampoline
-	goTopOnce sync.Once
-	goTop     [][2]uint64 // extents of the Go runtime's top-frame functions
+	memo      [maxMemoKeys]atomic.Pointer[memoEntry]
 }
 
-// goTopFrames are the functions where the Go runtime's own traceback ends
-// a stack (those its assembly marks TOPFRAME): a goroutine's entry, a
-// thread's start on g0, the program's start. Below them is no caller, only
-// what the stack or clone left there. Assembly functions carry the .abi0
-// suffix in the symbol table.
-var goTopFrames = map[string]bool{
-	"runtime.goexit": true, "runtime.goexit.abi0": true,
-	"runtime.mstart": true, "runtime.mstart.abi0": true,
-	"runtime.rt0_go": true, "runtime.rt0_go.abi0": true,
+// MemoKey names one kind of data derived from a module (see Module.Memo).
+type MemoKey uint8
+
+// maxMemoKeys bounds the number of MemoKeys a program may create.
+const maxMemoKeys = 16
+
+var (
+	memoMu   sync.Mutex
+	memoKeys MemoKey
+)
+
+// NewMemoKey returns a new key for Module.Memo. Packages create their keys
+// once, in a package-level variable; it panics after 16 keys (a
+// programming error, not a runtime condition).
+func NewMemoKey() MemoKey {
+	memoMu.Lock()
+	defer memoMu.Unlock()
+	if memoKeys >= maxMemoKeys {
+		panic("target: too many memo keys")
+	}
+	memoKeys++
+	return memoKeys - 1
 }
 
-// GoTopFrame reports whether vaddr (an address in the object's own
-// address space) lies in a Go runtime top frame, by the symbol table of a
-// Go binary (a stripped one has none, and this reports false). The
-// functions' extents are looked up once per module; a walk then checks a
-// frame against at most a few ranges.
-func (m *Module) GoTopFrame(vaddr uint64) bool {
-	if m == nil || m.File == nil || !m.File.Go {
-		return false
+type memoEntry struct {
+	once sync.Once
+	v    any
+}
+
+// Memo returns the value the module keeps under key, calling compute to
+// make it on first use (once, even when called concurrently). Packages
+// that derive data from an object — its parsed SFrame section, the
+// extents of its thread-root functions, its signal trampolines, its PLT
+// names — keep it here, so it is computed once per object and lives
+// exactly as long as the module. After the first call it costs two atomic
+// loads, so unwinders may call it per frame.
+func (m *Module) Memo(key MemoKey, compute func(*Module) any) any {
+	slot := &m.memo[key]
+	e := slot.Load()
+	if e == nil {
+		slot.CompareAndSwap(nil, &memoEntry{})
+		e = slot.Load()
 	}
-	m.goTopOnce.Do(func() {
-		for name := range goTopFrames {
-			if lo, hi, ok := m.File.SymbolExtent(name); ok && hi > lo {
-				m.goTop = append(m.goTop, [2]uint64{lo, hi})
-			}
-		}
-	})
-	for _, r := range m.goTop {
-		if vaddr >= r[0] && vaddr < r[1] {
-			return true
-		}
-	}
-	return false
+	e.once.Do(func() { e.v = compute(m) })
+	return e.v
 }
 
 // Table returns the module's compiled unwind table, building it (or taking
@@ -89,15 +98,24 @@ func (m *Module) Table() (*unwindtable.Table, error) {
 	return m.table, m.tableErr
 }
 
+// ModuleWithTable returns a module with no object file whose unwind rules
+// are t: for code that is not in an ELF file (generated code whose rules
+// are known) and for tests.
+func ModuleWithTable(path string, t *unwindtable.Table) *Module {
+	m := &Module{Path: path}
+	m.tableOnce.Do(func() { m.table = t })
+	return m
+}
+
 // BuildTable compiles the CFI of an object (.eh_frame first, then
 // .debug_frame for what it does not cover) into an unwind table.
 func BuildTable(f *elfobj.File) (*unwindtable.Table, error) {
 	var secs []*cfi.Section
 	if s := f.EhFrame; s != nil {
-		secs = append(secs, cfiSection(f, s, cfi.EhFrame))
+		secs = append(secs, CFISection(f, s, cfi.EhFrame))
 	}
 	if s := f.DebugFrame; s != nil {
-		secs = append(secs, cfiSection(f, s, cfi.DebugFrame))
+		secs = append(secs, CFISection(f, s, cfi.DebugFrame))
 	}
 	t, err := unwindtable.Build(f.Arch, secs...)
 	if err != nil {
@@ -106,7 +124,8 @@ func BuildTable(f *elfobj.File) (*unwindtable.Table, error) {
 	return t, nil
 }
 
-func cfiSection(f *elfobj.File, s *elfobj.Section, kind cfi.Kind) *cfi.Section {
+// CFISection describes one of an object's CFI sections for package cfi.
+func CFISection(f *elfobj.File, s *elfobj.Section, kind cfi.Kind) *cfi.Section {
 	ptr := 8
 	if f.Class == 1 { // ELFCLASS32
 		ptr = 4
@@ -181,15 +200,41 @@ func (o *Objects) Module(path string) *Module {
 	return m
 }
 
-// Mapping is one mapped range of an address space.
+// Mapping is one mapped range of an address space, whatever described it
+// (a line of /proc/PID/maps, a core's NT_FILE entry, a perf MMAP2 record).
 type Mapping struct {
 	Start, End uint64
 	Offset     uint64 // file offset mapped at Start
-	Path       string // empty for anonymous memory; "[vdso]", "[stack]", ... for special ones
+	// Path is the mapped file, "" for anonymous memory, or the kernel's
+	// name for special memory ("[vdso]", "[stack]", "[heap]").
+	Path string
+	// Perms are the permissions as /proc/PID/maps prints them ("r-xp"),
+	// or "" when the source does not record them (a core's NT_FILE).
+	Perms string
+	// Deleted reports that the file was unlinked or replaced after it was
+	// mapped (the kernel's " (deleted)" suffix, which Path does not keep).
+	Deleted bool
+	// Dev and Inode identify the mapped file ("fd:01", 1234), when known.
+	Dev   string
+	Inode uint64
 	// Module is the object mapped here, nil for anonymous or special memory.
 	Module *Module
 	// Bias is the load bias: runtime address = object address + Bias.
 	Bias uint64
+}
+
+// IsFile reports whether the mapping is of a file (its Path is absolute),
+// as opposed to anonymous or special memory ([stack], [vdso], ...).
+func (m *Mapping) IsFile() bool { return len(m.Path) > 0 && m.Path[0] == '/' }
+
+// Executable reports whether the mapping is executable; a mapping whose
+// permissions are unknown counts as executable when it maps a file or the
+// vDSO.
+func (m *Mapping) Executable() bool {
+	if m.Perms == "" {
+		return m.IsFile() || m.Path == "[vdso]"
+	}
+	return len(m.Perms) > 2 && m.Perms[2] == 'x'
 }
 
 // AddressSpace resolves runtime addresses to mappings.
@@ -197,14 +242,17 @@ type AddressSpace struct {
 	maps []*Mapping // sorted by Start
 }
 
-// NewAddressSpace builds an address space from mappings. Mappings of files
-// get their Module (through objs) and load bias computed here; a file that
-// cannot be opened leaves Module.File nil, and its error is kept.
+// NewAddressSpace builds an address space from mappings. Executable
+// mappings of files get their Module (through objs) and load bias
+// computed here; a file that cannot be opened leaves Module.File nil, and
+// its error is kept.
 func NewAddressSpace(maps []Mapping, objs *Objects) *AddressSpace {
 	s := &AddressSpace{}
 	for i := range maps {
 		m := maps[i]
-		if m.Module == nil && objs != nil && m.Path != "" && m.Path[0] == '/' {
+		// Only code needs its object: data files mapped by the process
+		// (locale archives, caches, fonts) are never opened.
+		if m.Module == nil && objs != nil && m.IsFile() && m.Executable() {
 			m.Module = objs.Module(m.Path)
 			if f := m.Module.File; f != nil {
 				if b, err := f.Bias(m.Start, m.Offset); err == nil {

@@ -1,0 +1,42 @@
+package live
+
+import (
+	"fmt"
+
+	"github.com/rewindstack/rewind/target"
+)
+
+// Target makes a target of the snapshot: its threads (those captured; a
+// thread that could not be is reported through warn) over its memory and
+// mappings. Objects are opened through the snapshot (OpenObject:
+// /proc/PID/map_files, then /proc/PID/root), so processes in other mount
+// namespaces and deleted files work; the [vdso] is read from the
+// process's memory. objs may be nil; warn may be nil.
+func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Target {
+	if objs == nil {
+		objs = &target.Objects{}
+	}
+	if objs.Open == nil {
+		objs.Open = s.OpenObject
+	}
+	ctxs := make([]target.Context, 0, len(s.Threads))
+	for _, th := range s.Threads {
+		if th.Err != nil {
+			if warn != nil {
+				warn(fmt.Sprintf("thread %d: %v", th.TID, th.Err))
+			}
+			continue
+		}
+		ctxs = append(ctxs, target.Thread(th.TID, th.Name, th.Regs))
+	}
+	return target.New(target.Config{
+		PID:      s.PID,
+		Source:   s.Exe,
+		Arch:     hostArch,
+		Mem:      s.Mem,
+		Mappings: s.Maps,
+		Objects:  objs,
+		Contexts: ctxs,
+		Warn:     warn,
+	})
+}

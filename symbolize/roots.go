@@ -1,0 +1,114 @@
+package symbolize
+
+import (
+	"strings"
+
+	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/target"
+)
+
+// RootKind says what a thread-root function is.
+type RootKind uint8
+
+// Root kinds.
+const (
+	// NotRoot: an ordinary function.
+	NotRoot RootKind = iota
+	// ThreadEntry: the first function of a thread (the program's _start,
+	// the clone/clone3 wrappers a new thread starts in): nothing above it
+	// is a frame.
+	ThreadEntry
+	// GoTopFrame: a function Go's own traceback ends a stack at (its
+	// assembly marks them TOPFRAME: runtime.goexit for goroutines,
+	// runtime.mstart and runtime.rt0_go for the g0 stacks). Below it is
+	// no caller, only what the stack or clone left there.
+	GoTopFrame
+	// StartFunction: a function a complete stack passes through just
+	// below its entry (libc's program and thread start functions).
+	StartFunction
+)
+
+// rootFunctions are the functions a complete stack ends in, by kind.
+// Assembly functions of the Go runtime carry the .abi0 suffix in the
+// symbol table.
+var rootFunctions = map[string]RootKind{
+	"_start": ThreadEntry, "clone": ThreadEntry, "__clone": ThreadEntry,
+	"clone3": ThreadEntry, "__clone3": ThreadEntry, "__clone_internal": NotRoot,
+	"__libc_start_main": StartFunction, "__libc_start_main_impl": StartFunction,
+	"__libc_start_call_main": StartFunction, "start_thread": StartFunction,
+	"runtime.goexit": GoTopFrame, "runtime.goexit.abi0": GoTopFrame,
+	"runtime.mstart": GoTopFrame, "runtime.mstart.abi0": GoTopFrame,
+	"runtime.rt0_go": GoTopFrame, "runtime.rt0_go.abi0": GoTopFrame,
+}
+
+// Root returns the root kind of a function (a symbol name, with or
+// without a symbol version such as @@GLIBC_2.34).
+func Root(function string) RootKind {
+	if at := strings.IndexByte(function, '@'); at > 0 {
+		function = function[:at]
+	}
+	return rootFunctions[function]
+}
+
+// IsRoot reports whether function is one a complete thread stack ends in
+// (any kind but NotRoot).
+func IsRoot(function string) bool { return Root(function) != NotRoot }
+
+// RootRange is the extent of a root function in a module, in the
+// object's own addresses.
+type RootRange struct {
+	Start, End uint64
+	Kind       RootKind
+}
+
+var rootsKey = target.NewMemoKey()
+
+// RootRanges returns the extents of the thread-entry and Go top-frame
+// functions in a module (StartFunctions are not included: stacks
+// continue above them), from its symbol tables and those of its separate
+// debug file in DefaultDebugDir (glibc's __clone3 is a local symbol). It
+// is computed once per module.
+func RootRanges(mod *target.Module) []RootRange {
+	if mod == nil || mod.File == nil {
+		return nil
+	}
+	return mod.Memo(rootsKey, findRoots).([]RootRange)
+}
+
+func findRoots(mod *target.Module) any {
+	files := []*elfobj.File{mod.File}
+	if df := moduleDebugFile(mod); df != nil {
+		files = append(files, df)
+	}
+	var out []RootRange
+	seen := map[uint64]bool{}
+	for name, kind := range rootFunctions {
+		if kind != ThreadEntry && kind != GoTopFrame {
+			continue
+		}
+		if kind == GoTopFrame && !mod.File.Go {
+			continue
+		}
+		for _, f := range files {
+			if lo, hi, ok := f.SymbolExtent(name); ok && hi > lo && !seen[lo] {
+				seen[lo] = true
+				out = append(out, RootRange{Start: lo, End: hi, Kind: kind})
+			}
+		}
+	}
+	return out
+}
+
+var debugKey = target.NewMemoKey()
+
+// moduleDebugFile returns the module's separate debug file found in
+// DefaultDebugDir, opened once per module; nil when there is none.
+func moduleDebugFile(mod *target.Module) *elfobj.File {
+	if mod == nil || mod.File == nil {
+		return nil
+	}
+	f, _ := mod.Memo(debugKey, func(mod *target.Module) any {
+		return findDebugFile(mod.File, []string{DefaultDebugDir})
+	}).(*elfobj.File)
+	return f
+}

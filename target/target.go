@@ -1,0 +1,171 @@
+// Package target owns what rewind unwinds: a set of contexts (register
+// sets: threads, fibers, goroutines, interrupted frames) over one memory
+// and one address space (mappings and the modules mapped there).
+//
+// Every source builds a Target through New, from its own package: a live
+// process (live.Snapshot.Target), a core file (corefile.Core.Target), a
+// perf sample (profiles.Sample.Target). A new kind of context — the saved
+// context of an inactive fiber, a goroutine's gobuf — is one constructor
+// that returns Contexts (and, when it copied memory, the Regions that hold
+// it) for a Target that already exists. The unwinder (package unwind)
+// reads a Context's registers, the Target's Memory and AddressSpace and
+// nothing else; the symbolizer (package symbolize) reads Modules.
+package target
+
+import (
+	"fmt"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// Kind is what a context is.
+type Kind uint8
+
+// Context kinds.
+const (
+	// KindThread is an OS thread, stopped or as the kernel saved it.
+	KindThread Kind = iota
+	// KindFiber is an inactive user-space context: a fiber, coroutine or
+	// ucontext whose registers were saved in memory by a switch routine.
+	KindFiber
+	// KindGoroutine is a goroutine that is not running on a thread: its
+	// registers are its saved gobuf.
+	KindGoroutine
+	// KindSignal is a frame interrupted by a signal, from the context the
+	// kernel saved.
+	KindSignal
+)
+
+var kindNames = [...]string{"thread", "fiber", "goroutine", "signal"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Context is one register set to unwind from.
+type Context struct {
+	Kind Kind
+	// ID identifies the context within its kind when HasID is set: the
+	// TID of a thread, a fiber's or a goroutine's id.
+	ID    int64
+	HasID bool
+	// TID is the OS thread the context belongs to or runs on (a thread's
+	// own TID, a fiber's cord, a running goroutine's M); 0 when none.
+	TID int
+	// Name is the thread's comm, the fiber's name; "" when unknown.
+	Name string
+	// Regs are the registers the walk starts from.
+	Regs regs.Regs
+	// Mem, when not nil, is the memory this context's walk reads instead
+	// of the Target's (a fiber stack copied apart, for example).
+	Mem Memory
+	// Err is set when the context could not be captured; Regs are then
+	// empty and the context is reported, not unwound.
+	Err error
+}
+
+// Thread returns a thread context.
+func Thread(tid int, name string, r regs.Regs) Context {
+	return Context{Kind: KindThread, ID: int64(tid), HasID: true, TID: tid, Name: name, Regs: r}
+}
+
+// Target is everything needed to unwind a set of contexts.
+type Target struct {
+	// PID is the process, 0 when unknown.
+	PID int
+	// Source says where the target came from ("core FILE", the live
+	// process's executable).
+	Source string
+	Arch   regs.Arch
+	// Contexts are the register sets to unwind.
+	Contexts []Context
+	Mem      Memory
+	Space    *AddressSpace
+}
+
+// Config describes a target to New.
+type Config struct {
+	PID    int
+	Source string
+	Arch   regs.Arch
+	// Mem reads the target's memory.
+	Mem Memory
+	// Mappings are the address space as the source describes it, in any
+	// order; New fills in each mapping's Module and Bias. A "[vdso]"
+	// mapping gets its module from VDSO, or else from the image in Mem.
+	Mappings []Mapping
+	// Objects opens mapped files and caches their unwind tables; nil
+	// means a new Objects.
+	Objects *Objects
+	// VDSO, when not nil, is the vDSO's module (for sources whose memory
+	// does not hold the image, such as perf samples).
+	VDSO *Module
+	// Contexts are the register sets to unwind.
+	Contexts []Context
+	// Warn receives one line per problem that does not stop the target
+	// from being built (a vDSO that cannot be read); it may be nil.
+	Warn func(string)
+}
+
+// New builds a target: the one constructor every source goes through.
+func New(c Config) *Target {
+	objs := c.Objects
+	if objs == nil {
+		objs = &Objects{}
+	}
+	maps := make([]Mapping, len(c.Mappings))
+	copy(maps, c.Mappings)
+	for i := range maps {
+		m := &maps[i]
+		if m.Path != VDSOPath || m.Module != nil {
+			continue
+		}
+		mod := c.VDSO
+		if mod == nil && c.Mem != nil {
+			var err error
+			if mod, err = ReadVDSO(c.Mem, m.Start, m.End, objs); err != nil && c.Warn != nil {
+				c.Warn(err.Error())
+			}
+		}
+		if mod != nil && mod.File != nil {
+			if b, err := mod.File.Bias(m.Start, m.Offset); err == nil {
+				m.Module, m.Bias = mod, b
+			}
+		}
+	}
+	ctxs := make([]Context, len(c.Contexts))
+	copy(ctxs, c.Contexts)
+	return &Target{
+		PID:      c.PID,
+		Source:   c.Source,
+		Arch:     c.Arch,
+		Contexts: ctxs,
+		Mem:      c.Mem,
+		Space:    NewAddressSpace(maps, objs),
+	}
+}
+
+// Memory returns the memory a context's walk reads.
+func (t *Target) Memory(c *Context) Memory {
+	if c.Mem != nil {
+		return c.Mem
+	}
+	return t.Mem
+}
+
+// Threads returns the thread contexts, in order.
+func (t *Target) Threads() []Context {
+	var out []Context
+	for _, c := range t.Contexts {
+		if c.Kind == KindThread {
+			out = append(out, c)
+		}
+	}
+	return out
+}
