@@ -68,6 +68,9 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		s.mark(markMaps)
 		s.copyStacks()
 		s.copySwitched()
+		if s.during != nil {
+			s.during(&Reader{tid: s.memTID()})
+		}
 		s.mark(markCopied)
 		if testHookStopped != nil {
 			testHookStopped(s.pid)
@@ -149,6 +152,7 @@ type session struct {
 	byTID   map[int]*tstate
 	mapsRaw []byte           // the maps text, read during the pause
 	ranges  []procmaps.Range // the address ranges in it
+	during  func(*Reader)    // Options.During
 	mapsErr error
 
 	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
@@ -178,7 +182,7 @@ type tstate struct {
 
 func newSession(info procInfo, opt Options) *session {
 	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, ourChild: info.ppid == os.Getpid(),
-		byTID: map[int]*tstate{}, maxStack: opt.MaxStack}
+		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During}
 	if len(opt.Threads) > 0 {
 		s.want = map[int]bool{}
 		for _, tid := range opt.Threads {

@@ -39,6 +39,11 @@ type Options struct {
 	// documentation). A TID that is not a thread of the process is
 	// reported as a Thread with Err set.
 	Threads []int
+	// During, when set, is called once while every thread is stopped,
+	// after the stacks are copied, to copy more of the process's memory
+	// in the same pause (a Go program's goroutines, for example) through
+	// r's batched reads. It must not keep r.
+	During func(r *Reader)
 }
 
 // Thread is one captured thread.

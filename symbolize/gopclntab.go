@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // goTable reads a Go binary's runtime symbol table (.gopclntab, the "pcln
@@ -41,6 +42,9 @@ type goTable struct {
 	// offsets are relative to; nil when it could not be located (then no
 	// inline trees are reported).
 	gofunc []byte
+
+	wrapOnce sync.Once
+	wrapID   int // abi.FuncIDWrapper of this binary's Go version, -1 if unknown
 }
 
 // Offsets and indexes of the Go 1.20+ formats.
@@ -50,6 +54,7 @@ const (
 	goPCDataInlTreeIdx  = 2  // abi.PCDATA_InlTreeIndex
 	goFuncDataInlTree   = 3  // abi.FUNCDATA_InlTree
 	goInlinedCallSize   = 16 // sizeof(runtime.inlinedCall)
+	goFuncIDOffset      = 40 // _func.funcID
 	goModTextWord       = 22 // moduledata.text, in pointer-sized words
 	goModGofuncWord     = 40 // moduledata.gofunc
 	goModFuncnameWord   = 1  // moduledata.funcnametab.ptr
@@ -441,7 +446,8 @@ func (t *goTable) lookup(pc uint64) ([]Location, bool) {
 			nameOff := int32(t.bo.Uint32(tree[rec+4:]))
 			parentPC := int32(t.bo.Uint32(tree[rec+8:]))
 			file, line := t.fileLine(&f, cur)
-			locs = append(locs, Location{Function: goPrintName(t.funcName(nameOff)), File: file, Line: line, Inlined: true})
+			locs = append(locs, Location{Function: goPrintName(t.funcName(nameOff)), File: file, Line: line, Inlined: true,
+				GoWrapper: int(tree[rec]) == t.wrapperID()})
 			next := f.entry + uint64(int64(parentPC))
 			if parentPC < 0 || next >= f.end {
 				break
@@ -451,7 +457,8 @@ func (t *goTable) lookup(pc uint64) ([]Location, bool) {
 		}
 	}
 	file, line := t.fileLine(&f, cur)
-	locs = append(locs, Location{Function: goPrintName(t.funcName(f.nameOff)), Offset: pc - f.entry, File: file, Line: line})
+	locs = append(locs, Location{Function: goPrintName(t.funcName(f.nameOff)), Offset: pc - f.entry, File: file, Line: line,
+		GoWrapper: int(f.rec[goFuncIDOffset]) == t.wrapperID()})
 	return locs, true
 }
 

@@ -50,6 +50,7 @@ func runDump(args []string) error {
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) to stderr")
+	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -75,6 +76,10 @@ func runDump(args []string) error {
 	if *stats {
 		tm = newTimings()
 		defer tm.print()
+	}
+	if *goroutines {
+		return dumpGoroutines(goroutineDump{core: *core, exe: *exe, pos: pos, maxStack: *maxStack,
+			json: *asJSON, group: *group, objs: objs, u: u, sym: sym, tm: tm})
 	}
 	var rep *output.Report
 	switch {

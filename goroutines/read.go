@@ -1,0 +1,322 @@
+package goroutines
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/rewindstack/rewind/internal/goruntime"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/target"
+)
+
+// Goroutine states (runtime2.go), without the _Gscan bit.
+const (
+	gIdle       = 0
+	gRunnable   = 1
+	gRunning    = 2
+	gSyscall    = 3
+	gWaiting    = 4
+	gDead       = 6
+	gCopystack  = 8
+	gLeaked     = 10
+	gPreempted  = 9
+	gDeadExtra  = 11
+	gScan       = 0x1000
+	maxStatus   = 11
+	maxGoroutes = 10 << 20 // more than the runtime can hold in practice
+	// maxStackCopy bounds the used stack copied per goroutine; deeper
+	// stacks are cut (with a note).
+	maxStackCopy = 1 << 20
+	maxLabels    = 1 << 10
+	maxLabelLen  = 1 << 16
+)
+
+var statusNames = [...]string{gIdle: "idle", gRunnable: "runnable", gRunning: "running", gSyscall: "syscall",
+	gWaiting: "waiting", gDead: "dead", gCopystack: "copystack", gLeaked: "leaked", gPreempted: "preempted",
+	gDeadExtra: "waiting for cgo callback"}
+
+// batchReader reads many ranges of target memory at once: live.Reader's
+// process_vm_readv batches during a capture's pause, or a core's memory.
+type batchReader interface {
+	ReadBatch(reads []live.Read)
+}
+
+// memBatch adapts a target.Memory (a core file) to batchReader.
+type memBatch struct{ mem target.Memory }
+
+func (m memBatch) ReadBatch(reads []live.Read) {
+	for i := range reads {
+		r := &reads[i]
+		r.N = 0
+		if m.mem.ReadMemory(r.Addr, r.Buf) == nil {
+			r.N = len(r.Buf)
+			continue
+		}
+		// Whatever comes before an unreadable page.
+		for n := len(r.Buf) / 2; n >= 8; n /= 2 {
+			if m.mem.ReadMemory(r.Addr, r.Buf[:n]) == nil {
+				r.N = n
+				break
+			}
+		}
+	}
+}
+
+// raw is one goroutine as copied: its g's fields and its stack.
+type raw struct {
+	addr                   uint64 // the g
+	goid, parent           int64
+	status                 uint32
+	scan                   bool
+	waitReason             uint8
+	waitSince              int64
+	stackLo, stackHi       uint64
+	sp, pc, bp             uint64 // g.sched
+	syscallSP, syscallPC   uint64
+	m, lockedM             uint64
+	gopc, startpc          uint64
+	labelsPtr              uint64
+	stack                  target.Region // [sp or syscallsp, ...) as copied
+	labels                 map[string]string
+	tid                    int // the M's thread, for running and syscall
+	stackCut               bool
+	labelsErr, labelsUnsup bool
+}
+
+// snapshot is what one read of the runtime's goroutines found.
+type snapshot struct {
+	gs    []raw
+	notes []string
+}
+
+func u64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
+
+// readAll copies the goroutine list, every live g and the used part of
+// every stack that is not running, with a few batched reads: the allgs
+// slice header, the pointer array, the g structs, then stacks, Ms and
+// labels together, then label strings. bias is the executable's load
+// bias.
+func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, error) {
+	s := &snapshot{}
+	var hdr [16]byte
+	reads := []live.Read{{Addr: lay.AllGs + bias, Buf: hdr[:]}}
+	rd.ReadBatch(reads)
+	if reads[0].N != len(hdr) {
+		return nil, fmt.Errorf("cannot read runtime.allgs at %#x", lay.AllGs+bias)
+	}
+	ptr, n := u64(hdr[:], 0), u64(hdr[:], 8)
+	if n > maxGoroutes {
+		return nil, fmt.Errorf("runtime.allgs at %#x claims %d goroutines", lay.AllGs+bias, n)
+	}
+	if n == 0 {
+		return s, nil
+	}
+	ptrs := make([]byte, 8*n)
+	reads[0] = live.Read{Addr: ptr, Buf: ptrs}
+	rd.ReadBatch(reads)
+	if reads[0].N != len(ptrs) {
+		return nil, fmt.Errorf("cannot read the %d goroutine pointers at %#x", n, ptr)
+	}
+	gsize := lay.G.Size
+	buf := make([]byte, int(n)*gsize)
+	reads = make([]live.Read, n)
+	for i := range reads {
+		reads[i] = live.Read{Addr: u64(ptrs, 8*i), Buf: buf[i*gsize : (i+1)*gsize : (i+1)*gsize]}
+	}
+	rd.ReadBatch(reads)
+	o := &lay.G
+	s.gs = make([]raw, 0, n)
+	for i := range reads {
+		r := &reads[i]
+		if r.N != gsize {
+			s.notes = append(s.notes, fmt.Sprintf("g at %#x: unreadable, dropped", r.Addr))
+			continue
+		}
+		b := r.Buf
+		st := uint32(u64(b, o.Status))
+		g := raw{addr: r.Addr, status: st &^ gScan, scan: st&gScan != 0,
+			goid: int64(u64(b, o.Goid)), parent: int64(u64(b, o.ParentGoid)),
+			waitReason: b[o.WaitReason], waitSince: int64(u64(b, o.WaitSince)),
+			stackLo: u64(b, o.StackLo), stackHi: u64(b, o.StackHi),
+			sp: u64(b, o.SchedSP), pc: u64(b, o.SchedPC), bp: u64(b, o.SchedBP),
+			syscallSP: u64(b, o.SyscallSP), syscallPC: u64(b, o.SyscallPC),
+			m: u64(b, o.M), lockedM: u64(b, o.LockedM), gopc: u64(b, o.GoPC), startpc: u64(b, o.StartPC),
+			labelsPtr: u64(b, o.Labels)}
+		if g.status == gDead || g.status == gIdle || g.status == gDeadExtra {
+			continue
+		}
+		if why := g.torn(); why != "" {
+			s.notes = append(s.notes, fmt.Sprintf("goroutine %d (g %#x) dropped: torn (%s)", g.goid, g.addr, why))
+			continue
+		}
+		s.gs = append(s.gs, g)
+	}
+	s.copyStacksAndMs(rd, lay)
+	if lay.Labels.Supported {
+		s.readLabels(rd)
+	} else {
+		for i := range s.gs {
+			if s.gs[i].labelsPtr != 0 {
+				s.notes = append(s.notes, fmt.Sprintf("pprof labels are not read for %s (a Go map before Go 1.24)", lay.GoVersion))
+				break
+			}
+		}
+	}
+	sort.Slice(s.gs, func(i, j int) bool { return s.gs[i].goid < s.gs[j].goid })
+	return s, nil
+}
+
+// torn says why a g's fields are not a consistent goroutine ("" when they
+// are): a g being created or torn down while the process was read (a core
+// of a crash in the scheduler, or a live read without a pause).
+func (g *raw) torn() string {
+	switch {
+	case g.status > maxStatus:
+		return fmt.Sprintf("status %#x", g.status)
+	case g.goid <= 0:
+		return fmt.Sprintf("goid %d", g.goid)
+	case g.stackLo == 0 || g.stackHi <= g.stackLo || g.stackHi-g.stackLo > 1<<30:
+		return fmt.Sprintf("stack [%#x, %#x)", g.stackLo, g.stackHi)
+	}
+	if sp := g.savedSP(); sp != 0 && (sp < g.stackLo || sp > g.stackHi) {
+		return fmt.Sprintf("saved sp %#x outside its stack [%#x, %#x)", sp, g.stackLo, g.stackHi)
+	}
+	if g.status != gRunning && g.savedSP() == 0 {
+		return "no saved registers"
+	}
+	return ""
+}
+
+// savedSP is where the goroutine's saved frames start: g.syscallsp in a
+// system call, g.sched.sp otherwise (0 for a running goroutine).
+func (g *raw) savedSP() uint64 {
+	switch g.status {
+	case gRunning:
+		return 0
+	case gSyscall:
+		if g.syscallSP != 0 {
+			return g.syscallSP
+		}
+	}
+	return g.sp
+}
+
+// copyStacksAndMs copies, in one batch, the used part of each stack that
+// is not running and the procid of each M a goroutine is on.
+func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
+	var reads []live.Read
+	total := 0
+	for i := range s.gs {
+		g := &s.gs[i]
+		if sp := g.savedSP(); sp != 0 {
+			total += int(min(g.stackHi-sp, maxStackCopy))
+		}
+	}
+	arena := make([]byte, total)
+	used := 0
+	ms := map[uint64]int{}
+	for i := range s.gs {
+		g := &s.gs[i]
+		if sp := g.savedSP(); sp != 0 {
+			n := int(min(g.stackHi-sp, maxStackCopy))
+			g.stackCut = g.stackHi-sp > maxStackCopy
+			reads = append(reads, live.Read{Addr: sp, Buf: arena[used : used+n : used+n]})
+			used += n
+		}
+		if g.m != 0 && (g.status == gRunning || g.status == gSyscall) {
+			if _, ok := ms[g.m]; !ok {
+				ms[g.m] = -1
+			}
+		}
+	}
+	nStacks := len(reads)
+	mbuf := make([]byte, 8*len(ms))
+	k := 0
+	for m := range ms {
+		ms[m] = len(reads)
+		reads = append(reads, live.Read{Addr: m + uint64(lay.M.ProcID), Buf: mbuf[8*k : 8*k+8 : 8*k+8]})
+		k++
+	}
+	rd.ReadBatch(reads)
+	j := 0
+	for i := range s.gs {
+		g := &s.gs[i]
+		if g.savedSP() != 0 {
+			r := &reads[j]
+			j++
+			g.stack = target.Region{Addr: r.Addr, Data: r.Buf[:r.N:r.N]}
+			if r.N < len(r.Buf) {
+				s.notes = append(s.notes, fmt.Sprintf("goroutine %d: stack readable for %d of %d bytes from %#x", g.goid, r.N, len(r.Buf), r.Addr))
+			}
+			if g.stackCut {
+				s.notes = append(s.notes, fmt.Sprintf("goroutine %d: stack of %d bytes cut at %d", g.goid, g.stackHi-r.Addr, maxStackCopy))
+			}
+		}
+		if idx, ok := ms[g.m]; ok && idx >= nStacks && reads[idx].N == 8 && (g.status == gRunning || g.status == gSyscall) {
+			g.tid = int(u64(reads[idx].Buf, 0))
+		}
+	}
+}
+
+// readLabels reads the pprof label sets: g.labels points at a struct
+// whose first field is a []struct{key, value string}. Two batches: the
+// slice headers with their arrays, then the strings.
+func (s *snapshot) readLabels(rd batchReader) {
+	var idx []int
+	var reads []live.Read
+	for i := range s.gs {
+		if s.gs[i].labelsPtr != 0 {
+			idx = append(idx, i)
+			reads = append(reads, live.Read{Addr: s.gs[i].labelsPtr, Buf: make([]byte, 16)})
+		}
+	}
+	if len(reads) == 0 {
+		return
+	}
+	rd.ReadBatch(reads)
+	var arrays []live.Read
+	var owners []int
+	for k, r := range reads {
+		if r.N != 16 {
+			continue
+		}
+		p, n := u64(r.Buf, 0), u64(r.Buf, 8)
+		if n == 0 || n > maxLabels || p == 0 {
+			continue
+		}
+		arrays = append(arrays, live.Read{Addr: p, Buf: make([]byte, 32*n)})
+		owners = append(owners, idx[k])
+	}
+	rd.ReadBatch(arrays)
+	var strs []live.Read
+	type kv struct{ g, pair int }
+	var slots []kv
+	for k, a := range arrays {
+		if a.N != len(a.Buf) {
+			continue
+		}
+		for p := 0; p < len(a.Buf)/32; p++ {
+			for f := 0; f < 2; f++ {
+				ptr, ln := u64(a.Buf, 32*p+16*f), u64(a.Buf, 32*p+16*f+8)
+				if ln > maxLabelLen {
+					ln = 0
+				}
+				strs = append(strs, live.Read{Addr: ptr, Buf: make([]byte, ln)})
+			}
+			slots = append(slots, kv{owners[k], p})
+		}
+	}
+	rd.ReadBatch(strs)
+	for i, sl := range slots {
+		key, val := strs[2*i], strs[2*i+1]
+		if key.N != len(key.Buf) || val.N != len(val.Buf) {
+			continue
+		}
+		g := &s.gs[sl.g]
+		if g.labels == nil {
+			g.labels = map[string]string{}
+		}
+		g.labels[string(key.Buf)] = string(val.Buf)
+	}
+}

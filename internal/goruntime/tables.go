@@ -1,0 +1,57 @@
+package goruntime
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// versionTable is the layout of one Go release line (major.minor), for
+// binaries without DWARF. Offsets were taken from the DWARF of binaries
+// built by that release (TestTablesMatchDWARF checks the machine's).
+type versionTable struct {
+	version     string // "go1.26"
+	g           GOffsets
+	m           MOffsets
+	labels      LabelLayout
+	waitReasons []string
+}
+
+var tables = map[string]*versionTable{}
+
+func addTable(t *versionTable) { tables[t.version] = t }
+
+// majorMinor returns "go1.N" of a version string ("go1.26.8",
+// "go1.27rc1", "devel ..." -> "").
+func majorMinor(v string) string {
+	if !strings.HasPrefix(v, "go1.") {
+		return ""
+	}
+	rest := v[len("go1."):]
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 {
+		return ""
+	}
+	return "go1." + rest[:n]
+}
+
+func tableFor(version string) (*versionTable, bool) {
+	t, ok := tables[majorMinor(version)]
+	return t, ok
+}
+
+func tableVersions() string {
+	var vs []string
+	for v := range tables {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool {
+		a, _ := strconv.Atoi(strings.TrimPrefix(vs[i], "go1."))
+		b, _ := strconv.Atoi(strings.TrimPrefix(vs[j], "go1."))
+		return a < b
+	})
+	return strings.Join(vs, ", ")
+}
