@@ -163,7 +163,7 @@ func parseDump(text string) map[int64]*goDump {
 			out[id] = cur
 			continue
 		}
-		if cur == nil || ln == "" || strings.HasPrefix(ln, "\t") {
+		if cur == nil || ln == "" || strings.HasPrefix(ln, "\t") || strings.HasPrefix(ln, "# ") {
 			continue
 		}
 		pos := ""
@@ -277,18 +277,30 @@ func requirePtrace(t *testing.T) {
 // TestLiveMatchesOwnDump dumps the fixture's ~300 parked goroutines live
 // and compares each with the program's own debug=2 dump taken right
 // after: wait reason, frames with file:line and offsets, creator.
+//
+// Besides the machine's Go, the fixture is built with go1.27.3 and with
+// the toolchains REWIND_GO_TOOLCHAINS lists (e.g. "go1.22.12 go1.23.12
+// go1.24.13 go1.25.14"), which the go command fetches from the module
+// proxy (a toolchain it cannot fetch is skipped, saying so).
 func TestLiveMatchesOwnDump(t *testing.T) {
 	requirePtrace(t)
-	for _, v := range []struct {
-		name  string
-		env   []string
-		flags []string
-	}{
-		{"dwarf", nil, nil},
-		{"stripped", nil, []string{"-ldflags=-s -w"}},
-	} {
+	type variant struct {
+		name      string
+		toolchain string
+		flags     []string
+	}
+	vs := []variant{{"dwarf", "", nil}, {"stripped", "", []string{"-ldflags=-s -w"}}}
+	for _, tc := range append([]string{"go1.27.3"}, strings.Fields(os.Getenv("REWIND_GO_TOOLCHAINS"))...) {
+		vs = append(vs, variant{tc + "/dwarf", tc, nil}, variant{tc + "/stripped", tc, []string{"-ldflags=-s -w"}})
+	}
+	for _, v := range vs {
 		t.Run(v.name, func(t *testing.T) {
-			p := startParked(t, buildParked(t, v.env, v.flags...), "")
+			var env []string
+			if v.toolchain != "" {
+				requireToolchain(t, v.toolchain)
+				env = []string{"GOTOOLCHAIN=" + v.toolchain}
+			}
+			p := startParked(t, buildParked(t, env, v.flags...), "")
 			rep, text, snap := liveDump(t, p.cmd.Process.Pid)
 			own := p.ownDump(t)
 			n := compareDumps(t, text, own)
@@ -298,6 +310,30 @@ func TestLiveMatchesOwnDump(t *testing.T) {
 			}
 			checkKinds(t, rep)
 		})
+	}
+}
+
+var toolchains = map[string]error{}
+
+// requireToolchain skips t when the go command cannot run toolchain tc
+// (it downloads it from the module proxy on first use).
+func requireToolchain(t *testing.T, tc string) {
+	t.Helper()
+	err, seen := toolchains[tc]
+	if !seen {
+		cmd := exec.Command("go", "version")
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+tc, "GOFLAGS=", "GOWORK=off")
+		var out []byte
+		out, err = cmd.CombinedOutput()
+		if err == nil && !strings.Contains(string(out), tc+" ") {
+			err = fmt.Errorf("go version says %q", strings.TrimSpace(string(out)))
+		} else if err != nil {
+			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+		toolchains[tc] = err
+	}
+	if err != nil {
+		t.Skipf("toolchain %s unavailable: %v", tc, err)
 	}
 }
 
@@ -316,14 +352,24 @@ func checkKinds(t *testing.T, rep *goroutines.Report) {
 			t.Errorf("goroutine %d in a system call has no thread", g.ID)
 		}
 	}
-	for _, w := range []string{"chan receive", "chan send", "select", "sync.Mutex.Lock", "sync.RWMutex.RLock",
-		"sync.Cond.Wait", "sleep", "IO wait", "sync.WaitGroup.Wait"} {
+	waits := []string{"chan receive", "chan send", "select", "sync.Mutex.Lock", "sync.RWMutex.RLock",
+		"sync.Cond.Wait", "sleep", "IO wait"}
+	// sync.WaitGroup.Wait has its own wait reason since Go 1.24 (before,
+	// semacquire); pprof labels are a slice since 1.24 (before, a map,
+	// which is not read).
+	modern := rep.GoVersion >= "go1.24" || len(rep.GoVersion) > len("go1.2x") && rep.GoVersion[:6] >= "go1.24"
+	if modern {
+		waits = append(waits, "sync.WaitGroup.Wait")
+	} else {
+		waits = append(waits, "semacquire")
+	}
+	for _, w := range waits {
 		if seen[w] == 0 {
 			t.Errorf("no goroutine waits for %q (%v)", w, seen)
 		}
 	}
-	if labelled != 10 {
-		t.Errorf("%d goroutines carry the fixture's pprof labels, want 10", labelled)
+	if want := map[bool]int{true: 10, false: 0}[modern]; labelled != want {
+		t.Errorf("%d goroutines carry the fixture's pprof labels, want %d (%s)", labelled, want, rep.GoVersion)
 	}
 	var b bytes.Buffer
 	if err := goroutines.WriteJSON(&b, rep); err != nil {

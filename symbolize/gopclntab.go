@@ -56,7 +56,8 @@ const (
 	goInlinedCallSize   = 16 // sizeof(runtime.inlinedCall)
 	goFuncIDOffset      = 40 // _func.funcID
 	goModTextWord       = 22 // moduledata.text, in pointer-sized words
-	goModGofuncWord     = 40 // moduledata.gofunc
+	goModGofuncWord     = 40 // moduledata.gofunc (Go 1.20 to 1.26)
+	goModGofuncWord127  = 43 // moduledata.gofunc (Go 1.27)
 	goModFuncnameWord   = 1  // moduledata.funcnametab.ptr
 	goMaxInlineDepth    = 256
 	goMaxPCValueEntries = 1 << 20
@@ -217,7 +218,7 @@ func (t *goTable) fromModuledata(ef *elf.File, pclnAddr uint64, pcln []byte) (te
 		}
 		return t.bo.Uint64(b[i*8:])
 	}
-	need := (goModGofuncWord + 1) * t.ptrSize
+	need := (goModGofuncWord127 + 1) * t.ptrSize
 	for _, name := range []string{".go.module", ".noptrdata", ".data"} {
 		s := ef.Section(name)
 		if s == nil || s.Type == elf.SHT_NOBITS {
@@ -232,11 +233,21 @@ func (t *goTable) fromModuledata(ef *elf.File, pclnAddr uint64, pcln []byte) (te
 			if ptr(md, 0) != pclnAddr || ptr(md, goModFuncnameWord) != funcnameAddr {
 				continue
 			}
-			text, gofunc = ptr(md, goModTextWord), ptr(md, goModGofuncWord)
-			if ts := sectionAt(ef, text); ts == nil || ts.Flags&elf.SHF_EXECINSTR == 0 || sectionAt(ef, gofunc) == nil {
+			text = ptr(md, goModTextWord)
+			if ts := sectionAt(ef, text); ts == nil || ts.Flags&elf.SHF_EXECINSTR == 0 {
 				return 0, 0, false
 			}
-			return text, gofunc, true
+			// Go 1.27 added three words before rodata and gofunc: the
+			// right layout is the one whose rodata and gofunc both
+			// point into data sections, in that order.
+			for _, w := range []int{goModGofuncWord, goModGofuncWord127} {
+				rodata, gofunc := ptr(md, w-1), ptr(md, w)
+				if rs, gs := sectionAt(ef, rodata), sectionAt(ef, gofunc); rs != nil && gs != nil &&
+					rodata <= gofunc && gs.Flags&elf.SHF_EXECINSTR == 0 {
+					return text, gofunc, true
+				}
+			}
+			return 0, 0, false
 		}
 	}
 	return 0, 0, false

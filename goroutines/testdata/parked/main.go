@@ -2,18 +2,25 @@
 // select, mutexes, sync.Cond, sleep, network reads, WaitGroup, labels) at
 // varied depths, with inlined calls. It prints "ready" once they are
 // parked; each line "dump" on stdin prints the program's own goroutine
-// dump (pprof debug=2) followed by a line "END".
+// dump (pprof debug=2) followed by a line "END"; "time" prints how long
+// that dump takes (nanoseconds, written to io.Discard).
+//
+// "parked churn" also keeps creating and ending goroutines; "parked bench
+// N" parks only N goroutines on channel receives.
 package main
 
 import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,7 +97,34 @@ func spawn(n int, depth int, f func()) {
 	}
 }
 
+// churned counts goroutines that churn started and ended.
+var churned atomic.Int64
+
+func churn() {
+	for {
+		var done sync.WaitGroup
+		for i := 0; i < 32; i++ {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				deep(i%4, func() { churned.Add(1) })
+			}()
+		}
+		done.Wait()
+	}
+}
+
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "bench" {
+		n, _ := strconv.Atoi(os.Args[2])
+		spawn(n, 4, chanRecv)
+		parked.Wait()
+		serve()
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "churn" {
+		go churn()
+	}
 	mu.Lock()
 	rw.Lock()
 	wg.Add(1)
@@ -140,12 +174,23 @@ func main() {
 	}()
 	parked.Wait()
 	time.Sleep(100 * time.Millisecond)
+	serve()
+}
+
+func serve() {
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		if in.Text() == "dump" {
+		switch in.Text() {
+		case "dump":
 			pprof.Lookup("goroutine").WriteTo(os.Stdout, 2)
 			fmt.Println("END")
+		case "time":
+			start := time.Now()
+			pprof.Lookup("goroutine").WriteTo(io.Discard, 2)
+			fmt.Println(time.Since(start).Nanoseconds())
+		case "churned":
+			fmt.Println(churned.Load())
 		}
 	}
 }
