@@ -24,7 +24,11 @@ const (
 	gDeadExtra  = 11
 	gScan       = 0x1000
 	maxStatus   = 11
-	maxGoroutes = 10 << 20 // more than the runtime can hold in practice
+	maxGoroutes = 4 << 20 // more than programs run in practice
+	// gChunk goroutines' g structs are read (and kept) at a time.
+	gChunk = 1 << 16
+	// maxStackTotal bounds the stack bytes copied in all.
+	maxStackTotal = 1 << 30
 	// maxStackCopy bounds the used stack copied per goroutine; deeper
 	// stacks are cut (with a note).
 	maxStackCopy = 1 << 20
@@ -112,21 +116,46 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, err
 	if n == 0 {
 		return s, nil
 	}
-	ptrs := make([]byte, 8*n)
-	reads[0] = live.Read{Addr: ptr, Buf: ptrs}
-	rd.ReadBatch(reads)
-	if reads[0].N != len(ptrs) {
-		return nil, fmt.Errorf("cannot read the %d goroutine pointers at %#x", n, ptr)
-	}
+	// The pointers and the gs they point to are read gChunk at a time,
+	// so that a garbage length costs one failed read, not its memory.
 	gsize := lay.G.Size
-	buf := make([]byte, int(n)*gsize)
-	reads = make([]live.Read, n)
-	for i := range reads {
-		reads[i] = live.Read{Addr: u64(ptrs, 8*i), Buf: buf[i*gsize : (i+1)*gsize : (i+1)*gsize]}
+	chunk := min(int(n), gChunk)
+	ptrs := make([]byte, 8*chunk)
+	buf := make([]byte, chunk*gsize)
+	reads = make([]live.Read, chunk)
+	s.gs = make([]raw, 0, chunk)
+	for first := 0; first < int(n); first += chunk {
+		k := min(chunk, int(n)-first)
+		pr := []live.Read{{Addr: ptr + 8*uint64(first), Buf: ptrs[:8*k]}}
+		rd.ReadBatch(pr)
+		if pr[0].N != 8*k {
+			return nil, fmt.Errorf("cannot read goroutine pointers %d to %d of %d at %#x", first, first+k, n, pr[0].Addr)
+		}
+		for i := range reads[:k] {
+			reads[i] = live.Read{Addr: u64(ptrs, 8*i), Buf: buf[i*gsize : (i+1)*gsize : (i+1)*gsize]}
+		}
+		rd.ReadBatch(reads[:k])
+		s.parseGs(reads[:k], lay)
 	}
-	rd.ReadBatch(reads)
-	o := &lay.G
-	s.gs = make([]raw, 0, n)
+	s.copyStacksAndMs(rd, lay)
+	if lay.Labels.Supported {
+		s.readLabels(rd)
+	} else {
+		for i := range s.gs {
+			if s.gs[i].labelsPtr != 0 {
+				s.notes = append(s.notes, fmt.Sprintf("pprof labels are not read for %s (a Go map before Go 1.24)", lay.GoVersion))
+				break
+			}
+		}
+	}
+	sort.Slice(s.gs, func(i, j int) bool { return s.gs[i].goid < s.gs[j].goid })
+	return s, nil
+}
+
+// parseGs decodes one batch of g structs, keeping the live, consistent
+// ones.
+func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout) {
+	o, gsize := &lay.G, lay.G.Size
 	for i := range reads {
 		r := &reads[i]
 		if r.N != gsize {
@@ -152,19 +181,6 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, err
 		}
 		s.gs = append(s.gs, g)
 	}
-	s.copyStacksAndMs(rd, lay)
-	if lay.Labels.Supported {
-		s.readLabels(rd)
-	} else {
-		for i := range s.gs {
-			if s.gs[i].labelsPtr != 0 {
-				s.notes = append(s.notes, fmt.Sprintf("pprof labels are not read for %s (a Go map before Go 1.24)", lay.GoVersion))
-				break
-			}
-		}
-	}
-	sort.Slice(s.gs, func(i, j int) bool { return s.gs[i].goid < s.gs[j].goid })
-	return s, nil
 }
 
 // torn says why a g's fields are not a consistent goroutine ("" when they
@@ -213,6 +229,10 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
 			total += int(min(g.stackHi-sp, maxStackCopy))
 		}
 	}
+	budgetCut := 0
+	if total > maxStackTotal {
+		total = maxStackTotal
+	}
 	arena := make([]byte, total)
 	used := 0
 	ms := map[uint64]int{}
@@ -221,6 +241,11 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
 		if sp := g.savedSP(); sp != 0 {
 			n := int(min(g.stackHi-sp, maxStackCopy))
 			g.stackCut = g.stackHi-sp > maxStackCopy
+			if used+n > len(arena) {
+				n = len(arena) - used
+				g.stackCut = true
+				budgetCut++
+			}
 			reads = append(reads, live.Read{Addr: sp, Buf: arena[used : used+n : used+n]})
 			used += n
 		}
@@ -239,6 +264,9 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
 		k++
 	}
 	rd.ReadBatch(reads)
+	if budgetCut > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("%d goroutines' stacks cut: more than %d bytes of stacks in all", budgetCut, maxStackTotal))
+	}
 	j := 0
 	for i := range s.gs {
 		g := &s.gs[i]

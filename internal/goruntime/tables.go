@@ -1,6 +1,7 @@
 package goruntime
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,4 +55,14 @@ func tableVersions() string {
 		return a < b
 	})
 	return strings.Join(vs, ", ")
+}
+
+// ForVersion returns the layout the offset table gives for a Go version
+// ("go1.26.8"), without the addresses of allgs (the caller sets AllGs).
+func ForVersion(version string) (*Layout, error) {
+	t, ok := tableFor(version)
+	if !ok {
+		return nil, fmt.Errorf("%w: no offset table for %s (tables cover %s)", ErrUnsupported, version, tableVersions())
+	}
+	return &Layout{GoVersion: version, Source: "table " + t.version, G: t.g, M: t.m, Labels: t.labels, WaitReasons: t.waitReasons}, nil
 }
