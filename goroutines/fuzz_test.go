@@ -21,7 +21,7 @@ func fuzzRead(t *testing.T, data []byte) *snapshot {
 	lay.AllGs = fuzzBase
 	lay.Labels.Supported = true
 	mem := &target.Snapshot{Regions: []target.Region{{Addr: fuzzBase, Data: data}}}
-	s, _ := readAll(memBatch{mem}, lay, 0)
+	s, _ := readAll(memBatch{mem}, lay, 0, nil)
 	return s
 }
 

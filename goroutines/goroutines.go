@@ -93,11 +93,14 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// A first read while the process runs sizes and faults in the
+	// buffers, so that the read in the pause only copies.
+	pre, _ := readAll(live.NewReader(pid), lay, bias, nil)
 	var snap *snapshot
 	var rerr error
 	var now int64
 	opt.During = func(r *live.Reader) {
-		snap, rerr = readAll(r, lay, bias)
+		snap, rerr = readAll(r, lay, bias, pre)
 		var ts unix.Timespec
 		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
 			now = ts.Nano()
@@ -140,7 +143,7 @@ func FromCore(c *corefile.Core, exe string) (*Set, error) {
 			break
 		}
 	}
-	snap, err := readAll(memBatch{c}, lay, bias)
+	snap, err := readAll(memBatch{c}, lay, bias, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Path, err)
 	}

@@ -25,7 +25,7 @@ import (
 
 // buildParked compiles testdata/parked with the go command, with extra
 // build flags and environment (GOTOOLCHAIN=...).
-func buildParked(t *testing.T, env []string, flags ...string) string {
+func buildParked(t testing.TB, env []string, flags ...string) string {
 	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -64,13 +64,20 @@ type parked struct {
 	dir string
 }
 
-func startParked(t *testing.T, exe string, shell string, env ...string) *parked {
+func startParked(t testing.TB, exe string, shell string, env ...string) *parked {
+	t.Helper()
+	return startParkedArgs(t, exe, shell, nil, env...)
+}
+
+// startParkedArgs starts exe with args, under `sh -c SHELL; exec` when
+// shell is not empty, and waits until it is ready.
+func startParkedArgs(t testing.TB, exe, shell string, args []string, env ...string) *parked {
 	t.Helper()
 	var cmd *exec.Cmd
 	if shell != "" {
-		cmd = exec.Command("/bin/sh", "-c", shell+`; exec "$0"`, exe)
+		cmd = exec.Command("/bin/sh", append([]string{"-c", shell + `; exec "$0" "$@"`, exe}, args...)...)
 	} else {
-		cmd = exec.Command(exe)
+		cmd = exec.Command(exe, args...)
 	}
 	p := &parked{cmd: cmd, dir: t.TempDir()}
 	cmd.Dir = p.dir
@@ -114,7 +121,7 @@ func startParked(t *testing.T, exe string, shell string, env ...string) *parked 
 }
 
 // ownDump asks the program for pprof's goroutine dump (debug=2).
-func (p *parked) ownDump(t *testing.T) string {
+func (p *parked) ownDump(t testing.TB) string {
 	t.Helper()
 	if _, err := io.WriteString(p.in, "dump\n"); err != nil {
 		t.Fatal(err)
@@ -266,7 +273,7 @@ func liveDump(t *testing.T, pid int) (*goroutines.Report, string, *live.Snapshot
 	return rep, text, snap
 }
 
-func requirePtrace(t *testing.T) {
+func requirePtrace(t testing.TB) {
 	if os.Geteuid() != 0 {
 		if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" {
 			t.Skip("needs ptrace over child processes (root or ptrace_scope 0)")
@@ -317,7 +324,7 @@ var toolchains = map[string]error{}
 
 // requireToolchain skips t when the go command cannot run toolchain tc
 // (it downloads it from the module proxy on first use).
-func requireToolchain(t *testing.T, tc string) {
+func requireToolchain(t testing.TB, tc string) {
 	t.Helper()
 	err, seen := toolchains[tc]
 	if !seen {
@@ -447,4 +454,64 @@ func coreDump(t *testing.T, path, own string) {
 	if n < 250 {
 		t.Errorf("only %d goroutines compared", n)
 	}
+}
+
+// TestChurnDumped100Times dumps a program that keeps creating and ending
+// goroutines 100 times: every dump succeeds, every goroutine kept is
+// consistent (frames end at runtime.goexit or in the creator-less main
+// goroutine), and the program keeps running: it goes on churning between
+// dumps and answers afterwards.
+func TestChurnDumped100Times(t *testing.T) {
+	requirePtrace(t)
+	p2 := startParkedArgs(t, buildParked(t, nil), "", []string{"churn"})
+	pid := p2.cmd.Process.Pid
+	count := func() int64 {
+		if _, err := io.WriteString(p2.in, "churned\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := p2.out.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+		return n
+	}
+	before := count()
+	u, _ := unwind.ByName("auto")
+	sym := &symbolize.Symbolizer{Inlines: true}
+	objs := &target.Objects{}
+	dropped, total := 0, 0
+	for i := 0; i < 100; i++ {
+		snap, set, err := goroutines.Capture(pid, live.Options{})
+		if err != nil {
+			t.Fatalf("dump %d: %v", i, err)
+		}
+		rep := set.Report(snap.Target(objs, nil), u, sym)
+		total += len(rep.Goroutines)
+		for _, n := range rep.Notes {
+			if strings.Contains(n, "torn") {
+				dropped++
+			}
+		}
+		for _, g := range rep.Goroutines {
+			if g.Status == "waiting" && g.End != "outermost" {
+				t.Errorf("dump %d: goroutine %d [%s] walk ends %s %s", i, g.ID, g.WaitReason, g.End, g.EndDetail)
+			}
+		}
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	after := count()
+	if after <= before {
+		t.Errorf("the program did not run between the dumps: %d goroutines churned before, %d after", before, after)
+	}
+	state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(state)); len(f) > 2 && (f[2] == "T" || f[2] == "t") {
+		t.Errorf("the program is left stopped: %s", f[2])
+	}
+	t.Logf("100 dumps, %d goroutines in all, %d torn gs dropped; %d goroutines churned meanwhile", total, dropped, after-before)
 }

@@ -92,6 +92,22 @@ type raw struct {
 type snapshot struct {
 	gs    []raw
 	notes []string
+
+	// Buffers, kept so that a read during a pause can reuse those of a
+	// read just before it: memory already faulted in, of the right size.
+	gbuf, ptrs, arena []byte
+	reads             []live.Read
+	co                coalescing
+}
+
+// reuse returns b[:n] when b is large enough, else a new buffer with room
+// to grow (a read in the pause finds a few more goroutines than the one
+// before it).
+func reuse(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]byte, n, n+n/4+64<<10)
 }
 
 func u64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
@@ -101,8 +117,15 @@ func u64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) 
 // slice header, the pointer array, the g structs, then stacks, Ms and
 // labels together, then label strings. bias is the executable's load
 // bias.
-func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, error) {
+//
+// prev, when not nil, is a read made shortly before (outside the pause):
+// its buffers are reused.
+func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot) (*snapshot, error) {
 	s := &snapshot{}
+	if prev != nil {
+		s.gbuf, s.ptrs, s.arena, s.reads, s.gs = prev.gbuf, prev.ptrs, prev.arena, prev.reads[:0], prev.gs[:0]
+		s.co.scratch = prev.co.scratch
+	}
 	var hdr [16]byte
 	reads := []live.Read{{Addr: lay.AllGs + bias, Buf: hdr[:]}}
 	rd.ReadBatch(reads)
@@ -120,10 +143,12 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, err
 	// so that a garbage length costs one failed read, not its memory.
 	gsize := lay.G.Size
 	chunk := min(int(n), gChunk)
-	ptrs := make([]byte, 8*chunk)
-	buf := make([]byte, chunk*gsize)
+	s.ptrs = reuse(s.ptrs, 8*chunk)
+	ptrs := s.ptrs
 	reads = make([]live.Read, chunk)
-	s.gs = make([]raw, 0, chunk)
+	if cap(s.gs) < int(n) {
+		s.gs = make([]raw, 0, n+n/8)
+	}
 	for first := 0; first < int(n); first += chunk {
 		k := min(chunk, int(n)-first)
 		pr := []live.Read{{Addr: ptr + 8*uint64(first), Buf: ptrs[:8*k]}}
@@ -132,12 +157,14 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, err
 			return nil, fmt.Errorf("cannot read goroutine pointers %d to %d of %d at %#x", first, first+k, n, pr[0].Addr)
 		}
 		for i := range reads[:k] {
-			reads[i] = live.Read{Addr: u64(ptrs, 8*i), Buf: buf[i*gsize : (i+1)*gsize : (i+1)*gsize]}
+			reads[i] = live.Read{Addr: u64(ptrs, 8*i)}
 		}
-		rd.ReadBatch(reads[:k])
+		s.readGs(rd, reads[:k], gsize)
 		s.parseGs(reads[:k], lay)
 	}
-	s.copyStacksAndMs(rd, lay)
+	s.co.rd, s.co.gap = rd, stackGap
+	s.copyStacksAndMs(&s.co, lay)
+	s.co.rd = nil
 	if lay.Labels.Supported {
 		s.readLabels(rd)
 	} else {
@@ -152,13 +179,73 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, err
 	return s, nil
 }
 
+// gGap is the most unused memory read between two gs to read them with
+// one iovec: a process_vm_readv iovec costs as much as copying a few
+// kilobytes, and the runtime allocates gs next to each other.
+const gGap = 1 << 10
+
+// readGs fills each read's Buf with the gsize bytes at its Addr, reading
+// gs that lie close together with one iovec.
+func (s *snapshot) readGs(rd batchReader, reads []live.Read, gsize int) {
+	order := make([]int, len(reads))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return reads[order[a]].Addr < reads[order[b]].Addr })
+	type span struct{ lo, hi uint64 }
+	var spans []span
+	total := 0
+	for _, i := range order {
+		a := reads[i].Addr
+		end := a + uint64(gsize)
+		if end < a {
+			continue // wraps: the read below fails it
+		}
+		if n := len(spans); n > 0 && a <= spans[n-1].hi+gGap && end-spans[n-1].lo <= 1<<20 {
+			if end > spans[n-1].hi {
+				total += int(end - spans[n-1].hi)
+				spans[n-1].hi = end
+			}
+			continue
+		}
+		spans = append(spans, span{a, end})
+		total += gsize
+	}
+	s.gbuf = reuse(s.gbuf, total)
+	sr := make([]live.Read, len(spans))
+	off := 0
+	for i, sp := range spans {
+		n := int(sp.hi - sp.lo)
+		sr[i] = live.Read{Addr: sp.lo, Buf: s.gbuf[off : off+n : off+n]}
+		off += n
+	}
+	rd.ReadBatch(sr)
+	j := 0
+	for _, i := range order {
+		r := &reads[i]
+		for j < len(sr) && sr[j].Addr+uint64(len(sr[j].Buf)) <= r.Addr {
+			j++
+		}
+		r.Buf, r.N = nil, 0
+		if j == len(sr) || r.Addr < sr[j].Addr {
+			continue
+		}
+		o := int(r.Addr - sr[j].Addr)
+		if o+gsize > len(sr[j].Buf) {
+			continue
+		}
+		r.Buf = sr[j].Buf[o : o+gsize : o+gsize]
+		r.N = max(0, min(gsize, sr[j].N-o))
+	}
+}
+
 // parseGs decodes one batch of g structs, keeping the live, consistent
 // ones.
 func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout) {
 	o, gsize := &lay.G, lay.G.Size
 	for i := range reads {
 		r := &reads[i]
-		if r.N != gsize {
+		if r.N != gsize || len(r.Buf) != gsize {
 			s.notes = append(s.notes, fmt.Sprintf("g at %#x: unreadable, dropped", r.Addr))
 			continue
 		}
@@ -221,7 +308,11 @@ func (g *raw) savedSP() uint64 {
 // copyStacksAndMs copies, in one batch, the used part of each stack that
 // is not running and the procid of each M a goroutine is on.
 func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
-	var reads []live.Read
+	reads := s.reads[:0]
+	if cap(reads) < len(s.gs)+16 {
+		reads = make([]live.Read, 0, len(s.gs)+len(s.gs)/8+16)
+	}
+	defer func() { s.reads = reads }()
 	total := 0
 	for i := range s.gs {
 		g := &s.gs[i]
@@ -233,7 +324,8 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
 	if total > maxStackTotal {
 		total = maxStackTotal
 	}
-	arena := make([]byte, total)
+	s.arena = reuse(s.arena, total)
+	arena := s.arena
 	used := 0
 	ms := map[uint64]int{}
 	for i := range s.gs {
@@ -348,3 +440,9 @@ func (s *snapshot) readLabels(rd batchReader) {
 		g.labels[string(key.Buf)] = string(val.Buf)
 	}
 }
+
+// stackGap is the most unused stack read between two goroutines' used
+// stacks to copy them with one iovec: measured with BenchmarkDump, 2 KB
+// (the smallest stack) shortened the pause for 100,000 goroutines from 80
+// to 67 ms, 4 KB less so.
+const stackGap = 2 << 10

@@ -101,11 +101,15 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 			}
 		}
 		u.WalkInto(&st, c.Regs, tg.Memory(c), tg.Space)
-		if g.g.status != gRunning && len(st.Frames) > 0 {
+		if f := &st.Frames; g.g.status != gRunning && len(*f) > 0 {
 			// A saved PC is a return address (into gopark, the
-			// syscall wrapper): it is looked up at the call, as Go's
-			// traceback does.
-			st.Frames[0].Exact = false
+			// syscall wrapper), looked up at the call as Go's
+			// traceback does, unless it is a function's entry (a
+			// goroutine that has not run yet).
+			f0 := &(*f)[0]
+			if locs := sym.Frame(f0.Map, f0.PC, true); locs[len(locs)-1].Offset != 0 {
+				f0.Exact = false
+			}
 		}
 		for j := range st.Frames {
 			frames = appendFrames(frames, sym, &st.Frames[j], false)

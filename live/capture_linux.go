@@ -590,7 +590,7 @@ func (s *session) copyStacks() {
 				break
 			}
 		}
-		i = k + 1
+		i = min(k+1, hi) // past the read that stopped short, or the whole chunk
 	}
 }
 

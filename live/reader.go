@@ -4,6 +4,10 @@ package live
 // Options.During).
 type Reader struct{ tid int }
 
+// NewReader returns a Reader of process pid's memory outside a capture:
+// its reads race with the running process.
+func NewReader(pid int) *Reader { return &Reader{tid: pid} }
+
 // Read is one request of a batch: Buf is filled from Addr, and N is set
 // to the number of bytes read (short when an unreadable page ends it).
 type Read struct {

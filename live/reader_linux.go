@@ -36,7 +36,7 @@ func (r *Reader) ReadBatch(reads []Read) {
 				break
 			}
 		}
-		i = k + 1
+		i = min(k+1, hi) // past the read that stopped short, or the whole chunk
 	}
 }
 

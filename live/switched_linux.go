@@ -89,6 +89,6 @@ func (s *session) copySwitched() {
 				break
 			}
 		}
-		i = k + 1
+		i = min(k+1, hi) // past the read that stopped short, or the whole chunk
 	}
 }
