@@ -17,7 +17,6 @@ package goroutines
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -253,9 +252,4 @@ func (s *Set) context(g *Goroutine, tg *target.Target, threads map[int]*target.C
 	c.Regs.Set(arch.FP(), r.bp)
 	c.Mem = &target.Snapshot{Regions: []target.Region{r.stack}, Next: tg.Mem}
 	return c
-}
-
-// isExe reports whether a mapping path is the program's executable.
-func (s *Set) isExe(path string) bool {
-	return path != "" && (path == s.exe || filepath.Base(path) == filepath.Base(s.exe) && s.exe != "")
 }

@@ -27,11 +27,17 @@ import (
 // build flags and environment (GOTOOLCHAIN=...).
 func buildParked(t testing.TB, env []string, flags ...string) string {
 	t.Helper()
+	return buildFixture(t, "parked", env, flags...)
+}
+
+// buildFixture compiles testdata/NAME/main.go.
+func buildFixture(t testing.TB, name string, env []string, flags ...string) string {
+	t.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go command: %v", err)
 	}
-	src, err := filepath.Abs("testdata/parked/main.go")
+	src, err := filepath.Abs(filepath.Join("testdata", name, "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,6 +230,13 @@ func compareDumps(t *testing.T, rewind, own string) int {
 			continue
 		}
 		got := rw[id]
+		if got != nil && len(want.frames) > 0 {
+			// A goroutine in a cgo call: rewind adds the C frames the
+			// thread shows before those Go prints.
+			for len(got.frames) > len(want.frames) && got.frames[0] != want.frames[0] {
+				got.frames = got.frames[1:]
+			}
+		}
 		if got == nil {
 			t.Errorf("goroutine %d [%s] of the program's dump is missing", id, want.state)
 			bad++
@@ -514,4 +527,56 @@ func TestChurnDumped100Times(t *testing.T) {
 		t.Errorf("the program is left stopped: %s", f[2])
 	}
 	t.Logf("100 dumps, %d goroutines in all, %d torn gs dropped; %d goroutines churned meanwhile", total, dropped, after-before)
+}
+
+// TestSyscallAndCgo dumps a goroutine blocked in C through cgo and one in
+// a plain system call: both are "syscall" with their thread; the cgo one
+// starts with the C frames its thread shows (libc's sleep, the C function
+// of the cgo preamble) above the Go frames Go's own dump prints, which
+// must match too.
+func TestSyscallAndCgo(t *testing.T) {
+	requirePtrace(t)
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc for cgo")
+	}
+	p := startParked(t, buildFixture(t, "cgo", []string{"CGO_ENABLED=1"}), "")
+	rep, text, _ := liveDump(t, p.cmd.Process.Pid)
+	own := p.ownDump(t)
+	if n := compareDumps(t, text, own); n < 2 {
+		t.Errorf("%d goroutines compared", n)
+	}
+	var cgo, plain *goroutines.Entry
+	for i := range rep.Goroutines {
+		g := &rep.Goroutines[i]
+		for _, f := range g.Frames {
+			switch f.Function {
+			case "main.cSleep":
+				cgo = g
+			case "main.rawRead":
+				plain = g
+			}
+		}
+	}
+	if cgo == nil || plain == nil {
+		t.Fatalf("goroutines not found:\n%s", text)
+	}
+	for _, g := range []*goroutines.Entry{cgo, plain} {
+		if g.Status != "syscall" || g.Thread == nil {
+			t.Errorf("goroutine %d: status %q, thread %v", g.ID, g.Status, g.Thread)
+		}
+	}
+	idx := map[string]int{}
+	for i, f := range cgo.Frames {
+		if _, ok := idx[f.Function]; !ok {
+			idx[f.Function] = i
+		}
+	}
+	c, ok1 := idx["csleep"]
+	cf, ok2 := idx["main._Cfunc_csleep"]
+	if !ok1 || !ok2 || c > cf || c == 0 {
+		t.Errorf("cgo goroutine's frames lack C frames (libc, csleep) above main._Cfunc_csleep:\n%s", text)
+	}
+	if plain.Frames[0].Function != "syscall.Syscall" && plain.Frames[0].Function != "syscall.RawSyscall" {
+		t.Errorf("plain system call starts at %s", plain.Frames[0].Function)
+	}
 }

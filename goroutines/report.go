@@ -90,14 +90,7 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 		// thread shows below the Go code come first.
 		if g.g.status == gSyscall {
 			if th := threads[g.Thread]; th != nil {
-				u.WalkInto(&st, th.Regs, tg.Memory(th), tg.Space)
-				for j := range st.Frames {
-					f := &st.Frames[j]
-					if f.Map != nil && s.isExe(f.Map.Path) {
-						break
-					}
-					frames = appendFrames(frames, sym, f, true)
-				}
+				frames = cFrames(frames, u, &st, th, tg, sym)
 			}
 		}
 		u.WalkInto(&st, c.Regs, tg.Memory(c), tg.Space)
@@ -191,4 +184,24 @@ func isExportedRuntime(name string) bool {
 	}
 	upper := func(s string) bool { return len(s) > 0 && s[0] >= 'A' && s[0] <= 'Z' }
 	return upper(name) && (rcvr == "" || upper(rcvr))
+}
+
+// cFrames adds the C frames of a goroutine in a cgo call: those the
+// thread's walk finds below runtime.asmcgocall, through which Go switched
+// to the system stack to call C. A goroutine in a plain system call has
+// none (its thread is in Go code on the goroutine's stack).
+func cFrames(out []output.Frame, u *unwind.Unwinder, st *unwind.Stack, th *target.Context, tg *target.Target, sym *symbolize.Symbolizer) []output.Frame {
+	u.WalkInto(st, th.Regs, tg.Memory(th), tg.Space)
+	for j := range st.Frames {
+		f := &st.Frames[j]
+		locs := sym.Frame(f.Map, f.PC, f.Exact)
+		switch locs[len(locs)-1].Function {
+		case "runtime.asmcgocall", "runtime.asmcgocall.abi0":
+			for k := range st.Frames[:j] {
+				out = appendFrames(out, sym, &st.Frames[k], true)
+			}
+			return out
+		}
+	}
+	return out
 }
