@@ -33,6 +33,11 @@ so only the first dump that meets a library pays for reading its debug
 information (about half a second for libc with libc6-dbg); --stats shows
 where the time goes, --no-cache bypasses the cache.
 
+With --goroutines (a Go program, Go 1.22 or later, with or without DWARF
+and symbols) the goroutines are listed instead, in Go's own traceback
+format (--json: a "goroutines" list; --group: identical stacks folded);
+a live process is paused once for its threads and goroutines together.
+
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for processes of the same user.`
 
