@@ -1,8 +1,10 @@
 package corefile
 
 import (
+	"debug/elf"
 	"fmt"
 
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -16,11 +18,19 @@ func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) 
 		return nil, fmt.Errorf("%s: core has no threads (no NT_PRSTATUS notes)", c.Path)
 	}
 	maps := make([]target.Mapping, 0, len(c.Mappings)+1)
+	named := false
 	for _, m := range c.Mappings {
 		if exe != "" && m.Path == c.Exe {
 			m.Path = exe
+			named = true
 		}
 		maps = append(maps, m)
+	}
+	if exe != "" && !named {
+		// No NT_FILE entry names the executable (qemu-user's cores have
+		// no NT_FILE at all): place its code where the auxiliary vector
+		// says the program's entry point was.
+		maps = append(maps, c.exeMappings(exe)...)
 	}
 	if base, ok := c.Auxv[AtSysinfoEhdr]; ok && base != 0 {
 		if start, end, ok := c.SegmentAt(base); ok {
@@ -40,4 +50,32 @@ func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) 
 		Objects:  objs,
 		Contexts: ctxs,
 	}), nil
+}
+
+// exeMappings returns mappings of the executable segments of the file exe
+// at the load bias the core's AT_ENTRY implies (the runtime entry point
+// minus the file's), or none when the core has no AT_ENTRY or exe cannot
+// be read.
+func (c *Core) exeMappings(exe string) []target.Mapping {
+	entry, ok := c.Auxv[AtEntry]
+	if !ok {
+		return nil
+	}
+	f, err := elfobj.Open(exe)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	bias := entry - f.Entry
+	const page = 1 << 12
+	var out []target.Mapping
+	for _, l := range f.Loads {
+		if l.Flags&elf.PF_X == 0 || l.Memsz == 0 {
+			continue
+		}
+		start := (l.Vaddr + bias) &^ (page - 1)
+		end := (l.Vaddr + bias + l.Memsz + page - 1) &^ (page - 1)
+		out = append(out, target.Mapping{Start: start, End: end, Offset: l.Offset &^ (page - 1), Path: exe, Perms: "r-xp"})
+	}
+	return out
 }

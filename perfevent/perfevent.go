@@ -90,7 +90,7 @@ func Attr(o Options) *perfdata.Attr {
 		Flags: perfdata.FlagDisabled | perfdata.FlagInherit | perfdata.FlagFreq | perfdata.FlagMmap |
 			perfdata.FlagComm | perfdata.FlagTask | perfdata.FlagMmap2 | perfdata.FlagCommExec |
 			perfdata.FlagSampleIDAll | perfdata.FlagExcludeHV | perfdata.FlagWatermark,
-		SampleRegsUser:  perfdata.UserRegsMask(Arch()),
+		SampleRegsUser:  regs.PerfUserMask(Arch()),
 		SampleStackUser: uint32(o.StackSize),
 	}
 	if o.UserOnly {

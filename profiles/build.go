@@ -237,11 +237,11 @@ func (b *Builder) add(s *Sample) {
 	for i, m := range b.opt.Methods {
 		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
 		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable && crossedSignal(&b.st) {
-			spliceKernelFP(&b.st, s.UserFP)
+			spliceKernelFP(&b.st, s.UserFP, space)
 		}
 		b.userLocs = b.userLocs[:0]
 		for j := range b.st.Frames {
-			b.userLocs = append(b.userLocs, b.userLoc(space, &b.st.Frames[j]))
+			b.userLocs = append(b.userLocs, b.userLoc(&b.st.Frames[j]))
 		}
 		ok := reachesRoot(b.userLocs)
 		f := &b.fid[i]
@@ -270,7 +270,8 @@ func (b *Builder) fpLocs(s *Sample) []*Location {
 	b.userLocs = b.userLocs[:0]
 	for j, pc := range s.UserFP {
 		fr := unwind.Frame{PC: pc, Exact: j == 0}
-		b.userLocs = append(b.userLocs, b.userLoc(space, &fr))
+		fr.Map = space.Find(fr.LookupPC())
+		b.userLocs = append(b.userLocs, b.userLoc(&fr))
 	}
 	b.kfp.Samples++
 	b.kfp.Frames += len(b.userLocs)
@@ -326,9 +327,11 @@ func (b *Builder) newLoc(addr uint64, m *Mapping, kernel bool, lines []symbolize
 	return l
 }
 
-func (b *Builder) userLoc(space *target.AddressSpace, f *unwind.Frame) *Location {
+// userLoc returns the location of a user frame, in the mapping the walk
+// found it in.
+func (b *Builder) userLoc(f *unwind.Frame) *Location {
 	pc := f.LookupPC()
-	um := space.Find(pc)
+	um := f.Map
 	var m *Mapping
 	if um != nil {
 		m = b.mapping(um)

@@ -148,7 +148,7 @@ func (c *Collector) Add(rec *perfdata.Record) {
 			out.Period = 1
 		}
 		if s.RegsABI != perfdata.RegsABINone {
-			out.Regs, out.HasRegs = perfdata.UserRegs(c.Arch, s.Attr.SampleRegsUser, s.Regs)
+			out.Regs, out.HasRegs = regs.FromPerf(c.Arch, s.Attr.SampleRegsUser, s.Regs)
 			out.Stack = s.Stack
 			if !c.Borrow {
 				out.Stack = c.keep(s.Stack)

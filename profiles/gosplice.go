@@ -1,6 +1,9 @@
 package profiles
 
-import "github.com/rewindstack/rewind/unwind"
+import (
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
 
 // spliceKernelFP continues a walk that ended at a Go stack switch
 // (unwind.EndGoSwitch), or in unreadable memory after a signal frame, with the kernel's frame-pointer walk of the same
@@ -10,7 +13,7 @@ import "github.com/rewindstack/rewind/unwind"
 // switching frame: the kernel's walk is continued after the outermost of
 // st's last three frames it also holds (or after the sampled PC when it
 // holds none of them). The added frames are frame-pointer frames.
-func spliceKernelFP(st *unwind.Stack, userFP []uint64) {
+func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpace) {
 	if len(userFP) < 2 {
 		return
 	}
@@ -22,7 +25,7 @@ func spliceKernelFP(st *unwind.Stack, userFP []uint64) {
 			}
 			st.Frames = st.Frames[:i+1]
 			for _, ra := range userFP[j+1:] {
-				st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP})
+				st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP, Map: space.Find(ra - 1)})
 			}
 			return
 		}
@@ -32,7 +35,7 @@ func spliceKernelFP(st *unwind.Stack, userFP []uint64) {
 	// as a vDSO function, before the frame pointer it left in place).
 	if len(st.Frames) > 0 && st.Frames[0].PC == userFP[0] {
 		for _, ra := range userFP[1:] {
-			st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP})
+			st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP, Map: space.Find(ra - 1)})
 		}
 	}
 }

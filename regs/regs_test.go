@@ -85,3 +85,38 @@ func TestFromUser(t *testing.T) {
 		t.Error("unknown arch accepted")
 	}
 }
+
+// TestFromPerf checks perf's amd64 register order
+// (arch/x86/include/uapi/asm/perf_regs.h: ax bx cx dx si di bp sp ip
+// flags cs ss ds es fs gs r8..r15) and arm64's (DWARF order).
+func TestFromPerf(t *testing.T) {
+	mask := PerfUserMask(AMD64)
+	vals := make([]uint64, 17)
+	for i := range vals {
+		vals[i] = uint64(i) + 1
+	}
+	r, ok := FromPerf(AMD64, mask, vals)
+	if !ok {
+		t.Fatal("no registers")
+	}
+	// value k+1 is the k-th set bit: ax bx cx dx si di bp sp ip r8..r15.
+	want := map[int]uint64{AMD64RAX: 1, AMD64RBX: 2, AMD64RCX: 3, AMD64RDX: 4, AMD64RSI: 5, AMD64RDI: 6,
+		AMD64RBP: 7, AMD64RSP: 8, AMD64RIP: 9, 8: 10, 15: 17}
+	for n, v := range want {
+		if got, _ := r.Get(n); got != v {
+			t.Errorf("DWARF %d = %d, want %d", n, got, v)
+		}
+	}
+	if _, ok := FromPerf(AMD64, mask, vals[:5]); ok {
+		t.Error("a value count that does not match the mask was accepted")
+	}
+	a := make([]uint64, 33)
+	for i := range a {
+		a[i] = uint64(i)
+	}
+	if r, ok := FromPerf(ARM64, PerfUserMask(ARM64), a); !ok {
+		t.Error("arm64: no registers")
+	} else if pc, _ := r.PC(); pc != 32 {
+		t.Errorf("arm64 pc %d", pc)
+	}
+}

@@ -95,31 +95,31 @@ type goSwitchRange struct {
 	kind   goSwitchKind
 }
 
-// goSwitchKey keeps, per module, the extents of its switching functions
-// (looked up once in its symbol table; a stripped binary has none).
-var goSwitchKey = target.NewMemoKey()
-
+// goSwitchRanges finds the extents of a Go module's switching functions
+// in its symbol table (a stripped binary has none); the walk keeps them in
+// its modInfo.
 func goSwitchRanges(m *target.Module) []goSwitchRange {
-	return m.Memo(goSwitchKey, func(m *target.Module) any {
-		var rs []goSwitchRange
-		for _, s := range goSwitchSyms {
-			if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
-				rs = append(rs, goSwitchRange{lo, hi, s.kind})
-			}
+	if m.File == nil || !m.File.Go {
+		return nil
+	}
+	var rs []goSwitchRange
+	for _, s := range goSwitchSyms {
+		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
+			rs = append(rs, goSwitchRange{lo, hi, s.kind})
 		}
-		return rs
-	}).([]goSwitchRange)
+	}
+	return rs
 }
 
 // goSwitchAt returns the switch kind of the function containing the
 // cursor's PC and that function's runtime start address.
 func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
-	m := c.Map
-	if m == nil || m.Module == nil || m.Module.File == nil || !m.Module.File.Go {
+	if c.info == nil || len(c.info.goSwitch) == 0 {
 		return goNoSwitch, 0
 	}
+	m := c.Map
 	v := c.PC - m.Bias
-	for _, r := range goSwitchRanges(m.Module) {
+	for _, r := range c.info.goSwitch {
 		if v >= r.lo && v < r.hi {
 			return r.kind, r.lo + m.Bias
 		}
@@ -130,6 +130,9 @@ func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
 // goSwitch handles a frame in one of the switching functions; it returns
 // ErrNoInfo for every other frame. It runs before the steppers.
 func goSwitch(c *Cursor) error {
+	if c.info == nil || len(c.info.goSwitch) == 0 {
+		return ErrNoInfo // the common case: one check per frame
+	}
 	if c.Regs.Arch != regs.AMD64 {
 		// arm64 keeps the return address in a register and saves it
 		// elsewhere: left to the steppers for now.
@@ -186,23 +189,19 @@ func goSwitch(c *Cursor) error {
 	}
 	// The function the switch called saved the frame pointer it was
 	// entered with just below its return address: the goroutine's (for
-	// systemstack and mcall) or g0's (for morestack). A function stopped
-	// in its prologue has not saved it yet, and still has it in its
-	// register.
-	bp, err := c.Read(sp - 16)
-	if err != nil || !c.frameRecord(bp) {
-		// The walk keeps the callee's registers in the caller's slot
-		// until a step overwrites them: a callee stopped at its entry
-		// has the frame pointer there when CFI did not carry it over.
-		fp, ok := c.Regs.FP()
-		if !ok {
-			fp, ok = c.Caller.FP()
-		}
-		// Where the goroutine stack is not in the snapshot, the
-		// record cannot be checked and the register is taken as is.
-		if ok && (err != nil || c.frameRecord(fp)) {
-			bp, err = fp, nil
-		}
+	// systemstack and mcall) or g0's (for morestack). A callee stopped at
+	// its entry (its stack pointer just below the return address) has not
+	// saved it yet and still holds it in its register; the walk keeps the
+	// callee's registers in the caller's slot until a step overwrites
+	// them.
+	var bp uint64
+	var err error
+	calleeSP, ok := c.Caller.SP()
+	fp, okFP := c.Caller.FP()
+	if ok && okFP && calleeSP+8 == sp {
+		bp = fp
+	} else {
+		bp, err = c.Read(sp - 16)
 	}
 	if err != nil {
 		return err
@@ -255,16 +254,6 @@ func setCaller(c *Cursor, pc, sp, fp uint64) {
 	c.Caller.Set(arch.PC(), pc)
 	c.Caller.Set(arch.SP(), sp)
 	c.Caller.Set(arch.FP(), fp)
-}
-
-// frameRecord reports whether bp points at a readable frame record whose
-// return address lies in mapped code.
-func (c *Cursor) frameRecord(bp uint64) bool {
-	if bp == 0 || bp&7 != 0 {
-		return false
-	}
-	_, ra, err := c.mem.pair(bp)
-	return err == nil && c.goCode(ra)
 }
 
 // goCode reports whether pc lies in a mapped object file.

@@ -14,15 +14,51 @@ const (
 	rootGo              // a Go top frame: the walk ends here
 )
 
-// rootAt classifies the function holding lookup address pc of mapping m,
-// by the extents of the thread-root functions in its module's symbol
-// tables (found once per module).
-func rootAt(m *target.Mapping, pc uint64) rootKind {
+// modInfo is what the walk derives from a module, once per module: the
+// extents of its thread-root functions, its signal-trampoline cache, and
+// whether it has SFrame information.
+type modInfo struct {
+	roots     []symbolize.RootRange
+	sig       sigCache
+	hasSFrame bool // the object has an .sframe section
+	goSwitch  []goSwitchRange
+}
+
+var infoKey = target.NewMemoKey()
+
+func newModInfo(m *target.Module) any {
+	return &modInfo{roots: symbolize.RootRanges(m), hasSFrame: m.File != nil && m.File.SFrame != nil,
+		goSwitch: goSwitchRanges(m)}
+}
+
+// modCache remembers the last module a walk looked at and its modInfo:
+// consecutive frames are mostly in the same object, so most frames cost
+// one pointer comparison.
+type modCache struct {
+	mod  *target.Module
+	info *modInfo
+}
+
+// get returns the module's modInfo, nil when m has no module.
+func (mc *modCache) get(m *target.Mapping) *modInfo {
 	if m == nil || m.Module == nil {
+		return nil
+	}
+	if m.Module != mc.mod {
+		mc.mod, mc.info = m.Module, m.Module.Memo(infoKey, newModInfo).(*modInfo)
+	}
+	return mc.info
+}
+
+// rootAt classifies the function holding lookup address pc of mapping m
+// (whose modInfo is info), by the extents of the thread-root functions in
+// its module's symbol tables.
+func rootAt(info *modInfo, m *target.Mapping, pc uint64) rootKind {
+	if info == nil {
 		return rootNone
 	}
 	vaddr := pc - m.Bias
-	for _, r := range symbolize.RootRanges(m.Module) {
+	for _, r := range info.roots {
 		if vaddr >= r.Start && vaddr < r.End {
 			if r.Kind == symbolize.GoTopFrame {
 				return rootGo

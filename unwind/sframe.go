@@ -81,7 +81,7 @@ var ErrSignalFrame = errors.New("sframe: signal frame left to the next stepper")
 
 // Step implements Stepper.
 func (st SFrame) Step(c *Cursor) error {
-	if c.Map == nil || c.Map.Module == nil {
+	if c.Map == nil || c.Map.Module == nil || (st.Source == nil && c.info != nil && !c.info.hasSFrame) {
 		return ErrNoInfo
 	}
 	var sec *sframe.Section

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/target"
 )
 
 // Signal trampolines: the code a signal handler returns to, which asks the
@@ -28,10 +27,10 @@ func isSignalTrampoline(c *Cursor) bool {
 	if !ok {
 		return false
 	}
-	if c.Map == nil || c.Map.Module == nil {
+	if c.info == nil {
 		return hasSigreturnCode(c, pc)
 	}
-	cache := c.Map.Module.Memo(sigKey, newSigCache).(*sigCache)
+	cache := &c.info.sig
 	key := pc - c.Map.Bias
 	if m := cache.m.Load(); m != nil {
 		if is, seen := (*m)[key]; seen {
@@ -61,10 +60,6 @@ type sigCache struct {
 	mu sync.Mutex // serialises writers of m
 	m  atomic.Pointer[map[uint64]bool]
 }
-
-var sigKey = target.NewMemoKey()
-
-func newSigCache(*target.Module) any { return new(sigCache) }
 
 func hasSigreturnCode(c *Cursor, pc uint64) bool {
 	want := sigreturnAMD64

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fixture"
@@ -16,6 +21,10 @@ import (
 var rewindBin string
 
 func TestMain(m *testing.M) {
+	if files := os.Getenv("REWIND_TEST_MAP_FILES"); files != "" {
+		mapFilesAndWait(strings.Split(files, ":"))
+		return
+	}
 	dir, err := os.MkdirTemp("", "rewind-cli-")
 	if err != nil {
 		panic(err)
@@ -193,5 +202,72 @@ func TestDumpPersistentCache(t *testing.T) {
 		if files, _ := filepath.Glob(filepath.Join(cache, sub, "*", "*")); len(files) == 0 {
 			t.Errorf("nothing cached under %s", sub)
 		}
+	}
+}
+
+// mapFilesAndWait is the test binary run as a target: it maps each file
+// (data, not code: a locale archive, a font cache), says "ready" and
+// waits for its standard input to close.
+func mapFilesAndWait(files []string) {
+	var keep [][]byte
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			panic(err)
+		}
+		b, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ, syscall.MAP_PRIVATE)
+		if err != nil {
+			panic(err)
+		}
+		keep = append(keep, b)
+		f.Close()
+	}
+	os.Stdout.WriteString("ready\n")
+	io.Copy(io.Discard, os.Stdin)
+	runtime.KeepAlive(keep)
+}
+
+// TestDumpQuietOnDataMappings: files a process maps as data (not ELF
+// objects) are not code, so dumping it prints no warning about them.
+func TestDumpQuietOnDataMappings(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for _, name := range []string{"locale-archive", "fonts.cache", "notes.txt"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Repeat("not an ELF file\n", 512)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "REWIND_TEST_MAP_FILES="+strings.Join(files, ":"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("target said %q, %v", line, err)
+	}
+	maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid))
+	if !strings.Contains(string(maps), files[0]) {
+		t.Fatalf("target does not map %s:\n%s", files[0], maps)
+	}
+	stdout, stderr, code := run(t, "dump", strconv.Itoa(cmd.Process.Pid))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("dump printed to stderr:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "runtime.") {
+		t.Errorf("no thread shows the Go runtime:\n%s", stdout)
 	}
 }

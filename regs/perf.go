@@ -1,23 +1,23 @@
-package perfdata
+package regs
 
-import (
-	"math/bits"
+import "math/bits"
 
-	"github.com/rewindstack/rewind/regs"
-)
+// perf_event_open's register sets (PERF_SAMPLE_REGS_USER): the registers
+// a sample carries are named by bits of a mask in perf's own numbering,
+// and their values follow in bit order.
 
-// perf's amd64 register numbering (arch/x86/include/uapi/asm/perf_regs.h)
+// perf's amd64 register numbering (arch/x86/include/uapi/asm/perf_h)
 // mapped to DWARF numbers; -1 for registers unwinding does not use.
 var amd64PerfToDWARF = [...]int{
-	0:  regs.AMD64RAX,
-	1:  regs.AMD64RBX,
-	2:  regs.AMD64RCX,
-	3:  regs.AMD64RDX,
-	4:  regs.AMD64RSI,
-	5:  regs.AMD64RDI,
-	6:  regs.AMD64RBP,
-	7:  regs.AMD64RSP,
-	8:  regs.AMD64RIP,
+	0:  AMD64RAX,
+	1:  AMD64RBX,
+	2:  AMD64RCX,
+	3:  AMD64RDX,
+	4:  AMD64RSI,
+	5:  AMD64RDI,
+	6:  AMD64RBP,
+	7:  AMD64RSP,
+	8:  AMD64RIP,
 	9:  -1,                                                       // flags
 	10: -1,                                                       // cs
 	11: -1,                                                       // ss
@@ -28,24 +28,24 @@ var amd64PerfToDWARF = [...]int{
 	16: 8, 17: 9, 18: 10, 19: 11, 20: 12, 21: 13, 22: 14, 23: 15, // r8..r15
 }
 
-// UserRegsMask returns the sample_regs_user mask rewind asks for on arch:
+// PerfUserMask returns the sample_regs_user mask rewind asks for on arch:
 // the general registers, stack pointer and PC, which is all a CFI or SFrame
 // walk can need.
-func UserRegsMask(arch regs.Arch) uint64 {
+func PerfUserMask(arch Arch) uint64 {
 	switch arch {
-	case regs.AMD64:
+	case AMD64:
 		return 0x1ff | 0xff<<16 // ax..ip, r8..r15
-	case regs.ARM64:
+	case ARM64:
 		return 1<<33 - 1 // x0..x30, sp, pc (perf numbers them as DWARF does)
 	}
 	return 0
 }
 
-// UserRegs converts a sample's REGS_USER values, taken with mask, into a
+// FromPerf converts a sample's REGS_USER values, taken with mask, into a
 // DWARF-numbered register set for arch. ok is false when the sample has no
 // user registers or the architecture is not supported.
-func UserRegs(arch regs.Arch, mask uint64, values []uint64) (r regs.Regs, ok bool) {
-	r = regs.New(arch)
+func FromPerf(arch Arch, mask uint64, values []uint64) (r Regs, ok bool) {
+	r = New(arch)
 	if len(values) != bits.OnesCount64(mask) || len(values) == 0 {
 		return r, false
 	}
@@ -55,11 +55,11 @@ func UserRegs(arch regs.Arch, mask uint64, values []uint64) (r regs.Regs, ok boo
 		v := values[i]
 		i++
 		switch arch {
-		case regs.AMD64:
+		case AMD64:
 			if bit < len(amd64PerfToDWARF) && amd64PerfToDWARF[bit] >= 0 {
 				r.Set(amd64PerfToDWARF[bit], v)
 			}
-		case regs.ARM64:
+		case ARM64:
 			r.Set(bit, v)
 		default:
 			return r, false
