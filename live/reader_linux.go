@@ -1,15 +1,47 @@
 package live
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/target"
 )
 
 // ReadBatch performs every read with as few process_vm_readv calls as
-// IOV_MAX allows (one per 1024 reads). A read that ends at an unreadable
-// page stops its call; the next call starts with the following read.
+// IOV_MAX allows (one per 1024 reads), spread over up to GOMAXPROCS
+// threads when there are several such calls. A read that ends at an
+// unreadable page stops its call; the next call starts with the
+// following read.
 func (r *Reader) ReadBatch(reads []Read) {
+	chunks := (len(reads) + iovMax - 1) / iovMax
+	workers := min(chunks, runtime.GOMAXPROCS(0), 4)
+	if workers <= 1 {
+		r.readRange(reads)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
+					return
+				}
+				r.readRange(reads[c*iovMax : min(len(reads), (c+1)*iovMax)])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readRange performs reads (at most iovMax of them per call).
+func (r *Reader) readRange(reads []Read) {
 	local := make([]unix.Iovec, 0, min(len(reads), iovMax))
 	remote := make([]unix.RemoteIovec, 0, min(len(reads), iovMax))
 	for i := 0; i < len(reads); {
