@@ -13,13 +13,14 @@ const fuzzBase = 0x10000
 
 // fuzzMemory is a process image made of data at fuzzBase: runtime.allgs's
 // header first, then whatever the header points to.
-func fuzzRead(t *testing.T, data []byte) *snapshot {
-	lay, err := goruntime.ForVersion("go1.26.8")
+func fuzzRead(t *testing.T, data []byte) *snapshot { return fuzzReadVersion(t, data, "go1.26.8") }
+
+func fuzzReadVersion(t *testing.T, data []byte, version string) *snapshot {
+	lay, err := goruntime.ForVersion(version)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lay.AllGs = fuzzBase
-	lay.Labels.Supported = true
 	mem := &target.Snapshot{Regions: []target.Region{{Addr: fuzzBase, Data: data}}}
 	s, _ := readAll(memBatch{mem}, lay, 0, nil)
 	return s
@@ -40,6 +41,22 @@ func FuzzReadAll(f *testing.F) {
 		for _, g := range s.gs {
 			if g.torn() != "" {
 				t.Fatalf("kept a torn g: %+v", g)
+			}
+		}
+	})
+}
+
+// FuzzReadAllMap is FuzzReadAll with Go 1.22's layout, whose pprof labels
+// are a hash map.
+func FuzzReadAllMap(f *testing.F) {
+	f.Add(oneGoroutine())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if s := fuzzReadVersion(t, data, "go1.22.12"); s != nil {
+			for _, g := range s.gs {
+				if g.torn() != "" {
+					t.Fatalf("kept a torn g: %+v", g)
+				}
 			}
 		}
 	})
@@ -93,4 +110,7 @@ func TestWriteCorpus(t *testing.T) {
 	write := fuzzcorpus.Regenerate(t, "FuzzReadAll")
 	write("one-goroutine", oneGoroutine())
 	write("empty", []byte{})
+	writeMap := fuzzcorpus.Regenerate(t, "FuzzReadAllMap")
+	writeMap("one-goroutine", oneGoroutine())
+	writeMap("empty", []byte{})
 }

@@ -165,7 +165,9 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 	s.co.rd, s.co.gap = rd, stackGap
 	s.copyStacksAndMs(&s.co, lay)
 	s.co.rd = nil
-	if lay.Labels.Supported {
+	if lay.Labels.Map {
+		s.readLabelMaps(rd)
+	} else if lay.Labels.Supported {
 		s.readLabels(rd)
 	} else {
 		for i := range s.gs {
@@ -446,3 +448,106 @@ func (s *snapshot) readLabels(rd batchReader) {
 // (the smallest stack) shortened the pause for 100,000 goroutines from 80
 // to 67 ms, 4 KB less so.
 const stackGap = 2 << 10
+
+// The runtime's hash map before Go 1.24 (runtime/map.go: hmap, bmap) as
+// map[string]string lays it out: buckets of 8 slots, a tophash byte per
+// slot, the 8 keys, the 8 values, an overflow pointer.
+const (
+	hmapSize       = 48
+	bucketSize     = 8 + 8*16 + 8*16 + 8
+	minTopHash     = 5 // smaller tophash values mark empty or evacuated slots
+	maxBucketShift = 8
+	maxOverflow    = 64
+)
+
+// readLabelMaps reads pprof labels that are a map[string]string (Go 1.22
+// and 1.23): g.labels points at the map variable. Batches: the map
+// pointers, the hmap headers, the buckets (then overflow buckets), the
+// strings.
+func (s *snapshot) readLabelMaps(rd batchReader) {
+	var owners []int
+	var reads []live.Read
+	for i := range s.gs {
+		if s.gs[i].labelsPtr != 0 {
+			owners = append(owners, i)
+			reads = append(reads, live.Read{Addr: s.gs[i].labelsPtr, Buf: make([]byte, 8)})
+		}
+	}
+	if len(reads) == 0 {
+		return
+	}
+	rd.ReadBatch(reads)
+	var hdrs []live.Read
+	var hOwners []int
+	for k, r := range reads {
+		if r.N == 8 && u64(r.Buf, 0) != 0 {
+			hdrs = append(hdrs, live.Read{Addr: u64(r.Buf, 0), Buf: make([]byte, hmapSize)})
+			hOwners = append(hOwners, owners[k])
+		}
+	}
+	rd.ReadBatch(hdrs)
+	var buckets []live.Read
+	var bOwners []int
+	growing := 0
+	for k, h := range hdrs {
+		if h.N != hmapSize || u64(h.Buf, 0) == 0 {
+			continue
+		}
+		b := h.Buf[9]
+		if b > maxBucketShift || u64(h.Buf, 16) == 0 {
+			continue
+		}
+		if u64(h.Buf, 24) != 0 {
+			growing++ // entries are split between old and new buckets
+			continue
+		}
+		buckets = append(buckets, live.Read{Addr: u64(h.Buf, 16), Buf: make([]byte, bucketSize<<b)})
+		bOwners = append(bOwners, hOwners[k])
+	}
+	if growing > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("pprof labels of %d goroutines not read: their maps were growing", growing))
+	}
+	var strs []live.Read
+	var slots []int // owner g per key/value pair
+	for round := 0; len(buckets) > 0 && round <= maxOverflow; round++ {
+		rd.ReadBatch(buckets)
+		var more []live.Read
+		var mOwners []int
+		for k, b := range buckets {
+			if b.N != len(b.Buf) {
+				continue
+			}
+			for off := 0; off+bucketSize <= len(b.Buf); off += bucketSize {
+				bk := b.Buf[off : off+bucketSize]
+				for i := 0; i < 8; i++ {
+					if bk[i] < minTopHash {
+						continue
+					}
+					kp, kl := u64(bk, 8+16*i), u64(bk, 8+16*i+8)
+					vp, vl := u64(bk, 136+16*i), u64(bk, 136+16*i+8)
+					if kl > maxLabelLen || vl > maxLabelLen {
+						continue
+					}
+					strs = append(strs, live.Read{Addr: kp, Buf: make([]byte, kl)}, live.Read{Addr: vp, Buf: make([]byte, vl)})
+					slots = append(slots, bOwners[k])
+				}
+				if ov := u64(bk, bucketSize-8); ov != 0 {
+					more = append(more, live.Read{Addr: ov, Buf: make([]byte, bucketSize)})
+					mOwners = append(mOwners, bOwners[k])
+				}
+			}
+		}
+		buckets, bOwners = more, mOwners
+	}
+	rd.ReadBatch(strs)
+	for i, g := range slots {
+		key, val := strs[2*i], strs[2*i+1]
+		if key.N != len(key.Buf) || val.N != len(val.Buf) {
+			continue
+		}
+		if s.gs[g].labels == nil {
+			s.gs[g].labels = map[string]string{}
+		}
+		s.gs[g].labels[string(key.Buf)] = string(val.Buf)
+	}
+}

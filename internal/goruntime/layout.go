@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -59,12 +60,15 @@ type MOffsets struct {
 	Size         int
 }
 
-// LabelLayout says how to read a goroutine's pprof labels: g.labels
-// points at a struct whose first field is a slice of {key, value string}
-// (Go 1.24 and later: runtime/pprof.labelMap, internal label.Set). Before
-// 1.24 labels were a Go map, which is not read (Supported false).
+// LabelLayout says how to read a goroutine's pprof labels. From Go 1.24
+// g.labels points at a struct whose first field is a slice of {key, value
+// string} (runtime/pprof.labelMap, later internal/runtime/pprof/label.Set);
+// before, at a map[string]string (runtime/pprof.labelMap), read as the
+// runtime's hash map of that era (hmap, 8-slot buckets).
 type LabelLayout struct {
 	Supported bool
+	// Map: labels are a map[string]string (Go 1.22, 1.23).
+	Map bool
 }
 
 // ErrUnsupported: the binary is not a Go program, or its Go version has
@@ -197,8 +201,7 @@ var errNoTypes = errors.New("no runtime.g type in DWARF")
 // fromDWARF takes the offsets from the DWARF types runtime.g, runtime.m,
 // runtime.gobuf and runtime.stack.
 func (l *Layout) fromDWARF(d *dwarf.Data) error {
-	want := map[string]bool{"runtime.g": true, "runtime.m": true, "runtime.gobuf": true, "runtime.stack": true,
-		"internal/runtime/pprof/label.Set": true, "runtime/pprof.labelMap": true}
+	want := map[string]bool{"runtime.g": true, "runtime.m": true, "runtime.gobuf": true, "runtime.stack": true}
 	types := map[string]*dwarf.StructType{}
 	rd := d.Reader()
 	for len(types) < len(want) {
@@ -254,12 +257,19 @@ func (l *Layout) fromDWARF(d *dwarf.Data) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("DWARF types lack %s", strings.Join(missing, ", "))
 	}
-	l.Labels.Supported = types["internal/runtime/pprof/label.Set"] != nil || types["runtime/pprof.labelMap"] != nil &&
-		isStruct(types["runtime/pprof.labelMap"])
+	// The label layout follows the version (the types are in DWARF only
+	// when the program uses runtime/pprof).
+	mm := majorMinor(l.GoVersion)
+	l.Labels = LabelLayout{Supported: mm != "", Map: mm != "" && versionLess(mm, "go1.24")}
 	return nil
 }
 
-func isStruct(st *dwarf.StructType) bool { return st != nil && st.Kind == "struct" }
+// versionLess compares "go1.N" strings numerically.
+func versionLess(a, b string) bool {
+	na, _ := strconv.Atoi(strings.TrimPrefix(a, "go1."))
+	nb, _ := strconv.Atoi(strings.TrimPrefix(b, "go1."))
+	return na < nb
+}
 
 // fieldOffset resolves a dotted field path in a struct type.
 func fieldOffset(st *dwarf.StructType, path string) (int, bool) {

@@ -8,7 +8,7 @@ func init() {
 			M: 48, Status: 144, Goid: 152, WaitSince: 168, WaitReason: 176, LockedM: 208, ParentGoid: 272,
 			GoPC: 280, StartPC: 296, Labels: 344, Size: 424},
 		m:           MOffsets{ProcID: 72, CurG: 192, Size: 2024},
-		labels:      LabelLayout{Supported: false},
+		labels:      LabelLayout{Supported: true, Map: true},
 		waitReasons: []string{"", "GC assist marking", "IO wait", "chan receive (nil chan)", "chan send (nil chan)", "dumping heap", "garbage collection", "garbage collection scan", "panicwait", "select", "select (no cases)", "GC assist wait", "GC sweep wait", "GC scavenge wait", "chan receive", "chan send", "finalizer wait", "force gc (idle)", "semacquire", "sleep", "sync.Cond.Wait", "sync.Mutex.Lock", "sync.RWMutex.RLock", "sync.RWMutex.Lock", "trace reader (blocked)", "wait for GC cycle", "GC worker (idle)", "GC worker (active)", "preempted", "debug call", "GC mark termination", "stopping the world", "flushing proc caches", "trace goroutine status", "trace proc status", "page trace flush", "coroutine"},
 	})
 }
@@ -21,7 +21,7 @@ func init() {
 			M: 48, Status: 152, Goid: 160, WaitSince: 176, WaitReason: 184, LockedM: 216, ParentGoid: 280,
 			GoPC: 288, StartPC: 304, Labels: 352, Size: 432},
 		m:           MOffsets{ProcID: 72, CurG: 192, Size: 1784},
-		labels:      LabelLayout{Supported: false},
+		labels:      LabelLayout{Supported: true, Map: true},
 		waitReasons: []string{"", "GC assist marking", "IO wait", "chan receive (nil chan)", "chan send (nil chan)", "dumping heap", "garbage collection", "garbage collection scan", "panicwait", "select", "select (no cases)", "GC assist wait", "GC sweep wait", "GC scavenge wait", "chan receive", "chan send", "finalizer wait", "force gc (idle)", "semacquire", "sleep", "sync.Cond.Wait", "sync.Mutex.Lock", "sync.RWMutex.RLock", "sync.RWMutex.Lock", "trace reader (blocked)", "wait for GC cycle", "GC worker (idle)", "GC worker (active)", "preempted", "debug call", "GC mark termination", "stopping the world", "flushing proc caches", "trace goroutine status", "trace proc status", "page trace flush", "coroutine", "GC weak to strong wait"},
 	})
 }
