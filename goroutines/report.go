@@ -104,8 +104,18 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 				f0.Exact = false
 			}
 		}
+		injected := false
 		for j := range st.Frames {
-			frames = appendFrames(frames, sym, &st.Frames[j], false)
+			f := &st.Frames[j]
+			if injected {
+				// The frame a signal interrupted (async preemption, a
+				// fault): its PC is where it stopped, not a return
+				// address, as Go's traceback treats it.
+				f.Exact = true
+			}
+			var phys string
+			frames, phys = appendFramesName(frames, sym, f, false)
+			injected = phys == "runtime.asyncPreempt" || phys == "runtime.sigpanic" || phys == "runtime.debugCallV2"
 		}
 		e.Frames = frames
 		e.End, e.EndDetail = st.End.String(), st.Detail
@@ -117,14 +127,22 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 // appendFrames adds the function activations at one physical frame that
 // Go's traceback shows (all of them for C code).
 func appendFrames(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.Frame, c bool) []output.Frame {
-	for _, loc := range sym.Frame(f.Map, f.PC, f.Exact) {
+	out, _ = appendFramesName(out, sym, f, c)
+	return out
+}
+
+// appendFramesName is appendFrames that also returns the physical
+// function's name.
+func appendFramesName(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.Frame, c bool) ([]output.Frame, string) {
+	locs := sym.Frame(f.Map, f.PC, f.Exact)
+	for _, loc := range locs {
 		if !c && (loc.GoWrapper || !showFrame(loc.Function, len(out) == 0)) {
 			continue
 		}
 		out = append(out, output.Frame{PC: f.PC, Function: loc.Function, Offset: loc.Offset, Module: loc.Module,
 			File: loc.File, Line: loc.Line, Inlined: loc.Inlined, Method: f.Method.String()})
 	}
-	return out
+	return out, locs[len(locs)-1].Function
 }
 
 // creator resolves g.gopc as Go's printcreatedby does: the physical
