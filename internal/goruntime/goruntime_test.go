@@ -117,3 +117,11 @@ func TestWriteCorpus(t *testing.T) {
 	write("go-headers", data[:min(len(data), 4096)])
 	write("empty", []byte{})
 }
+
+// TestNotGo: a C program is refused as such.
+func TestNotGo(t *testing.T) {
+	_, err := Open("/bin/sh")
+	if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not a Go program") {
+		t.Errorf("/bin/sh: %v", err)
+	}
+}

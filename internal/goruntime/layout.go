@@ -98,6 +98,9 @@ func Read(r io.ReaderAt, name string) (l *Layout, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if ef.Section(".go.buildinfo") == nil && ef.Section(".gopclntab") == nil {
+		return nil, fmt.Errorf("%s: %w: not a Go program (no .go.buildinfo or .gopclntab section)", name, ErrUnsupported)
+	}
 	l = &Layout{}
 	if bi, err := buildinfo.Read(readerAt{r}); err == nil {
 		l.GoVersion = bi.GoVersion
