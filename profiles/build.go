@@ -236,7 +236,7 @@ func (b *Builder) add(s *Sample) {
 	mem := &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: s.Stack}}}
 	for i, m := range b.opt.Methods {
 		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
-		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable && crossedSignal(&b.st) {
+		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable {
 			spliceKernelFP(&b.st, s.UserFP, space)
 		}
 		b.userLocs = b.userLocs[:0]

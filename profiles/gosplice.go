@@ -6,13 +6,17 @@ import (
 )
 
 // spliceKernelFP continues a walk that ended at a Go stack switch
-// (unwind.EndGoSwitch), or in unreadable memory after a signal frame, with the kernel's frame-pointer walk of the same
-// sample. A sample's stack copy holds only the stack the thread was on
-// (g0, the system stack), while the kernel walked the live memory of the
-// goroutine stack the frame pointers lead to. The walks meet at the
-// switching frame: the kernel's walk is continued after the outermost of
-// st's last three frames it also holds (or after the sampled PC when it
-// holds none of them). The added frames are frame-pointer frames.
+// (unwind.EndGoSwitch) or in memory the sample did not copy
+// (unwind.EndUnreadable: another stack, such as the context a signal
+// interrupted when the handler runs on sigaltstack, or past the copy's
+// end) with the kernel's frame-pointer walk of the same sample, which read
+// the live memory: a sample's copy holds only the stack the thread was on
+// (g0, the system stack), not the goroutine stack the frame pointers lead
+// to. The walks meet at the switching frame: the kernel's walk is
+// continued after the outermost of st's last three frames it also holds
+// (or after the sampled PC when it holds none of them). The added frames
+// are frame-pointer frames; the walk's end reason is left as it was, so
+// the fidelity table still says why rewind's own walk stopped.
 func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpace) {
 	if len(userFP) < 2 {
 		return
@@ -50,18 +54,6 @@ func goStackEnd(function string) bool {
 	case "runtime.mcall", "runtime.morestack", "runtime.mcall.abi0", "runtime.morestack.abi0",
 		"runtime.sigtramp", "runtime.cgoSigtramp", "runtime.sigtramp.abi0", "runtime.cgoSigtramp.abi0":
 		return true
-	}
-	return false
-}
-
-// crossedSignal reports whether a walk restored a signal frame: the
-// interrupted context may be on another stack (Go's signal handlers run
-// on sigaltstack) than the one the sample copied.
-func crossedSignal(st *unwind.Stack) bool {
-	for i := range st.Frames {
-		if st.Frames[i].Method == unwind.MethodSignal {
-			return true
-		}
 	}
 	return false
 }

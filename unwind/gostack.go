@@ -36,8 +36,10 @@ import (
 //     the frame pointer leads back to it.
 //   - gogo: stopped between loading a goroutine's SP and BP and jumping
 //     to its PC, it is followed by the frame pointer too.
-//   - sigtramp, cgoSigtramp: the Go signal handler's stack (gsignal)
-//     begins there; the walk ends, as the runtime's traceback does.
+//   - sigtramp: the Go signal handler's stack (gsignal) begins there;
+//     the walk goes on through the kernel's signal frame (the restorer,
+//     runtime.sigreturn__sigaction, recognised by its code) into the
+//     interrupted goroutine, on its own stack.
 //   - morestack: the goroutine's registers are in its g, which g0 does not
 //     point to; the walk follows g0's own frame-pointer chain to the
 //     thread's start, as the kernel's walk does.
@@ -64,9 +66,6 @@ const (
 	// (their frame record stays on the goroutine stack) and gogo, which
 	// loads a goroutine's saved SP and BP and jumps to its PC.
 	goFPSwitch
-	// goSignal: the Go signal handler's entry on the gsignal stack, a
-	// top frame for the runtime's traceback.
-	goSignal
 	// goSigreturn: the runtime's signal restorer (rt_sigreturn).
 	goSigreturn
 )
@@ -85,8 +84,6 @@ var goSwitchSyms = []struct {
 	{"runtime.vgetrandom1", goFPSwitch}, {"runtime.vgetrandom1.abi0", goFPSwitch},
 	{"gogo", goFPSwitch}, {"runtime.gogo", goFPSwitch}, {"runtime.gogo.abi0", goFPSwitch},
 	{"runtime.sigreturn__sigaction", goSigreturn}, {"runtime.sigreturn__sigaction.abi0", goSigreturn},
-	{"runtime.sigtramp", goSignal}, {"runtime.sigtramp.abi0", goSignal},
-	{"runtime.cgoSigtramp", goSignal}, {"runtime.cgoSigtramp.abi0", goSignal},
 }
 
 // goSwitchRange is one switching function's extent in a module.
@@ -139,9 +136,6 @@ func goSwitch(c *Cursor) error {
 		return ErrNoInfo
 	}
 	kind, start := goSwitchAt(c)
-	if kind == goSignal {
-		return fmt.Errorf("%w: the Go signal handler's stack begins at runtime.sigtramp", ErrChainEnd)
-	}
 	if kind == goSigreturn {
 		if !c.Exact {
 			return ErrNoInfo // a return into it: isSignalTrampoline's case
