@@ -47,12 +47,11 @@ func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpac
 // goStackEnd reports whether a stack ends where Go's own traceback ends a
 // system stack: at runtime.mcall or runtime.morestack on g0 after the
 // goroutine that entered them was descheduled (SPWRITE functions; the
-// goroutine is no longer the thread's), or at the signal handler's entry
-// on the gsignal stack (a TOPFRAME). Such a stack is complete.
+// goroutine is no longer the thread's, and mcall cleared the frame
+// pointer). Such a stack is complete.
 func goStackEnd(function string) bool {
 	switch function {
-	case "runtime.mcall", "runtime.morestack", "runtime.mcall.abi0", "runtime.morestack.abi0",
-		"runtime.sigtramp", "runtime.cgoSigtramp", "runtime.sigtramp.abi0", "runtime.cgoSigtramp.abi0":
+	case "runtime.mcall", "runtime.morestack", "runtime.mcall.abi0", "runtime.morestack.abi0":
 		return true
 	}
 	return false

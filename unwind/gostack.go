@@ -135,6 +135,20 @@ func goSwitch(c *Cursor) error {
 		// elsewhere: left to the steppers for now.
 		return ErrNoInfo
 	}
+	if !c.Exact && c.Map != nil {
+		// A return address at the start of the runtime's signal
+		// restorer: the kernel pushed it for the handler, and the
+		// lookup address (one before) falls in the function before.
+		// Its code may not be in the memory (a perf sample), so it is
+		// known by its symbol.
+		raw := c.PC + 1 - c.Map.Bias
+		for _, r := range c.info.goSwitch {
+			if r.kind == goSigreturn && raw == r.lo {
+				c.Method = MethodSignal
+				return restoreSignalFrame(c)
+			}
+		}
+	}
 	kind, start := goSwitchAt(c)
 	if kind == goSigreturn {
 		if !c.Exact {
