@@ -36,10 +36,10 @@ func childMain() {
 	for i := 0; i < 3; i++ {
 		go parkForExample()
 	}
-	for n := 0; n < 3; {
+	for n := 0; n < 3; runtime.Gosched() {
 		n = 0
 		for _, l := range strings.Split(string(stackDump()), "\n\n") {
-			if strings.Contains(l, "parkForExample") {
+			if strings.Contains(l, "[chan receive") && strings.Contains(l, "parkForExample") {
 				n++
 			}
 		}
