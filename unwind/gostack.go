@@ -125,11 +125,9 @@ func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
 }
 
 // goSwitch handles a frame in one of the switching functions; it returns
-// ErrNoInfo for every other frame. It runs before the steppers.
+// ErrNoInfo for every other frame. The walk calls it before the steppers
+// for frames in modules that have such functions (c.info.goSwitch).
 func goSwitch(c *Cursor) error {
-	if c.info == nil || len(c.info.goSwitch) == 0 {
-		return ErrNoInfo // the common case: one check per frame
-	}
 	if c.Regs.Arch != regs.AMD64 {
 		// arm64 keeps the return address in a register and saves it
 		// elsewhere: left to the steppers for now.

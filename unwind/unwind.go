@@ -251,7 +251,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		walkPool.Put(w)
 	}()
 	w.rd = reader{mem: mem}
-	w.c.mem = &w.rd
+	w.c.mem, w.c.space = &w.rd, space
 	cur, next := &w.regs[0], &w.regs[1]
 	*cur = r
 	exact := true
@@ -290,21 +290,25 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		c := &w.c
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
-		c.CallerExact, c.Method, c.space, c.stackSwitch = false, 0, space, false
+		c.CallerExact, c.Method, c.stackSwitch = false, 0, false
 		root := rootAt(info, m, lookup)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
 			return
 		}
-		err := goSwitch(c)
-		if err == ErrNoInfo {
-			for _, s := range u.Steppers {
-				c.Method = s.Method()
-				if err = s.Step(c); err != ErrNoInfo && !errors.Is(err, ErrNoInfo) {
-					break
-				}
+		err := ErrNoInfo
+		if info != nil && info.goSwitch != nil {
+			if err = goSwitch(c); err != ErrNoInfo {
+				goto stepped
 			}
 		}
+		for _, s := range u.Steppers {
+			c.Method = s.Method()
+			if err = s.Step(c); err != ErrNoInfo && !errors.Is(err, ErrNoInfo) {
+				break
+			}
+		}
+	stepped:
 		method = c.Method
 		if root == rootThread && !errors.Is(err, ErrOutermost) && !errors.Is(err, ErrChainEnd) {
 			// Nothing is above a thread's entry function: whatever a
@@ -326,15 +330,13 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		// callee's. Equality is allowed for an exact frame (a leaf that has
 		// not moved SP, as on arm64). A signal frame may switch stacks
 		// (sigaltstack), so its restored SP is not checked.
-		if nsp, ok := next.SP(); ok && c.stackSwitch && nsp >= st.Frames[0].SP && nsp <= sp {
-			// A stack switch leads to another stack, not back into the
-			// part of this one the walk has passed.
-			st.End, st.Detail = EndNoProgress, fmt.Sprintf("stack switch back to sp %#x", nsp)
-			return
-		}
-		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact && !c.stackSwitch {
+		//
+		// A Go stack switch (c.stackSwitch) leads to another stack,
+		// which may lie below this one, but not back into the part of
+		// this one the walk has passed.
+		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact {
 			npc, _ := next.PC()
-			if nsp < sp || (nsp == sp && (npc == pc || !exact)) {
+			if (nsp < sp || (nsp == sp && (npc == pc || !exact))) && !(c.stackSwitch && nsp < st.Frames[0].SP) {
 				st.End, st.Detail = EndNoProgress, fmt.Sprintf("caller sp %#x, callee sp %#x", nsp, sp)
 				return
 			}
