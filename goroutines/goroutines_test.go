@@ -309,7 +309,8 @@ func TestLiveMatchesOwnDump(t *testing.T) {
 		toolchain string
 		flags     []string
 	}
-	vs := []variant{{"dwarf", "", nil}, {"stripped", "", []string{"-ldflags=-s -w"}}}
+	vs := []variant{{"dwarf", "", nil}, {"stripped", "", []string{"-ldflags=-s -w"}},
+		{"pie", "", []string{"-buildmode=pie"}}, {"pie-stripped", "", []string{"-buildmode=pie", "-ldflags=-s -w"}}}
 	for _, tc := range append([]string{"go1.27.3"}, strings.Fields(os.Getenv("REWIND_GO_TOOLCHAINS"))...) {
 		vs = append(vs, variant{tc + "/dwarf", tc, nil}, variant{tc + "/stripped", tc, []string{"-ldflags=-s -w"}})
 	}
