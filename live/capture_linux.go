@@ -68,6 +68,10 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		s.readMaps()
 		s.mark(markMaps)
 		s.copyStacks()
+		s.copySwitched()
+		if s.during != nil {
+			s.during(&Reader{tid: s.memTID()})
+		}
 		s.mark(markCopied)
 		if testHookStopped != nil {
 			testHookStopped(s.pid)
@@ -194,6 +198,7 @@ type session struct {
 	byTID   map[int]*tstate
 	mapsRaw []byte           // the maps text, read during the pause
 	ranges  []procmaps.Range // the address ranges in it
+	during  func(*Reader)    // Options.During
 	mapsErr error
 
 	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
@@ -217,12 +222,13 @@ type tstate struct {
 	probed   bool // found stopped by a register read, not by wait4
 	regs     regs.Regs
 	stack    target.Region
+	switched []target.Region // other stacks its frame pointers lead to (copySwitched)
 	err      error
 }
 
 func newSession(info procInfo, opt Options) *session {
 	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, ourChild: info.ppid == os.Getpid(),
-		byTID: map[int]*tstate{}, maxStack: opt.MaxStack}
+		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During}
 	if len(opt.Threads) > 0 {
 		s.want = map[int]bool{}
 		for _, tid := range opt.Threads {
@@ -630,7 +636,7 @@ func (s *session) copyStacks() {
 				break
 			}
 		}
-		i = k + 1
+		i = min(k+1, hi) // past the read that stopped short, or the whole chunk
 	}
 }
 
@@ -690,6 +696,7 @@ func (s *session) snapshot() *Snapshot {
 			if len(th.stack.Data) > 0 {
 				regions = append(regions, th.stack)
 			}
+			regions = append(regions, th.switched...)
 		}
 		snap.Threads = append(snap.Threads, t)
 	}

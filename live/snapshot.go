@@ -45,6 +45,11 @@ type Options struct {
 	// blocked on (a file that never answers, a slow disk). Zero means
 	// DefaultMaxStopped; negative means no limit.
 	MaxStopped time.Duration
+	// During, when set, is called once while every thread is stopped,
+	// after the stacks are copied, to copy more of the process's memory
+	// in the same pause (a Go program's goroutines, for example) through
+	// r's batched reads. It must not keep r.
+	During func(r *Reader)
 }
 
 // DefaultMaxStopped is the default Options.MaxStopped.

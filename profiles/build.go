@@ -236,6 +236,9 @@ func (b *Builder) add(s *Sample) {
 	mem := &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: s.Stack}}}
 	for i, m := range b.opt.Methods {
 		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
+		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable {
+			spliceKernelFP(&b.st, s.UserFP, space)
+		}
 		b.userLocs = b.userLocs[:0]
 		for j := range b.st.Frames {
 			b.userLocs = append(b.userLocs, b.userLoc(&b.st.Frames[j]))
@@ -363,6 +366,9 @@ func (b *Builder) kernelLoc(ip uint64) *Location {
 // reachesRoot reports whether one of the outermost three user frames is a
 // thread root function (symbolize.IsRoot).
 func reachesRoot(locs []*Location) bool {
+	if n := len(locs); n > 0 && goStackEnd(locs[n-1].Name()) {
+		return true
+	}
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-3; i-- {
 		for _, ln := range locs[i].Lines {
 			if symbolize.IsRoot(ln.Function) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -399,5 +400,70 @@ func TestLiveGoProgram(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("no folded stack contains %q", want)
 		}
+	}
+}
+
+// TestLiveGoScheduler records a Go program whose goroutines allocate, grow
+// maps and ping-pong over channels, so that many samples are on g0 below
+// runtime.systemstack and runtime.mcall (issue 13 item 5). rewind's walk
+// must reach the root in >= 99% of the samples and never in fewer than
+// the kernel's frame-pointer walk of the same samples.
+func TestLiveGoScheduler(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	exe := perftest.BuildGo(t)
+	col := record(t, []string{exe, "1.5", "churn"}, perfevent.Options{Freq: 999})
+	p := profiles.Build(col, profiles.Options{Methods: methods("auto")})
+	var buf bytes.Buffer
+	p.WriteFidelity(&buf)
+	t.Logf("%d samples\n%s", len(p.Stacks), buf.String())
+	auto, kfp := fidelity(p, "auto"), fidelity(p, profiles.KernelFP)
+	if auto.Samples < 100 {
+		t.Fatalf("only %d samples", auto.Samples)
+	}
+	if auto.Percent() < 99 {
+		logIncomplete(t, p)
+		t.Errorf("auto: %.2f%% of %d stacks complete, want >= 99%%", auto.Percent(), auto.Samples)
+	}
+	if kfp.Samples > 0 && auto.Complete < kfp.Complete {
+		logIncomplete(t, p)
+		t.Errorf("auto completes %d stacks, the kernel's frame-pointer walk %d", auto.Complete, kfp.Complete)
+	}
+	for i := range p.Stacks {
+		s := &p.Stacks[i]
+		for _, l := range s.Locations {
+			if !l.Kernel && l.Mapping == nil {
+				t.Errorf("stack %d has a frame outside every mapping: %#x (end %v)", i, l.Addr, s.End)
+				break
+			}
+		}
+	}
+}
+
+// logIncomplete logs the most frequent incomplete stacks of a profile.
+func logIncomplete(t *testing.T, p *profiles.Profile) {
+	counts := map[string]int{}
+	for i := range p.Stacks {
+		s := &p.Stacks[i]
+		if s.Complete || s.KernelOnly {
+			continue
+		}
+		var names []string
+		for _, l := range s.Locations {
+			if !l.Kernel {
+				names = append(names, fmt.Sprintf("%s@%#x", l.Name(), l.Addr))
+			}
+		}
+		counts[s.End.String()+": "+strings.Join(names, " <- ")]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	for i, k := range keys {
+		if i == 12 {
+			break
+		}
+		t.Logf("%4d  %s", counts[k], k)
 	}
 }

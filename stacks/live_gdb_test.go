@@ -68,7 +68,8 @@ func TestLiveMatchesGdb(t *testing.T) {
 
 // goTopFrames are where the Go runtime's own traceback ends a thread's
 // stack: a goroutine's entry, a thread's start, the switch to g0.
-var goTopFrames = map[string]bool{"runtime.goexit": true, "runtime.mstart": true, "runtime.rt0_go": true}
+var goTopFrames = map[string]bool{"runtime.goexit": true, "runtime.mstart": true, "runtime.rt0_go": true,
+	"runtime.mcall": true, "runtime.morestack": true}
 
 // TestLiveGoProgram captures a Go program whose goroutines, locked to
 // their threads, block in system calls, and compares every thread with

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // goTable reads a Go binary's runtime symbol table (.gopclntab, the "pcln
@@ -41,6 +42,9 @@ type goTable struct {
 	// offsets are relative to; nil when it could not be located (then no
 	// inline trees are reported).
 	gofunc []byte
+
+	wrapOnce sync.Once
+	wrapID   int // abi.FuncIDWrapper of this binary's Go version, -1 if unknown
 }
 
 // Offsets and indexes of the Go 1.20+ formats.
@@ -50,8 +54,10 @@ const (
 	goPCDataInlTreeIdx  = 2  // abi.PCDATA_InlTreeIndex
 	goFuncDataInlTree   = 3  // abi.FUNCDATA_InlTree
 	goInlinedCallSize   = 16 // sizeof(runtime.inlinedCall)
+	goFuncIDOffset      = 40 // _func.funcID
 	goModTextWord       = 22 // moduledata.text, in pointer-sized words
-	goModGofuncWord     = 40 // moduledata.gofunc
+	goModGofuncWord     = 40 // moduledata.gofunc (Go 1.20 to 1.26)
+	goModGofuncWord127  = 43 // moduledata.gofunc (Go 1.27)
 	goModFuncnameWord   = 1  // moduledata.funcnametab.ptr
 	goMaxInlineDepth    = 256
 	goMaxPCValueEntries = 1 << 20
@@ -212,7 +218,7 @@ func (t *goTable) fromModuledata(ef *elf.File, pclnAddr uint64, pcln []byte) (te
 		}
 		return t.bo.Uint64(b[i*8:])
 	}
-	need := (goModGofuncWord + 1) * t.ptrSize
+	need := (goModGofuncWord127 + 1) * t.ptrSize
 	for _, name := range []string{".go.module", ".noptrdata", ".data"} {
 		s := ef.Section(name)
 		if s == nil || s.Type == elf.SHT_NOBITS {
@@ -227,11 +233,21 @@ func (t *goTable) fromModuledata(ef *elf.File, pclnAddr uint64, pcln []byte) (te
 			if ptr(md, 0) != pclnAddr || ptr(md, goModFuncnameWord) != funcnameAddr {
 				continue
 			}
-			text, gofunc = ptr(md, goModTextWord), ptr(md, goModGofuncWord)
-			if ts := sectionAt(ef, text); ts == nil || ts.Flags&elf.SHF_EXECINSTR == 0 || sectionAt(ef, gofunc) == nil {
+			text = ptr(md, goModTextWord)
+			if ts := sectionAt(ef, text); ts == nil || ts.Flags&elf.SHF_EXECINSTR == 0 {
 				return 0, 0, false
 			}
-			return text, gofunc, true
+			// Go 1.27 added three words before rodata and gofunc: the
+			// right layout is the one whose rodata and gofunc both
+			// point into data sections, in that order.
+			for _, w := range []int{goModGofuncWord, goModGofuncWord127} {
+				rodata, gofunc := ptr(md, w-1), ptr(md, w)
+				if rs, gs := sectionAt(ef, rodata), sectionAt(ef, gofunc); rs != nil && gs != nil &&
+					rodata <= gofunc && gs.Flags&elf.SHF_EXECINSTR == 0 {
+					return text, gofunc, true
+				}
+			}
+			return 0, 0, false
 		}
 	}
 	return 0, 0, false
@@ -441,7 +457,8 @@ func (t *goTable) lookup(pc uint64) ([]Location, bool) {
 			nameOff := int32(t.bo.Uint32(tree[rec+4:]))
 			parentPC := int32(t.bo.Uint32(tree[rec+8:]))
 			file, line := t.fileLine(&f, cur)
-			locs = append(locs, Location{Function: goPrintName(t.funcName(nameOff)), File: file, Line: line, Inlined: true})
+			locs = append(locs, Location{Function: goPrintName(t.funcName(nameOff)), File: file, Line: line, Inlined: true,
+				GoWrapper: int(tree[rec]) == t.wrapperID()})
 			next := f.entry + uint64(int64(parentPC))
 			if parentPC < 0 || next >= f.end {
 				break
@@ -451,7 +468,8 @@ func (t *goTable) lookup(pc uint64) ([]Location, bool) {
 		}
 	}
 	file, line := t.fileLine(&f, cur)
-	locs = append(locs, Location{Function: goPrintName(t.funcName(f.nameOff)), Offset: pc - f.entry, File: file, Line: line})
+	locs = append(locs, Location{Function: goPrintName(t.funcName(f.nameOff)), Offset: pc - f.entry, File: file, Line: line,
+		GoWrapper: int(f.rec[goFuncIDOffset]) == t.wrapperID()})
 	return locs, true
 }
 

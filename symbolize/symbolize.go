@@ -66,6 +66,9 @@ type Location struct {
 	// Mangled is the raw symbol name when Function was demangled from it
 	// (physical entries only; "" otherwise).
 	Mangled string
+	// GoWrapper marks Go compiler-generated code (method, go-statement
+	// and ABI wrappers: abi.FuncIDWrapper), which Go's tracebacks elide.
+	GoWrapper bool
 }
 
 // ModuleBase returns the module's base name ("libc.so.6"), or "" if none.

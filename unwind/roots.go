@@ -21,12 +21,14 @@ type modInfo struct {
 	roots     []symbolize.RootRange
 	sig       sigCache
 	hasSFrame bool // the object has an .sframe section
+	goSwitch  []goSwitchRange
 }
 
 var infoKey = target.NewMemoKey()
 
 func newModInfo(m *target.Module) any {
-	return &modInfo{roots: symbolize.RootRanges(m), hasSFrame: m.File != nil && m.File.SFrame != nil}
+	return &modInfo{roots: symbolize.RootRanges(m), hasSFrame: m.File != nil && m.File.SFrame != nil,
+		goSwitch: goSwitchRanges(m)}
 }
 
 // modCache remembers the last module a walk looked at and its modInfo:

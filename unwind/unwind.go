@@ -70,10 +70,13 @@ const (
 	EndRegister
 	// EndBadFP: the frame pointer is misaligned or below the stack pointer.
 	EndBadFP
+	// EndGoSwitch: a Go stack switch (runtime.systemstack, mcall) leads
+	// to a goroutine stack that is not in the memory (see goSwitch).
+	EndGoSwitch
 )
 
 var endNames = [...]string{"outermost", "ra-undefined", "unreadable-memory", "no-unwind-info",
-	"no-progress", "depth-limit", "register-unavailable", "bad-frame-pointer"}
+	"no-progress", "depth-limit", "register-unavailable", "bad-frame-pointer", "go-stack-switch"}
 
 func (e EndReason) String() string {
 	if int(e) < len(endNames) {
@@ -161,6 +164,11 @@ type Cursor struct {
 
 	mem  *reader
 	info *modInfo // what the walk knows of Map's module (nil: no module)
+	// space resolves addresses, for checks of return addresses.
+	space *target.AddressSpace
+	// stackSwitch: the caller is on another stack (a Go stack switch), so
+	// its stack pointer need not lie above this frame's.
+	stackSwitch bool
 }
 
 // Read reads one 64-bit word of target memory.
@@ -243,7 +251,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		walkPool.Put(w)
 	}()
 	w.rd = reader{mem: mem}
-	w.c.mem = &w.rd
+	w.c.mem, w.c.space = &w.rd, space
 	cur, next := &w.regs[0], &w.regs[1]
 	*cur = r
 	exact := true
@@ -282,19 +290,25 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		c := &w.c
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
-		c.CallerExact, c.Method = false, 0
+		c.CallerExact, c.Method, c.stackSwitch = false, 0, false
 		root := rootAt(info, m, lookup)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
 			return
 		}
 		err := ErrNoInfo
+		if info != nil && info.goSwitch != nil {
+			if err = goSwitch(c); err != ErrNoInfo {
+				goto stepped
+			}
+		}
 		for _, s := range u.Steppers {
 			c.Method = s.Method()
 			if err = s.Step(c); err != ErrNoInfo && !errors.Is(err, ErrNoInfo) {
 				break
 			}
 		}
+	stepped:
 		method = c.Method
 		if root == rootThread && !errors.Is(err, ErrOutermost) && !errors.Is(err, ErrChainEnd) {
 			// Nothing is above a thread's entry function: whatever a
@@ -316,9 +330,13 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		// callee's. Equality is allowed for an exact frame (a leaf that has
 		// not moved SP, as on arm64). A signal frame may switch stacks
 		// (sigaltstack), so its restored SP is not checked.
+		//
+		// A Go stack switch (c.stackSwitch) leads to another stack,
+		// which may lie below this one, but not back into the part of
+		// this one the walk has passed.
 		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact {
 			npc, _ := next.PC()
-			if nsp < sp || (nsp == sp && (npc == pc || !exact)) {
+			if (nsp < sp || (nsp == sp && (npc == pc || !exact))) && !(c.stackSwitch && nsp < st.Frames[0].SP) {
 				st.End, st.Detail = EndNoProgress, fmt.Sprintf("caller sp %#x, callee sp %#x", nsp, sp)
 				return
 			}
@@ -344,10 +362,15 @@ func endFor(err error) (EndReason, string) {
 	switch {
 	case errors.Is(err, ErrNoInfo):
 		return EndNoInfo, ""
+	case errors.Is(err, ErrGoSwitch):
+		return EndGoSwitch, err.Error()
 	case errors.Is(err, ErrOutermost):
 		return EndRAUndefined, ""
 	case errors.Is(err, ErrChainEnd):
-		return EndOutermost, ""
+		if err == ErrChainEnd {
+			return EndOutermost, ""
+		}
+		return EndOutermost, err.Error()
 	case isMemoryError(err):
 		return EndUnreadable, err.Error()
 	case errors.Is(err, ErrRegister):

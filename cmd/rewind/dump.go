@@ -35,6 +35,11 @@ so only the first dump that meets a library pays for reading its debug
 information (about half a second for libc with libc6-dbg); --stats shows
 where the time goes, --no-cache bypasses the cache.
 
+With --goroutines (a Go program, Go 1.22 or later, with or without DWARF
+and symbols) the goroutines are listed instead, in Go's own traceback
+format (--json: a "goroutines" list; --group: identical stacks folded);
+a live process is paused once for its threads and goroutines together.
+
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for processes of the same user.
 ` + locateHelp
@@ -54,6 +59,7 @@ func runDump(args []string) error {
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) to stderr")
+	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -80,6 +86,10 @@ func runDump(args []string) error {
 	if *stats {
 		tm = newTimings()
 		defer tm.print()
+	}
+	if *goroutines {
+		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack,
+			json: *asJSON, group: *group, objs: objs, u: u, sym: sym, tm: tm})
 	}
 	var rep *output.Report
 	switch {

@@ -36,6 +36,8 @@ type locateFlags struct {
 	force    *bool
 	// inputErr is reported after the output: the input is damaged.
 	inputErr error
+	// res is the lookup chain setupCore built.
+	res *locate.Resolver
 }
 
 const locateHelp = `
@@ -112,6 +114,7 @@ func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *sy
 	if err != nil {
 		return "", err
 	}
+	lf.res = r
 	r.ExpectIDs(c.BuildIDs())
 	r.Prefetch(true)
 	objs.Open = r.Open
@@ -124,4 +127,20 @@ func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *sy
 		exe = r.Files[0]
 	}
 	return exe, nil
+}
+
+// coreExe returns the local file that stands for the core's executable
+// (after setupCore): the file the lookup chain chose for it, or "" when
+// that is the path the core names.
+func (lf *locateFlags) coreExe(c *corefile.Core, objs *target.Objects, exe string) string {
+	if exe != "" || c.Exe == "" || lf.res == nil {
+		return exe
+	}
+	if _, err := objs.Open(c.Exe); err != nil {
+		return ""
+	}
+	if p := lf.res.Chosen(c.Exe); p != c.Exe {
+		return p
+	}
+	return ""
 }

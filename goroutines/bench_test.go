@@ -1,0 +1,94 @@
+package goroutines_test
+
+import (
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// BenchmarkDump dumps a program with 1,000 and 100,000 parked goroutines
+// and, interleaved with each dump, has the program take its own
+// pprof.Lookup("goroutine").WriteTo(io.Discard, 2). It reports medians:
+// the pause rewind imposes (pause-ms), rewind's whole dump with text
+// output (rewind-ms; caches warm after the first), and the program's own
+// dump (own-ms, during which its world is stopped). Run with
+//
+//	go test ./goroutines -run '^$' -bench Dump -benchtime 10x
+func BenchmarkDump(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			benchDump(b, n)
+		})
+	}
+}
+
+func benchDump(b *testing.B, n int) {
+	requirePtrace(b)
+	exe := buildParked(b, nil)
+	p := startParkedArgs(b, exe, "", []string{"bench", strconv.Itoa(n)})
+	pid := p.cmd.Process.Pid
+	u, _ := unwind.ByName("auto")
+	sym := &symbolize.Symbolizer{Inlines: true}
+	objs := &target.Objects{}
+	dump := func() (pause, total time.Duration, count int) {
+		start := time.Now()
+		snap, set, err := goroutines.Capture(pid, live.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep := set.Report(snap.Target(objs, nil), u, sym)
+		if len(rep.Notes) > 0 && count == 0 {
+			b.Logf("notes: %d, first %q", len(rep.Notes), rep.Notes[0])
+		}
+		if err := goroutines.WriteText(io.Discard, rep); err != nil {
+			b.Fatal(err)
+		}
+		return snap.Pause, time.Since(start), len(rep.Goroutines)
+	}
+	own := func() time.Duration {
+		if _, err := io.WriteString(p.in, "time\n"); err != nil {
+			b.Fatal(err)
+		}
+		line, err := p.out.ReadString('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		ns, _ := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+		return time.Duration(ns)
+	}
+	dump() // cold: opens the binary, builds tables and symbol caches
+	var pauses, totals, owns []time.Duration
+	count := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pause, total, c := dump()
+		pauses, totals, count = append(pauses, pause), append(totals, total), c
+		owns = append(owns, own())
+	}
+	b.StopTimer()
+	if count < n {
+		b.Fatalf("dumped %d goroutines, want >= %d", count, n)
+	}
+	b.ReportMetric(ms(median(pauses)), "pause-ms")
+	b.ReportMetric(ms(median(totals)), "rewind-ms")
+	b.ReportMetric(ms(median(owns)), "own-ms")
+	b.Logf("%d goroutines: pause %v, rewind %v, the program's own debug=2 dump %v (medians of %d pairs)",
+		count, median(pauses), median(totals), median(owns), b.N)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}

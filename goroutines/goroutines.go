@@ -1,0 +1,255 @@
+// Package goroutines reads the goroutines of another Go program, live or
+// from a core file, without its cooperation: the SIGQUIT dump without
+// killing it. A live process is paused once: its threads are captured as
+// package live does, and in the same pause the runtime's goroutine list,
+// every goroutine's g and the used part of its stack are copied with
+// batched process_vm_readv calls. Goroutines are a kind of target context
+// (target.KindGoroutine): a parked goroutine unwinds from its saved
+// registers (g.sched, g.syscallsp/pc) over its copied stack; a running one
+// from the registers of the thread it runs on.
+//
+// Where the runtime's data is comes from package internal/goruntime: the
+// binary's DWARF types and symbols when present, or for binaries built
+// with -ldflags='-s -w' its pcln table, build information and a
+// per-version offset table.
+package goroutines
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/internal/goruntime"
+	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
+)
+
+// Goroutine is one goroutine as read from the runtime.
+type Goroutine struct {
+	// ID is the goroutine's id (goid), as Go's tracebacks print it.
+	ID int64
+	// Status is its state: "waiting", "runnable", "running", "syscall",
+	// "preempted", "copystack", ... (the runtime's gStatusStrings).
+	Status string
+	// Scan is set while the garbage collector holds the goroutine for a
+	// stack scan (Go prints " (scan)").
+	Scan bool
+	// WaitReason is what a waiting goroutine waits for, as Go prints it
+	// in the brackets ("chan receive", "select", "sleep"); "" otherwise.
+	WaitReason string
+	// WaitMinutes is how long a waiting or syscall goroutine has been
+	// blocked, in whole minutes as Go prints it; -1 when unknown (a core
+	// file does not say when it was written in the runtime's clock).
+	WaitMinutes int64
+	// Thread is the TID of the thread running the goroutine (running and
+	// syscall goroutines), 0 when none.
+	Thread int
+	// LockedToThread is set after runtime.LockOSThread.
+	LockedToThread bool
+	// Labels are its pprof labels (nil when none).
+	Labels map[string]string
+	// ParentID is the goroutine that created it (0 for the main and the
+	// runtime's own goroutines).
+	ParentID int64
+	// GoPC is the address of the go statement that created it; StartPC
+	// its function's entry.
+	GoPC, StartPC uint64
+
+	g *raw
+}
+
+// Set is the goroutines of one process, read in one consistent snapshot.
+type Set struct {
+	// Goroutines are sorted by ID.
+	Goroutines []Goroutine
+	// GoVersion is the toolchain that built the program; Layout says
+	// where the runtime's offsets came from ("dwarf", "table go1.26").
+	GoVersion, Layout string
+	// Notes explain goroutines dropped or cut (a torn g, an unreadable
+	// stack) and data not read.
+	Notes []string
+
+	exe  string // the executable's path as mapped
+	arch regs.Arch
+}
+
+// Capture pauses process pid once and returns its threads (as
+// live.Capture) and its goroutines, both copied in that pause. opt is
+// passed to live.Capture (opt.During is replaced).
+func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	lay, err := goruntime.Open(exe)
+	if err != nil {
+		return nil, nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	bias, mapped, err := liveBias(pid, exe)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A first read while the process runs sizes and faults in the
+	// buffers, so that the read in the pause only copies.
+	pre, _ := readAll(live.NewReader(pid), lay, bias, nil)
+	var snap *snapshot
+	var rerr error
+	var now int64
+	opt.During = func(r *live.Reader) {
+		snap, rerr = readAll(r, lay, bias, pre)
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+			now = ts.Nano()
+		}
+	}
+	ls, err := live.Capture(pid, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if snap == nil && rerr == nil {
+		rerr = fmt.Errorf("the capture ended before the goroutines were read")
+	}
+	if rerr != nil {
+		return ls, nil, fmt.Errorf("process %d: %w", pid, rerr)
+	}
+	return ls, newSet(snap, lay, now, mapped, regs.AMD64), nil
+}
+
+// FromCore reads the goroutines of a core file. exe, when not empty,
+// replaces the executable path the core names (as corefile's Target).
+func FromCore(c *corefile.Core, exe string) (*Set, error) {
+	path := c.Exe
+	if exe != "" {
+		path = exe
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%s: the core names no executable; give it with --exe", c.Path)
+	}
+	lay, err := goruntime.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	var bias uint64
+	for _, m := range c.Mappings {
+		if m.Path == c.Exe && m.Offset == 0 {
+			if f, err := os.Open(path); err == nil {
+				bias = linkedBias(f, m.Start)
+				f.Close()
+			}
+			break
+		}
+	}
+	snap, err := readAll(memBatch{c}, lay, bias, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	mapped := c.Exe
+	if exe != "" {
+		mapped = exe
+	}
+	return newSet(snap, lay, 0, mapped, c.Arch), nil
+}
+
+// liveBias finds the executable's load bias from /proc/PID/maps (0 for
+// the usual non-PIE Go binary) and the path it is mapped under.
+func liveBias(pid int, exe string) (uint64, string, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, "", err
+	}
+	maps, err := procmaps.Parse(raw)
+	if err != nil {
+		return 0, "", err
+	}
+	path, _ := os.Readlink(exe)
+	path = strings.TrimSuffix(path, " (deleted)")
+	for _, m := range maps {
+		if m.Path == path && m.Offset == 0 {
+			f, err := os.Open(exe)
+			if err != nil {
+				return 0, "", err
+			}
+			defer f.Close()
+			return linkedBias(f, m.Start), path, nil
+		}
+	}
+	return 0, path, nil
+}
+
+func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
+	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch}
+	for i := range s.gs {
+		g := &s.gs[i]
+		out := Goroutine{ID: g.goid, Status: "???", Scan: g.scan, WaitMinutes: -1, Thread: g.tid,
+			LockedToThread: g.lockedM != 0, Labels: g.labels, ParentID: g.parent, GoPC: g.gopc,
+			StartPC: g.startpc, g: g}
+		if int(g.status) < len(statusNames) && statusNames[g.status] != "" {
+			out.Status = statusNames[g.status]
+		}
+		if (g.status == gWaiting || g.status == gLeaked) && g.waitReason != 0 {
+			if int(g.waitReason) < len(lay.WaitReasons) {
+				out.WaitReason = lay.WaitReasons[g.waitReason]
+			} else {
+				out.WaitReason = "unknown wait reason"
+			}
+		}
+		if now != 0 {
+			out.WaitMinutes = 0
+			if (g.status == gWaiting || g.status == gSyscall) && g.waitSince != 0 && now > g.waitSince {
+				out.WaitMinutes = (now - g.waitSince) / 60e9
+			}
+		}
+		set.Goroutines = append(set.Goroutines, out)
+	}
+	return set
+}
+
+// Contexts returns one target context per goroutine, for the target the
+// same capture made (live.Snapshot.Target, corefile.Core.Target): a
+// parked goroutine's saved registers over a memory that holds its copied
+// stack, a running goroutine's thread registers (when the target has that
+// thread). Context.ID is the goroutine id, Context.TID its thread.
+func (s *Set) Contexts(tg *target.Target) []target.Context {
+	threads := map[int]*target.Context{}
+	for i := range tg.Contexts {
+		if c := &tg.Contexts[i]; c.Kind == target.KindThread {
+			threads[c.TID] = c
+		}
+	}
+	out := make([]target.Context, 0, len(s.Goroutines))
+	for i := range s.Goroutines {
+		out = append(out, s.context(&s.Goroutines[i], tg, threads))
+	}
+	return out
+}
+
+func (s *Set) context(g *Goroutine, tg *target.Target, threads map[int]*target.Context) target.Context {
+	c := target.Context{Kind: target.KindGoroutine, ID: g.ID, HasID: true, TID: g.Thread,
+		Name: "goroutine " + strconv.FormatInt(g.ID, 10)}
+	r := g.g
+	if r.status == gRunning {
+		if th := threads[g.Thread]; th != nil {
+			c.Regs = th.Regs
+			return c
+		}
+		c.Err = fmt.Errorf("goroutine %d runs on thread %d, which was not captured", g.ID, g.Thread)
+		return c
+	}
+	pc, sp := r.pc, r.sp
+	if r.status == gSyscall && r.syscallSP != 0 {
+		pc, sp = r.syscallPC, r.syscallSP
+	}
+	arch := tg.Arch
+	if arch == 0 {
+		arch = s.arch
+	}
+	c.Regs = regs.New(arch)
+	c.Regs.Set(arch.PC(), pc)
+	c.Regs.Set(arch.SP(), sp)
+	c.Regs.Set(arch.FP(), r.bp)
+	c.Mem = &target.Snapshot{Regions: []target.Region{r.stack}, Next: tg.Mem}
+	return c
+}

@@ -1,0 +1,585 @@
+package goroutines_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// buildParked compiles testdata/parked with the go command, with extra
+// build flags and environment (GOTOOLCHAIN=...).
+func buildParked(t testing.TB, env []string, flags ...string) string {
+	t.Helper()
+	return buildFixture(t, "parked", env, flags...)
+}
+
+// buildFixture compiles testdata/NAME/main.go.
+func buildFixture(t testing.TB, name string, env []string, flags ...string) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	src, err := filepath.Abs(filepath.Join("testdata", name, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module parked\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "parked")
+	cmd := exec.Command(goCmd, append(append([]string{"build", "-o", exe}, flags...), ".")...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=", "GOWORK=off"), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v: %v\n%s", flags, err, out)
+	}
+	return exe
+}
+
+// parked is a running fixture: its stdin asks for its own goroutine dump.
+type parked struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+	dir string
+}
+
+func startParked(t testing.TB, exe string, shell string, env ...string) *parked {
+	t.Helper()
+	return startParkedArgs(t, exe, shell, nil, env...)
+}
+
+// startParkedArgs starts exe with args, under `sh -c SHELL; exec` when
+// shell is not empty, and waits until it is ready.
+func startParkedArgs(t testing.TB, exe, shell string, args []string, env ...string) *parked {
+	t.Helper()
+	var cmd *exec.Cmd
+	if shell != "" {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", shell + `; exec "$0" "$@"`, exe}, args...)...)
+	} else {
+		cmd = exec.Command(exe, args...)
+	}
+	p := &parked{cmd: cmd, dir: t.TempDir()}
+	cmd.Dir = p.dir
+	cmd.Env = append(os.Environ(), env...)
+	var err error
+	if p.in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	p.out = bufio.NewReader(stdout)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan error, 1)
+	go func() {
+		line, err := p.out.ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("first line %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("fixture: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fixture not ready after 30s\n%s", stderr.String())
+	}
+	return p
+}
+
+// ownDump asks the program for pprof's goroutine dump (debug=2).
+func (p *parked) ownDump(t testing.TB) string {
+	t.Helper()
+	if _, err := io.WriteString(p.in, "dump\n"); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for {
+		line, err := p.out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the program's dump: %v", err)
+		}
+		if line == "END\n" {
+			return b.String()
+		}
+		b.WriteString(line)
+	}
+}
+
+// goDump is one goroutine of a dump in Go's format.
+type goDump struct {
+	id      int64
+	state   string // the bracket text without minutes or "locked to thread"
+	frames  []string
+	created string
+}
+
+var headerRE = regexp.MustCompile(`^goroutine (\d+)(?: gp=\S+ m=\S+(?: mp=\S+)?)? \[(.*)\]:$`)
+
+// parseDump parses Go's traceback format (as the runtime and rewind print
+// it): for each frame its function without arguments, file:line and
+// offset.
+func parseDump(text string) map[int64]*goDump {
+	out := map[int64]*goDump{}
+	var cur *goDump
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		ln := lines[i]
+		if m := headerRE.FindStringSubmatch(ln); m != nil {
+			id, _ := strconv.ParseInt(m[1], 10, 64)
+			state := m[2]
+			if j := strings.Index(state, " labels:{"); j >= 0 {
+				state = state[:j]
+			}
+			state = regexp.MustCompile(`, \d+ minutes`).ReplaceAllString(state, "")
+			state = strings.TrimSuffix(state, ", locked to thread")
+			cur = &goDump{id: id, state: state}
+			out[id] = cur
+			continue
+		}
+		if cur == nil || ln == "" || strings.HasPrefix(ln, "\t") || strings.HasPrefix(ln, "# ") {
+			continue
+		}
+		pos := ""
+		if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "\t") {
+			pos = strings.TrimSpace(lines[i+1])
+			if j := strings.Index(pos, " fp="); j >= 0 {
+				pos = pos[:j]
+			}
+			i++
+		}
+		if strings.HasPrefix(ln, "created by ") {
+			cur.created = ln + " @ " + pos
+			continue
+		}
+		cur.frames = append(cur.frames, funcName(ln)+" @ "+pos)
+	}
+	return out
+}
+
+// funcName strips the argument list: the parenthesized group that ends
+// the line.
+func funcName(line string) string {
+	if !strings.HasSuffix(line, ")") {
+		return line
+	}
+	depth := 0
+	for i := len(line) - 1; i >= 0; i-- {
+		switch line[i] {
+		case ')':
+			depth++
+		case '(':
+			depth--
+			if depth == 0 {
+				return line[:i]
+			}
+		}
+	}
+	return line
+}
+
+// compareDumps checks every goroutine of the program's own dump against
+// rewind's: state, frames (function, file:line, offset) and creator. The
+// goroutines running in the program's dump (the one writing it) are
+// skipped. It returns the number compared.
+func compareDumps(t *testing.T, rewind, own string) int {
+	t.Helper()
+	rw, g := parseDump(rewind), parseDump(own)
+	n, bad := 0, 0
+	for id, want := range g {
+		if want.state == "running" || want.state == "runnable" {
+			continue
+		}
+		got := rw[id]
+		if got != nil && len(want.frames) > 0 {
+			// A goroutine in a cgo call: rewind adds the C frames the
+			// thread shows before those Go prints.
+			for len(got.frames) > len(want.frames) && got.frames[0] != want.frames[0] {
+				got.frames = got.frames[1:]
+			}
+		}
+		if got == nil {
+			t.Errorf("goroutine %d [%s] of the program's dump is missing", id, want.state)
+			bad++
+			continue
+		}
+		n++
+		diff := got.state != want.state || got.created != want.created || strings.Join(got.frames, "\n") != strings.Join(want.frames, "\n")
+		if diff && bad < 5 {
+			t.Errorf("goroutine %d differs:\nrewind: [%s]\n  %s\n  %s\nprogram: [%s]\n  %s\n  %s", id,
+				got.state, strings.Join(got.frames, "\n  "), got.created,
+				want.state, strings.Join(want.frames, "\n  "), want.created)
+		}
+		if diff {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d goroutines differ", bad, n)
+	}
+	return n
+}
+
+func report(t *testing.T, set *goroutines.Set, tg *target.Target) (*goroutines.Report, string) {
+	t.Helper()
+	u, err := unwind.ByName("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := set.Report(tg, u, &symbolize.Symbolizer{Inlines: true})
+	var b bytes.Buffer
+	if err := goroutines.WriteText(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, b.String()
+}
+
+func liveDump(t *testing.T, pid int) (*goroutines.Report, string, *live.Snapshot) {
+	t.Helper()
+	snap, set, err := goroutines.Capture(pid, live.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, text := report(t, set, snap.Target(nil, nil))
+	for _, n := range rep.Notes {
+		t.Logf("note: %s", n)
+	}
+	return rep, text, snap
+}
+
+func requirePtrace(t testing.TB) {
+	if os.Geteuid() != 0 {
+		if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" {
+			t.Skip("needs ptrace over child processes (root or ptrace_scope 0)")
+		}
+	}
+}
+
+// TestLiveMatchesOwnDump dumps the fixture's ~300 parked goroutines live
+// and compares each with the program's own debug=2 dump taken right
+// after: wait reason, frames with file:line and offsets, creator.
+//
+// Besides the machine's Go, the fixture is built with go1.27.3 and with
+// the toolchains REWIND_GO_TOOLCHAINS lists (e.g. "go1.22.12 go1.23.12
+// go1.24.13 go1.25.14"), which the go command fetches from the module
+// proxy (a toolchain it cannot fetch is skipped, saying so).
+func TestLiveMatchesOwnDump(t *testing.T) {
+	requirePtrace(t)
+	type variant struct {
+		name      string
+		toolchain string
+		flags     []string
+	}
+	vs := []variant{{"dwarf", "", nil}, {"stripped", "", []string{"-ldflags=-s -w"}},
+		{"pie", "", []string{"-buildmode=pie"}}, {"pie-stripped", "", []string{"-buildmode=pie", "-ldflags=-s -w"}}}
+	for _, tc := range append([]string{"go1.27.3"}, strings.Fields(os.Getenv("REWIND_GO_TOOLCHAINS"))...) {
+		vs = append(vs, variant{tc + "/dwarf", tc, nil}, variant{tc + "/stripped", tc, []string{"-ldflags=-s -w"}})
+	}
+	for _, v := range vs {
+		t.Run(v.name, func(t *testing.T) {
+			var env []string
+			if v.toolchain != "" {
+				requireToolchain(t, v.toolchain)
+				env = []string{"GOTOOLCHAIN=" + v.toolchain}
+			}
+			p := startParked(t, buildParked(t, env, v.flags...), "")
+			rep, text, snap := liveDump(t, p.cmd.Process.Pid)
+			own := p.ownDump(t)
+			n := compareDumps(t, text, own)
+			t.Logf("%d goroutines, %d compared with the program's own dump, pause %v", len(rep.Goroutines), n, snap.Pause)
+			if n < 250 {
+				t.Errorf("only %d goroutines compared", n)
+			}
+			checkKinds(t, rep)
+		})
+	}
+}
+
+var toolchains = map[string]error{}
+
+// requireToolchain skips t when the go command cannot run toolchain tc
+// (it downloads it from the module proxy on first use).
+func requireToolchain(t testing.TB, tc string) {
+	t.Helper()
+	err, seen := toolchains[tc]
+	if !seen {
+		cmd := exec.Command("go", "version")
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+tc, "GOFLAGS=", "GOWORK=off")
+		var out []byte
+		out, err = cmd.CombinedOutput()
+		if err == nil && !strings.Contains(string(out), tc+" ") {
+			err = fmt.Errorf("go version says %q", strings.TrimSpace(string(out)))
+		} else if err != nil {
+			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		}
+		toolchains[tc] = err
+	}
+	if err != nil {
+		t.Skipf("toolchain %s unavailable: %v", tc, err)
+	}
+}
+
+// checkKinds checks the fixture's wait reasons, labels, the thread of a
+// syscall goroutine and the JSON names.
+func checkKinds(t *testing.T, rep *goroutines.Report) {
+	t.Helper()
+	seen := map[string]int{}
+	labelled := 0
+	for _, g := range rep.Goroutines {
+		seen[g.WaitReason]++
+		if g.Labels["kind"] == "labelled" {
+			labelled++
+			if w := g.Labels["worker"]; w != "0" && w != "1" && w != "2" || len(g.Labels) != 2 {
+				t.Errorf("goroutine %d labels %v", g.ID, g.Labels)
+			}
+		}
+		if g.Status == "syscall" && g.Thread == nil {
+			t.Errorf("goroutine %d in a system call has no thread", g.ID)
+		}
+	}
+	waits := []string{"chan receive", "chan send", "select", "sync.Mutex.Lock", "sync.RWMutex.RLock",
+		"sync.Cond.Wait", "sleep", "IO wait"}
+	// sync.WaitGroup.Wait has its own wait reason since Go 1.24 (before,
+	// semacquire); pprof labels are a slice since 1.24 (before, a map).
+	modern := rep.GoVersion >= "go1.24" || len(rep.GoVersion) > len("go1.2x") && rep.GoVersion[:6] >= "go1.24"
+	if modern {
+		waits = append(waits, "sync.WaitGroup.Wait")
+	} else {
+		waits = append(waits, "semacquire")
+	}
+	for _, w := range waits {
+		if seen[w] == 0 {
+			t.Errorf("no goroutine waits for %q (%v)", w, seen)
+		}
+	}
+	if labelled != 10 {
+		t.Errorf("%d goroutines carry the fixture's pprof labels, want 10 (%s)", labelled, rep.GoVersion)
+	}
+	var b bytes.Buffer
+	if err := goroutines.WriteJSON(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`"goroutines"`, `"id"`, `"status"`, `"wait_reason"`, `"wait_minutes"`, `"thread"`,
+		`"labels"`, `"created_by"`, `"function"`, `"file"`, `"line"`, `"goroutine"`, `"frames"`, `"inlined": true`} {
+		if !bytes.Contains(b.Bytes(), []byte(name)) {
+			t.Errorf("JSON has no %s", name)
+		}
+	}
+}
+
+// TestCoreMatchesOwnDump dumps the fixture from a gcore core file, and
+// from the core the kernel writes when GOTRACEBACK=crash makes SIGQUIT
+// abort it, and compares with the program's own dump taken before.
+func TestCoreMatchesOwnDump(t *testing.T) {
+	requirePtrace(t)
+	exe := buildParked(t, nil)
+	t.Run("gcore", func(t *testing.T) {
+		if _, err := exec.LookPath("gcore"); err != nil {
+			t.Skip("no gcore (gdb)")
+		}
+		p := startParked(t, exe, "")
+		prefix := filepath.Join(t.TempDir(), "core")
+		if out, err := exec.Command("gcore", "-o", prefix, strconv.Itoa(p.cmd.Process.Pid)).CombinedOutput(); err != nil {
+			t.Fatalf("gcore: %v\n%s", err, out)
+		}
+		own := p.ownDump(t)
+		coreDump(t, fmt.Sprintf("%s.%d", prefix, p.cmd.Process.Pid), own)
+	})
+	t.Run("crash", func(t *testing.T) {
+		pattern, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
+		if strings.HasPrefix(string(pattern), "|") {
+			t.Skipf("core_pattern pipes to a program: %s", pattern)
+		}
+		p := startParked(t, exe, "ulimit -c unlimited", "GOTRACEBACK=crash")
+		own := p.ownDump(t)
+		pid := p.cmd.Process.Pid
+		if err := p.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.cmd.Wait()
+		var core string
+		for _, name := range []string{"core", fmt.Sprintf("core.%d", pid)} {
+			if _, err := os.Stat(filepath.Join(p.dir, name)); err == nil {
+				core = filepath.Join(p.dir, name)
+			}
+		}
+		if core == "" {
+			t.Skipf("no core file in %s (core_pattern %q)", p.dir, strings.TrimSpace(string(pattern)))
+		}
+		coreDump(t, core, own)
+	})
+}
+
+func coreDump(t *testing.T, path, own string) {
+	t.Helper()
+	c, err := corefile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := goroutines.FromCore(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, text := report(t, set, tg)
+	n := compareDumps(t, text, own)
+	t.Logf("%d goroutines from %s, %d compared", len(rep.Goroutines), filepath.Base(path), n)
+	if n < 250 {
+		t.Errorf("only %d goroutines compared", n)
+	}
+}
+
+// TestChurnDumped100Times dumps a program that keeps creating and ending
+// goroutines 100 times: every dump succeeds, every goroutine kept is
+// consistent (frames end at runtime.goexit or in the creator-less main
+// goroutine), and the program keeps running: it goes on churning between
+// dumps and answers afterwards.
+func TestChurnDumped100Times(t *testing.T) {
+	requirePtrace(t)
+	p2 := startParkedArgs(t, buildParked(t, nil), "", []string{"churn"})
+	pid := p2.cmd.Process.Pid
+	count := func() int64 {
+		if _, err := io.WriteString(p2.in, "churned\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := p2.out.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+		return n
+	}
+	before := count()
+	u, _ := unwind.ByName("auto")
+	sym := &symbolize.Symbolizer{Inlines: true}
+	objs := &target.Objects{}
+	dropped, total := 0, 0
+	for i := 0; i < 100; i++ {
+		snap, set, err := goroutines.Capture(pid, live.Options{})
+		if err != nil {
+			t.Fatalf("dump %d: %v", i, err)
+		}
+		rep := set.Report(snap.Target(objs, nil), u, sym)
+		total += len(rep.Goroutines)
+		for _, n := range rep.Notes {
+			if strings.Contains(n, "torn") {
+				dropped++
+			}
+		}
+		for _, g := range rep.Goroutines {
+			if g.Status == "waiting" && g.End != "outermost" {
+				t.Errorf("dump %d: goroutine %d [%s] walk ends %s %s", i, g.ID, g.WaitReason, g.End, g.EndDetail)
+			}
+		}
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	after := count()
+	if after <= before {
+		t.Errorf("the program did not run between the dumps: %d goroutines churned before, %d after", before, after)
+	}
+	state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(state)); len(f) > 2 && (f[2] == "T" || f[2] == "t") {
+		t.Errorf("the program is left stopped: %s", f[2])
+	}
+	t.Logf("100 dumps, %d goroutines in all, %d torn gs dropped; %d goroutines churned meanwhile", total, dropped, after-before)
+}
+
+// TestSyscallAndCgo dumps a goroutine blocked in C through cgo and one in
+// a plain system call: both are "syscall" with their thread; the cgo one
+// starts with the C frames its thread shows (libc's sleep, the C function
+// of the cgo preamble) above the Go frames Go's own dump prints, which
+// must match too.
+func TestSyscallAndCgo(t *testing.T) {
+	requirePtrace(t)
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc for cgo")
+	}
+	p := startParked(t, buildFixture(t, "cgo", []string{"CGO_ENABLED=1"}), "")
+	rep, text, _ := liveDump(t, p.cmd.Process.Pid)
+	own := p.ownDump(t)
+	if n := compareDumps(t, text, own); n < 2 {
+		t.Errorf("%d goroutines compared", n)
+	}
+	var cgo, plain *goroutines.Entry
+	for i := range rep.Goroutines {
+		g := &rep.Goroutines[i]
+		for _, f := range g.Frames {
+			switch f.Function {
+			case "main.cSleep":
+				cgo = g
+			case "main.rawRead":
+				plain = g
+			}
+		}
+	}
+	if cgo == nil || plain == nil {
+		t.Fatalf("goroutines not found:\n%s", text)
+	}
+	for _, g := range []*goroutines.Entry{cgo, plain} {
+		if g.Status != "syscall" || g.Thread == nil {
+			t.Errorf("goroutine %d: status %q, thread %v", g.ID, g.Status, g.Thread)
+		}
+	}
+	idx := map[string]int{}
+	for i, f := range cgo.Frames {
+		if _, ok := idx[f.Function]; !ok {
+			idx[f.Function] = i
+		}
+	}
+	c, ok1 := idx["csleep"]
+	cf, ok2 := idx["main._Cfunc_csleep"]
+	if !ok1 || !ok2 || c > cf || c == 0 {
+		t.Errorf("cgo goroutine's frames lack C frames (libc, csleep) above main._Cfunc_csleep:\n%s", text)
+	}
+	if plain.Frames[0].Function != "syscall.Syscall" && plain.Frames[0].Function != "syscall.RawSyscall" {
+		t.Errorf("plain system call starts at %s", plain.Frames[0].Function)
+	}
+}

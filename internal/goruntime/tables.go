@@ -1,0 +1,68 @@
+package goruntime
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// versionTable is the layout of one Go release line (major.minor), for
+// binaries without DWARF. Offsets were taken from the DWARF of binaries
+// built by that release (TestTablesMatchDWARF checks the machine's).
+type versionTable struct {
+	version     string // "go1.26"
+	g           GOffsets
+	m           MOffsets
+	labels      LabelLayout
+	waitReasons []string
+}
+
+var tables = map[string]*versionTable{}
+
+func addTable(t *versionTable) { tables[t.version] = t }
+
+// majorMinor returns "go1.N" of a version string ("go1.26.8",
+// "go1.27rc1", "devel ..." -> "").
+func majorMinor(v string) string {
+	if !strings.HasPrefix(v, "go1.") {
+		return ""
+	}
+	rest := v[len("go1."):]
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 {
+		return ""
+	}
+	return "go1." + rest[:n]
+}
+
+func tableFor(version string) (*versionTable, bool) {
+	t, ok := tables[majorMinor(version)]
+	return t, ok
+}
+
+func tableVersions() string {
+	var vs []string
+	for v := range tables {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool {
+		a, _ := strconv.Atoi(strings.TrimPrefix(vs[i], "go1."))
+		b, _ := strconv.Atoi(strings.TrimPrefix(vs[j], "go1."))
+		return a < b
+	})
+	return strings.Join(vs, ", ")
+}
+
+// ForVersion returns the layout the offset table gives for a Go version
+// ("go1.26.8"), without the addresses of allgs (the caller sets AllGs).
+func ForVersion(version string) (*Layout, error) {
+	t, ok := tableFor(version)
+	if !ok {
+		return nil, fmt.Errorf("%w: no offset table for %s (tables cover %s)", ErrUnsupported, version, tableVersions())
+	}
+	return &Layout{GoVersion: version, Source: "table " + t.version, G: t.g, M: t.m, Labels: t.labels, WaitReasons: t.waitReasons}, nil
+}

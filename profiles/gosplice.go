@@ -1,0 +1,58 @@
+package profiles
+
+import (
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// spliceKernelFP continues a walk that ended at a Go stack switch
+// (unwind.EndGoSwitch) or in memory the sample did not copy
+// (unwind.EndUnreadable: another stack, such as the context a signal
+// interrupted when the handler runs on sigaltstack, or past the copy's
+// end) with the kernel's frame-pointer walk of the same sample, which read
+// the live memory: a sample's copy holds only the stack the thread was on
+// (g0, the system stack), not the goroutine stack the frame pointers lead
+// to. The walks meet at the switching frame: the kernel's walk is
+// continued after the outermost of st's last three frames it also holds
+// (or after the sampled PC when it holds none of them). The added frames
+// are frame-pointer frames; the walk's end reason is left as it was, so
+// the fidelity table still says why rewind's own walk stopped.
+func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpace) {
+	if len(userFP) < 2 {
+		return
+	}
+	for i := len(st.Frames) - 1; i >= 0 && i >= len(st.Frames)-3; i-- {
+		pc := st.Frames[i].PC
+		for j := 0; j < len(userFP)-1; j++ {
+			if userFP[j] != pc {
+				continue
+			}
+			st.Frames = st.Frames[:i+1]
+			for _, ra := range userFP[j+1:] {
+				st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP, Map: space.Find(ra - 1)})
+			}
+			return
+		}
+	}
+	// No frame in common: the kernel's walk skipped the frames between
+	// the sampled PC and the switch (a leaf without a frame record, such
+	// as a vDSO function, before the frame pointer it left in place).
+	if len(st.Frames) > 0 && st.Frames[0].PC == userFP[0] {
+		for _, ra := range userFP[1:] {
+			st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP, Map: space.Find(ra - 1)})
+		}
+	}
+}
+
+// goStackEnd reports whether a stack ends where Go's own traceback ends a
+// system stack: at runtime.mcall or runtime.morestack on g0 after the
+// goroutine that entered them was descheduled (SPWRITE functions; the
+// goroutine is no longer the thread's, and mcall cleared the frame
+// pointer). Such a stack is complete.
+func goStackEnd(function string) bool {
+	switch function {
+	case "runtime.mcall", "runtime.morestack", "runtime.mcall.abi0", "runtime.morestack.abi0":
+		return true
+	}
+	return false
+}

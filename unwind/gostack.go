@@ -1,0 +1,342 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwindtable"
+)
+
+// Go stack switches. A Go thread runs runtime code on its own system stack
+// (g0) and user code on goroutine stacks, and three assembly functions move
+// between them: runtime.systemstack (calls a function on g0 and returns),
+// runtime.mcall (switches to g0 for good, leaving the goroutine's registers
+// in its g.sched) and runtime.morestack (switches to g0 to grow the
+// goroutine's stack). Their unwind information describes only the stack
+// they were entered on, so a CFI or SFrame step from them reads whatever
+// lies above g0's saved stack pointer: the garbage frames and
+// bad-frame-pointer ends of issue 13. The runtime's own unwinder
+// special-cases them (traceback.go, unwinder.next); goSwitch does the same
+// with what a snapshot holds:
+//
+//   - systemstack: the calling goroutine's frame pointer survives the
+//     switch (the callee saved it at the top of its frame on g0). Its frame
+//     record leads to the goroutine's frames; the return address into
+//     systemstack's direct caller sits just below that caller's frame and
+//     is found by its call instruction.
+//   - mcall: it leaves the goroutine for good (parked, exiting,
+//     preempted) and clears the frame pointer; the goroutine may already
+//     run on another thread. The walk ends there cleanly, as the runtime's
+//     traceback of g0 does.
+//   - nanotime1, walltime, time.now: they move to g0's stack around a
+//     vDSO call after saving the frame pointer on the goroutine stack;
+//     the frame pointer leads back to it.
+//   - gogo: stopped between loading a goroutine's SP and BP and jumping
+//     to its PC, it is followed by the frame pointer too.
+//   - sigtramp: the Go signal handler's stack (gsignal) begins there;
+//     the walk goes on through the kernel's signal frame (the restorer,
+//     runtime.sigreturn__sigaction, recognised by its code) into the
+//     interrupted goroutine, on its own stack.
+//   - morestack: the goroutine's registers are in its g, which g0 does not
+//     point to; the walk follows g0's own frame-pointer chain to the
+//     thread's start, as the kernel's walk does.
+//
+// When the other stack is not in the memory being unwound (a perf sample
+// copies only the stack the thread was on), the walk ends with
+// EndGoSwitch, so that a caller holding the kernel's frame-pointer walk can
+// continue from it.
+
+// ErrGoSwitch: the walk reached a Go stack switch whose other side is not
+// readable in the memory being unwound.
+var ErrGoSwitch = errors.New("Go stack switch")
+
+// goSwitchKind is what a runtime function does to the stack.
+type goSwitchKind uint8
+
+const (
+	goNoSwitch goSwitchKind = iota
+	goSystemstack
+	goMcall
+	goMorestack
+	// goFPSwitch: functions that switch stacks with the frame pointer
+	// leading back: those that move to g0's stack around a vDSO call
+	// (their frame record stays on the goroutine stack) and gogo, which
+	// loads a goroutine's saved SP and BP and jumps to its PC.
+	goFPSwitch
+	// goSigreturn: the runtime's signal restorer (rt_sigreturn).
+	goSigreturn
+)
+
+var goSwitchSyms = []struct {
+	name string
+	kind goSwitchKind
+}{
+	{"runtime.systemstack", goSystemstack}, {"runtime.systemstack.abi0", goSystemstack},
+	{"runtime.mcall", goMcall}, {"runtime.mcall.abi0", goMcall},
+	{"runtime.morestack", goMorestack}, {"runtime.morestack.abi0", goMorestack},
+	{"runtime.nanotime1", goFPSwitch}, {"runtime.nanotime1.abi0", goFPSwitch},
+	{"runtime.walltime", goFPSwitch}, {"runtime.walltime.abi0", goFPSwitch},
+	{"runtime.walltime1", goFPSwitch}, {"runtime.walltime1.abi0", goFPSwitch},
+	{"time.now", goFPSwitch}, {"time.now.abi0", goFPSwitch},
+	{"runtime.vgetrandom1", goFPSwitch}, {"runtime.vgetrandom1.abi0", goFPSwitch},
+	{"gogo", goFPSwitch}, {"runtime.gogo", goFPSwitch}, {"runtime.gogo.abi0", goFPSwitch},
+	{"runtime.sigreturn__sigaction", goSigreturn}, {"runtime.sigreturn__sigaction.abi0", goSigreturn},
+}
+
+// goSwitchRange is one switching function's extent in a module.
+type goSwitchRange struct {
+	lo, hi uint64
+	kind   goSwitchKind
+}
+
+// goSwitchRanges finds the extents of a Go module's switching functions
+// in its symbol table (a stripped binary has none); the walk keeps them in
+// its modInfo.
+func goSwitchRanges(m *target.Module) []goSwitchRange {
+	if m.File == nil || !m.File.Go {
+		return nil
+	}
+	var rs []goSwitchRange
+	for _, s := range goSwitchSyms {
+		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
+			rs = append(rs, goSwitchRange{lo, hi, s.kind})
+		}
+	}
+	return rs
+}
+
+// goSwitchAt returns the switch kind of the function containing the
+// cursor's PC and that function's runtime start address.
+func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
+	if c.info == nil || len(c.info.goSwitch) == 0 {
+		return goNoSwitch, 0
+	}
+	m := c.Map
+	v := c.PC - m.Bias
+	for _, r := range c.info.goSwitch {
+		if v >= r.lo && v < r.hi {
+			return r.kind, r.lo + m.Bias
+		}
+	}
+	return goNoSwitch, 0
+}
+
+// goSwitch handles a frame in one of the switching functions; it returns
+// ErrNoInfo for every other frame. The walk calls it before the steppers
+// for frames in modules that have such functions (c.info.goSwitch).
+func goSwitch(c *Cursor) error {
+	if c.Regs.Arch != regs.AMD64 {
+		// arm64 keeps the return address in a register and saves it
+		// elsewhere: left to the steppers for now.
+		return ErrNoInfo
+	}
+	if !c.Exact && c.Map != nil {
+		// A return address at the start of the runtime's signal
+		// restorer: the kernel pushed it for the handler, and the
+		// lookup address (one before) falls in the function before.
+		// Its code may not be in the memory (a perf sample), so it is
+		// known by its symbol.
+		raw := c.PC + 1 - c.Map.Bias
+		for _, r := range c.info.goSwitch {
+			if r.kind == goSigreturn && raw == r.lo {
+				c.Method = MethodSignal
+				return restoreSignalFrame(c)
+			}
+		}
+	}
+	kind, start := goSwitchAt(c)
+	if kind == goSigreturn {
+		if !c.Exact {
+			return ErrNoInfo // a return into it: isSignalTrampoline's case
+		}
+		// Stopped inside the restorer: the stack pointer is still at
+		// the signal frame's ucontext.
+		c.Method = MethodSignal
+		return restoreSignalFrame(c)
+	}
+	if kind == goFPSwitch {
+		fp, ok := c.Regs.FP()
+		if !ok {
+			return ErrNoInfo
+		}
+		c.Method = MethodFP
+		return goFrameRecord(c, fp, true)
+	}
+	if kind == goNoSwitch {
+		return ErrNoInfo
+	}
+	if c.Exact {
+		// Frame 0 inside a switch itself may be on either stack.
+		// systemstack and mcall leave the goroutine's frame pointer
+		// in place on both (until mcall clears it): its record leads
+		// to the goroutine's frames, as the kernel's walk goes.
+		fp, ok := c.Regs.FP()
+		if kind == goMorestack || !ok {
+			return ErrNoInfo
+		}
+		c.Method = MethodFP
+		return goFrameRecord(c, fp, true)
+	}
+	if kind != goMorestack {
+		// Before the switch, systemstack and mcall make only direct
+		// calls (gosave_systemstack_switch); they call the function on
+		// g0 indirectly. A direct call here means the frame is still
+		// on the goroutine stack, which the steppers describe.
+		if ra, _ := c.Regs.PC(); callsAt(c, ra, 0) {
+			return ErrNoInfo
+		}
+	}
+	sp, ok := c.Regs.SP()
+	if !ok {
+		return ErrNoInfo
+	}
+	// The function the switch called saved the frame pointer it was
+	// entered with just below its return address: the goroutine's (for
+	// systemstack and mcall) or g0's (for morestack). A callee stopped at
+	// its entry (its stack pointer just below the return address) has not
+	// saved it yet and still holds it in its register; the walk keeps the
+	// callee's registers in the caller's slot until a step overwrites
+	// them.
+	var bp uint64
+	var err error
+	calleeSP, ok := c.Caller.SP()
+	fp, okFP := c.Caller.FP()
+	if ok && okFP && calleeSP+8 == sp {
+		bp = fp
+	} else {
+		bp, err = c.Read(sp - 16)
+	}
+	if err != nil {
+		return err
+	}
+	c.Method = MethodFP
+	switch kind {
+	case goMcall:
+		// Go's traceback ends a g0 stack here: mcall cleared the
+		// frame pointer, and the goroutine that entered the scheduler
+		// is no longer this thread's (parked, exiting, or running
+		// elsewhere).
+		return fmt.Errorf("%w: runtime.mcall: the scheduler's stack (g0) begins here", ErrChainEnd)
+	case goSystemstack:
+		return goSystemstackStep(c, start, bp)
+	}
+	// morestack: g0's own chain.
+	return goFrameRecord(c, bp, false)
+}
+
+// goFrameRecord continues at the frame record bp points to. cross says the
+// record is on another stack than the current frame.
+func goFrameRecord(c *Cursor, bp uint64, cross bool) error {
+	if bp == 0 {
+		return ErrChainEnd
+	}
+	if bp&7 != 0 {
+		return fmt.Errorf("%w: %#x is misaligned", ErrBadFP, bp)
+	}
+	saved, ra, err := c.mem.pair(bp)
+	if err != nil {
+		if cross {
+			return fmt.Errorf("%w: the goroutine's frame record at %#x is not in the snapshot", ErrGoSwitch, bp)
+		}
+		return err
+	}
+	if ra == 0 {
+		return ErrChainEnd
+	}
+	if !c.goCode(ra) {
+		return fmt.Errorf("%w: return address %#x at %#x is not in mapped code", ErrBadFP, ra, bp+8)
+	}
+	setCaller(c, ra, bp+16, saved)
+	c.stackSwitch = cross
+	return nil
+}
+
+func setCaller(c *Cursor, pc, sp, fp uint64) {
+	arch := c.Regs.Arch
+	*c.Caller = regs.New(arch)
+	c.Caller.Set(arch.PC(), pc)
+	c.Caller.Set(arch.SP(), sp)
+	c.Caller.Set(arch.FP(), fp)
+}
+
+// goCode reports whether pc lies in a mapped object file.
+func (c *Cursor) goCode(pc uint64) bool {
+	m := c.space.Find(pc)
+	return m != nil && m.Module != nil
+}
+
+// goScanWords bounds the search for systemstack's return address in its
+// caller's frame.
+const goScanWords = 512
+
+// goSystemstackStep: bp is the frame pointer of systemstack's caller F on
+// the goroutine stack. F's frame lies below its frame record, and the word
+// just below F's frame is the return address into F after its call to
+// systemstack: the first word below bp that follows a direct call to
+// start. Without it (code unreadable, an indirect call), the walk goes on
+// at F's caller through the frame record, as the kernel's does.
+func goSystemstackStep(c *Cursor, start, bp uint64) error {
+	if bp == 0 || bp&7 != 0 {
+		return fmt.Errorf("%w: runtime.systemstack: goroutine frame pointer %#x", ErrBadFP, bp)
+	}
+	if _, err := c.Read(bp); err != nil {
+		return fmt.Errorf("%w: the goroutine's frame record at %#x is not in the snapshot", ErrGoSwitch, bp)
+	}
+	var block [goScanWords * 8]byte
+	lo := bp - uint64(len(block))
+	if c.mem.mem.ReadMemory(lo, block[:]) == nil {
+		for i := goScanWords - 1; i >= 0; i-- {
+			ra := binary.LittleEndian.Uint64(block[i*8:])
+			if ra > start && ra-start < 1<<31 || start > ra && start-ra < 1<<31 {
+				if callsAt(c, ra, start) && frameFits(c, ra, lo+uint64(i*8)+8, bp) {
+					setCaller(c, ra, lo+uint64(i*8)+8, bp)
+					c.stackSwitch = true
+					return nil
+				}
+			}
+		}
+	}
+	return goFrameRecord(c, bp, true)
+}
+
+// frameFits checks a candidate return address ra into systemstack's
+// caller F, whose stack pointer it implies is sp, against F's frame record
+// at bp: where the module's CFI describes F, its CFA at ra must be the
+// record's end (Go pushes the frame pointer right below the return
+// address). Without CFI the call instruction alone decides.
+func frameFits(c *Cursor, ra, sp, bp uint64) bool {
+	m := c.space.Find(ra - 1)
+	if m == nil || m.Module == nil {
+		return false
+	}
+	t, err := m.Module.Table()
+	if err != nil || t == nil {
+		return true
+	}
+	rule, ok := t.Lookup(ra - 1 - m.Bias)
+	if !ok {
+		return true
+	}
+	return rule.CFABase == unwindtable.CFASP && sp+uint64(int64(rule.CFAOffset)) == bp+16
+}
+
+// callsAt reports whether the 5 bytes before ra are a direct call
+// (E8 rel32) of target, or of anything when target is 0.
+func callsAt(c *Cursor, ra, target uint64) bool {
+	m := c.space.Find(ra - 5)
+	if m == nil || m.Module == nil || m.Module.File == nil {
+		return false
+	}
+	var code [5]byte
+	if m.Module.File.ReadVaddr(ra-5-m.Bias, code[:]) != nil && c.mem.mem.ReadMemory(ra-5, code[:]) != nil {
+		return false
+	}
+	if code[0] != 0xe8 {
+		return false
+	}
+	rel := int32(binary.LittleEndian.Uint32(code[1:]))
+	return target == 0 || ra+uint64(int64(rel)) == target
+}
