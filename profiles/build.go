@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/rewindstack/rewind/symbolize"
@@ -213,6 +214,9 @@ func (b *Builder) Add(samples []*Sample) {
 
 func (b *Builder) add(s *Sample) {
 	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period)}
+	if out.Comm == "" {
+		out.Comm = perfComm(s.PID, s.TID)
+	}
 	for _, ip := range s.Kernel {
 		out.Locations = append(out.Locations, b.kernelLoc(ip))
 	}
@@ -403,4 +407,13 @@ func (b *Builder) prefetch(samples []*Sample) {
 			b.sym.Frame(j.space.Find(j.pc), j.pc, true)
 		}
 	}()
+}
+
+// perfComm names a thread whose command no record gave as perf does: the
+// idle task (PID 0) is "swapper", any other ":TID".
+func perfComm(pid, tid int) string {
+	if pid == 0 {
+		return "swapper"
+	}
+	return ":" + strconv.Itoa(tid)
 }

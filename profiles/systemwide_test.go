@@ -63,3 +63,47 @@ func TestSystemWide(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemWideComm: the folded output names the idle task as perf
+// script does ("swapper").
+func TestSystemWideComm(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	data := filepath.Join(t.TempDir(), "s.data")
+	if out, err := exec.Command(perf, "record", "-q", "-a", "-g", "-F", "199", "-o", data, "--", "sleep", "0.5").CombinedOutput(); err != nil {
+		t.Skipf("perf record -a cannot run here (needs system-wide perf_event access): %v\n%s", err, out)
+	}
+	out, err := exec.Command(perf, "script", "-i", data, "-F", "comm").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	want := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if c := strings.TrimSpace(line); c != "" {
+			want[c]++
+		}
+	}
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto"), Symbolizer: &symbolize.Symbolizer{}})
+	pd.Close()
+	got := map[string]int{}
+	for i := range p.Stacks {
+		got[p.Stacks[i].Comm]++
+	}
+	roots := map[string]bool{}
+	for _, f := range p.Fold(profiles.FoldOptions{}) {
+		roots[f.Stack[0]] = true
+	}
+	for c := range want {
+		if !roots[c] {
+			t.Errorf("no folded stack starts with %q (perf script's command)", c)
+		}
+	}
+	for c, n := range want {
+		if got[c] != n {
+			t.Errorf("command %q: %d samples in the folded output, perf script %d (folded roots: %v)", c, got[c], n, got)
+		}
+	}
+}
