@@ -1,0 +1,28 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestDumpRefusedAsRoot: when root cannot trace a process, the error says
+// why instead of telling root to run as root.
+func TestDumpRefusedAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the message under test is the one root gets")
+	}
+	_, errOut, code := run(t, "dump", "1")
+	if code == 0 {
+		t.Skip("root may trace process 1 here: no refusal to explain")
+	}
+	if !strings.Contains(errOut, "operation not permitted") {
+		t.Skipf("dump 1 failed for another reason: %s", errOut)
+	}
+	if strings.Contains(errOut, "run rewind as root") {
+		t.Errorf("dump 1 as root tells root to run as root: %s", errOut)
+	}
+	if !strings.Contains(errOut, "CAP_SYS_PTRACE") {
+		t.Errorf("dump 1 as root names no cause: %s", errOut)
+	}
+}
