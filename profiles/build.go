@@ -119,6 +119,9 @@ type Profile struct {
 	Lost      uint64
 	// KernelOnly counts samples without user registers.
 	KernelOnly int
+	// AtCopyEdge counts samples whose first method's walk stopped at the
+	// end of the copied user stack (a larger stack copy would go on).
+	AtCopyEdge int
 }
 
 type symKey struct {
@@ -253,6 +256,9 @@ func (b *Builder) add(s *Sample) {
 			f.Complete++
 		}
 		if i == 0 {
+			if !ok && atCopyEdge(&b.st, sp, len(s.Stack)) {
+				b.prof.AtCopyEdge++
+			}
 			out.Locations = append(out.Locations, b.userLocs...)
 			out.Complete = ok
 			out.End = b.st.End
@@ -416,4 +422,25 @@ func perfComm(pid, tid int) string {
 		return "swapper"
 	}
 	return ":" + strconv.Itoa(tid)
+}
+
+// copyEdgeSlack is how close to the end of the stack copy a walk's last
+// frame must be for the walk to count as stopped by the copy's size: the
+// next frame's saved registers lie within a few words above it.
+const copyEdgeSlack = 512
+
+// atCopyEdge reports whether a walk that did not reach the root stopped
+// because the stack copy (size bytes at sp) ended: it could not read
+// memory, or found no sane frame, right at the copy's end.
+func atCopyEdge(st *unwind.Stack, sp uint64, size int) bool {
+	if size == 0 || len(st.Frames) == 0 {
+		return false
+	}
+	switch st.End {
+	case unwind.EndUnreadable, unwind.EndBadFP, unwind.EndNoProgress, unwind.EndRAUndefined:
+	default:
+		return false
+	}
+	last := st.Frames[len(st.Frames)-1].SP
+	return last != 0 && last+copyEdgeSlack >= sp+uint64(size)
 }
