@@ -10,6 +10,7 @@ package unwind
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/rewindstack/rewind/regs"
@@ -261,6 +262,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		}
 		if len(st.Frames) >= max {
 			st.End = EndDepth
+			st.Detail = "stopped after " + strconv.Itoa(max) + " frames; use --max-depth N (a larger N) for the rest"
 			return
 		}
 		lookup := pc

@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+
+	"github.com/rewindstack/rewind/internal/fixture"
 	"strings"
 	"testing"
 )
@@ -24,5 +26,19 @@ func TestDumpRefusedAsRoot(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "CAP_SYS_PTRACE") {
 		t.Errorf("dump 1 as root names no cause: %s", errOut)
+	}
+}
+
+// TestDumpMaxDepthSaysHow: a walk cut by --max-depth says how to get the
+// rest.
+func TestDumpMaxDepthSaysHow(t *testing.T) {
+	exe := fixture.Build(t, "threads", fixture.Variants[0])
+	core := fixture.Gcore(t, fixture.Start(t, exe))
+	out, errOut, code := run(t, "dump", "--core", core, "--max-depth", "2")
+	if code != 0 {
+		t.Fatalf("dump: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "--max-depth N") {
+		t.Errorf("dump --max-depth 2 does not say how to get the rest:\n%s", out)
 	}
 }
