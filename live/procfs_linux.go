@@ -266,6 +266,10 @@ func readExe(pid int) string {
 // permissionError explains an EPERM from PTRACE_SEIZE.
 func permissionError(pid int, comm string, err error) error {
 	var b strings.Builder
+	if os.Geteuid() == 0 {
+		fmt.Fprintf(&b, "live: cannot trace process %d (%s): %v: %s", pid, comm, err, rootPermissionCause(pid))
+		return &kindError{kind: err, msg: b.String()}
+	}
 	fmt.Fprintf(&b, "live: cannot trace process %d (%s): %v: run rewind as root or give it CAP_SYS_PTRACE (setcap cap_sys_ptrace=ep rewind); without it, the target must run as your user and be dumpable", pid, comm, err)
 	if v, rerr := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); rerr == nil {
 		scope := strings.TrimSpace(string(v))
@@ -321,4 +325,54 @@ func tracerOf(pid, tid int) int {
 	}
 	n, _ := strconv.Atoi(statusField(b, "TracerPid"))
 	return n
+}
+
+// capSysPtrace is CAP_SYS_PTRACE's bit in /proc/PID/status's Cap* masks.
+const capSysPtrace = 19
+
+// rootPermissionCause explains why root may not trace pid: root without
+// CAP_SYS_PTRACE (a container that drops it), a Yama policy, or a target
+// in a user namespace rewind has no say over.
+func rootPermissionCause(pid int) string {
+	var causes []string
+	if capEff, ok := statusHex("/proc/self/status", "CapEff:"); ok && capEff&(1<<capSysPtrace) == 0 {
+		causes = append(causes, "rewind runs as root but without CAP_SYS_PTRACE in its effective capabilities "+
+			"(containers drop it by default: run the container with --cap-add SYS_PTRACE, or rewind on the host)")
+	}
+	if v, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(v)) == "3" {
+		causes = append(causes, "kernel.yama.ptrace_scope is 3, which disables ptrace for everyone until the next reboot")
+	}
+	self, err1 := os.Readlink("/proc/self/ns/user")
+	other, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err1 == nil && err2 == nil && self != other {
+		causes = append(causes, fmt.Sprintf("process %d is in another user namespace (%s, rewind in %s), where rewind's root has no privilege", pid, other, self))
+	}
+	if len(causes) == 0 {
+		c := "the kernel refused although rewind runs as root with CAP_SYS_PTRACE"
+		mine, ok1 := statusHex("/proc/self/status", "CapPrm:")
+		theirs, ok2 := statusHex(fmt.Sprintf("/proc/%d/status", pid), "CapPrm:")
+		if ok1 && ok2 && theirs&^mine != 0 {
+			c += fmt.Sprintf(": process %d holds capabilities rewind lacks (CapPrm %#x, rewind %#x, so rewind runs in a sandbox below it)", pid, theirs, mine)
+		}
+		if pid == 1 {
+			c += "; process 1 is this namespace's init"
+		}
+		causes = append(causes, c+"; a security module or sandbox (Landlock, SELinux, AppArmor, seccomp) forbids tracing it from here")
+	}
+	return strings.Join(causes, "; ")
+}
+
+// statusHex reads a hexadecimal field (CapEff: ...) of a status file.
+func statusHex(path, key string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -367,6 +367,12 @@ func (d *Decoder) attrByID(b []byte, pos int, offset int64) (*Attr, error) {
 	}
 	id := binary.LittleEndian.Uint64(b[pos:])
 	a := d.ids[id]
+	if a == nil && id == 0 {
+		// Records perf synthesizes (the mappings and names of the
+		// processes running when a system-wide recording starts) carry
+		// id 0; perf reads them with the first event, and so do we.
+		return d.attrs[0], nil
+	}
 	if a == nil {
 		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset + int64(pos)), Msg: fmt.Sprintf("unknown event id %d", id)}
 	}

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/rewindstack/rewind/symbolize"
@@ -118,6 +119,9 @@ type Profile struct {
 	Lost      uint64
 	// KernelOnly counts samples without user registers.
 	KernelOnly int
+	// AtCopyEdge counts samples whose first method's walk stopped at the
+	// end of the copied user stack (a larger stack copy would go on).
+	AtCopyEdge int
 }
 
 type symKey struct {
@@ -213,6 +217,9 @@ func (b *Builder) Add(samples []*Sample) {
 
 func (b *Builder) add(s *Sample) {
 	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period)}
+	if out.Comm == "" {
+		out.Comm = perfComm(s.PID, s.TID)
+	}
 	for _, ip := range s.Kernel {
 		out.Locations = append(out.Locations, b.kernelLoc(ip))
 	}
@@ -252,6 +259,9 @@ func (b *Builder) add(s *Sample) {
 			f.Complete++
 		}
 		if i == 0 {
+			if !ok && atCopyEdge(&b.st, sp, len(s.Stack)) {
+				b.prof.AtCopyEdge++
+			}
 			out.Locations = append(out.Locations, b.userLocs...)
 			out.Complete = ok
 			out.End = b.st.End
@@ -409,4 +419,34 @@ func (b *Builder) prefetch(samples []*Sample) {
 			b.sym.Frame(j.space.Find(j.pc), j.pc, true)
 		}
 	}()
+}
+
+// perfComm names a thread whose command no record gave as perf does: the
+// idle task (PID 0) is "swapper", any other ":TID".
+func perfComm(pid, tid int) string {
+	if pid == 0 {
+		return "swapper"
+	}
+	return ":" + strconv.Itoa(tid)
+}
+
+// copyEdgeSlack is how close to the end of the stack copy a walk's last
+// frame must be for the walk to count as stopped by the copy's size: the
+// next frame's saved registers lie within a few words above it.
+const copyEdgeSlack = 512
+
+// atCopyEdge reports whether a walk that did not reach the root stopped
+// because the stack copy (size bytes at sp) ended: it could not read
+// memory, or found no sane frame, right at the copy's end.
+func atCopyEdge(st *unwind.Stack, sp uint64, size int) bool {
+	if size == 0 || len(st.Frames) == 0 {
+		return false
+	}
+	switch st.End {
+	case unwind.EndUnreadable, unwind.EndBadFP, unwind.EndNoProgress, unwind.EndRAUndefined:
+	default:
+		return false
+	}
+	last := st.Frames[len(st.Frames)-1].SP
+	return last != 0 && last+copyEdgeSlack >= sp+uint64(size)
 }

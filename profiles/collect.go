@@ -173,6 +173,11 @@ func (c *Collector) Add(rec *perfdata.Record) {
 		if len(s.Callchain) == 0 && s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscKernel {
 			out.Kernel = append(out.Kernel, s.IP)
 		}
+		if len(s.Callchain) == 0 && !out.HasRegs && s.Misc&perfdata.MiscCPUModeMask == perfdata.MiscUser {
+			// No call graph recorded: the sampled IP is a one-frame
+			// user stack, as perf report shows it.
+			out.UserFP = append(out.UserFP, s.IP)
+		}
 		c.pendingBytes += len(out.Stack)
 		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
 	case perfdata.RecordMmap, perfdata.RecordMmap2:

@@ -243,6 +243,9 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 	if p.KernelOnly > 0 {
 		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", p.KernelOnly)
 	}
+	if p.AtCopyEdge > 0 {
+		fmt.Fprintf(w, "  %d samples ended at the stack copy's edge (a larger --stack-size, up to 65528, reaches further)\n", p.AtCopyEdge)
+	}
 }
 
 // isLib reports whether path names a shared library or special mapping.

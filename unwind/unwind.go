@@ -10,6 +10,7 @@ package unwind
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/rewindstack/rewind/regs"
@@ -269,6 +270,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		}
 		if len(st.Frames) >= max {
 			st.End = EndDepth
+			st.Detail = "stopped after " + strconv.Itoa(max) + " frames; use --max-depth N (a larger N) for the rest"
 			return
 		}
 		lookup := pc

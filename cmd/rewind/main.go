@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -69,6 +70,9 @@ func runCommand() int {
 		err = runReport(args)
 	case "goshadow":
 		err = runGoshadow(args)
+	case "version", "--version", "-version":
+		printVersion(os.Stdout)
+		return 0
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0
@@ -101,8 +105,18 @@ func newFlags(name, summary string) *flag.FlagSet {
 // arguments ("rewind dump 1234 --json") and returns the positional ones.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
+	// A bad flag is one line of error (returned), not the help text; only
+	// --help prints the help, to stdout.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				usage()
+			}
 			return nil, err
 		}
 		if fs.NArg() == 0 {

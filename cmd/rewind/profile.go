@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
 )
@@ -91,41 +90,15 @@ func outputPath(out string) (string, error) {
 	if out == "" {
 		return "rewind-" + time.Now().Format("20060102-150405") + ".html", nil
 	}
-	for _, ext := range []string{".pb.gz", ".folded", ".html", ".svg"} {
-		if strings.HasSuffix(out, ext) {
-			return out, nil
-		}
+	if err := profiles.CheckOutput(out); err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("-o %s: unknown format; use .pb.gz, .folded, .html or .svg", out)
+	return out, nil
 }
 
 // writeProfile writes the profile in the format out's extension names.
 // The file is written under a temporary name and renamed, so a failed
 // write leaves no half file behind.
 func writeProfile(prof *profiles.Profile, out string, periodNS int64, title string) error {
-	var write func(f *os.File) error
-	switch {
-	case strings.HasSuffix(out, ".pb.gz"):
-		write = func(f *os.File) error { return prof.WritePprof(f, periodNS) }
-	case strings.HasSuffix(out, ".folded"):
-		write = func(f *os.File) error { return prof.WriteFolded(f) }
-	case strings.HasSuffix(out, ".html"), strings.HasSuffix(out, ".svg"):
-		write = func(f *os.File) error { return writeFlameGraph(f, prof, strings.HasSuffix(out, ".svg"), title) }
-	default:
-		return fmt.Errorf("-o %s: unknown format; use .pb.gz, .folded, .html or .svg", out)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", out, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	os.Chmod(tmp.Name(), fsafe.CreateMode(0o666)) // CreateTemp made it 0600
-	return os.Rename(tmp.Name(), out)
+	return prof.WriteFile(out, profiles.WriteOptions{PeriodNS: periodNS, Title: title})
 }

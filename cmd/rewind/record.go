@@ -74,7 +74,8 @@ func runRecord(args []string) error {
 	fs := newFlags("record", recordHelp)
 	pid := fs.Int("p", 0, "record the running process `PID`")
 	freq := fs.Int("F", 99, "sampling frequency in `HZ` per thread")
-	dur := fs.Duration("d", 0, "stop after `DURATION` (default: until Ctrl-C or the command or process exits)")
+	dur := new(durationFlag)
+	fs.Var(dur, "d", "stop after `DURATION`: seconds (5) or a Go duration (1.5s, 2m) (default: until Ctrl-C or the command or process exits)")
 	stackSize := fs.Int("stack-size", 16<<10, "`BYTES` of user stack copied per sample (a multiple of 8, below 65536)")
 	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
 	pf := addProfileFlags(fs)
@@ -93,7 +94,6 @@ func runRecord(args []string) error {
 	case *pid != 0 && len(cmdArgs) > 0:
 		return fmt.Errorf("give -p PID or a command, not both")
 	case *pid == 0 && len(cmdArgs) == 0:
-		fs.Usage()
 		return fmt.Errorf("need -p PID or -- CMD ARGS")
 	case *pid < 0:
 		return fmt.Errorf("bad process ID %d", *pid)
@@ -102,7 +102,14 @@ func runRecord(args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := outputPath(*pf.out); err != nil {
+	if err := checkFreq(*freq); err != nil {
+		return err
+	}
+	outPath, err := outputPath(*pf.out)
+	if err != nil {
+		return err
+	}
+	if err := checkOutputDir(outPath); err != nil {
 		return err
 	}
 	opt := perfevent.Options{Freq: *freq, StackSize: *stackSize, UserOnly: *userOnly, Warn: warn}
@@ -137,8 +144,8 @@ func runRecord(args []string) error {
 
 	start := time.Now()
 	var deadline <-chan time.Time
-	if *dur > 0 {
-		deadline = time.After(*dur)
+	if dur.set {
+		deadline = time.After(dur.d)
 	}
 	tty := isTerminal(2)
 	lastProgress := time.Time{}
@@ -159,6 +166,8 @@ func runRecord(args []string) error {
 		}
 	}
 	why := ""
+	var cmdErr error
+	reaped := false
 loop:
 	for {
 		hup := rec.Wait(100 * time.Millisecond)
@@ -176,6 +185,7 @@ loop:
 			break loop
 		case err := <-exited:
 			why = "command exited"
+			cmdErr, reaped = err, true
 			if err != nil {
 				why = fmt.Sprintf("command exited (%v)", err)
 			}
@@ -197,16 +207,25 @@ loop:
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
 	elapsed := time.Since(start)
-	if cmd != nil && why == "interrupted" {
-		// The command got the terminal's SIGINT too; let it finish.
+	if cmd != nil && !reaped {
+		// rewind started the command, so the recording's end is its end:
+		// SIGTERM (after Ctrl-C it got the terminal's SIGINT already),
+		// SIGKILL after a grace period, and reap it. With -p the target
+		// is left alone.
+		if why != "interrupted" {
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
 		select {
 		case <-exited:
-		case <-time.After(2 * time.Second):
+		case <-time.After(killGrace):
 			cmd.Process.Kill()
 			<-exited
 		}
 	}
 	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", why, elapsed.Seconds(), rec.Samples(), rec.Lost())
+	if cmdErr != nil && rec.Samples() == 0 {
+		return fmt.Errorf("%s failed (%v) before any sample: no profile written", cmdArgs[0], cmdErr)
+	}
 	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs))
 }
 
@@ -214,6 +233,10 @@ loop:
 // unwinding them: short recordings are unwound after the target stops, so
 // they do not compete with it for CPU.
 var pendingLimit = 256 << 20
+
+// killGrace is how long a command rewind started gets between SIGTERM and
+// SIGKILL when the recording's duration ends.
+var killGrace = 2 * time.Second
 
 func alive(pid int) bool {
 	err := unix.Kill(pid, 0)

@@ -21,6 +21,10 @@ func runSFrame(args []string) error {
 	if len(args) > 0 && args[0] == "gen" {
 		return runSFrameGen(args[1:])
 	}
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+		fmt.Print(sframeUsage) // asked for: an answer on stdout, exit 0
+		return nil
+	}
 	if len(args) == 0 || args[0] != "dump" {
 		return errors.New(sframeUsage)
 	}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+)
+
+// TestRecordDurationEndsCommand: with -d, a command rewind started is
+// ended (SIGTERM) and reaped when the duration is up; no process is left.
+func TestRecordDurationEndsCommand(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	out := filepath.Join(dir, "p.folded")
+	start := time.Now()
+	_, errOut, code := run(t, "record", "-q", "-d", "1", "-o", out, "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("record -d 1 took %v", took)
+	}
+	if code != 0 {
+		t.Fatalf("record -d 1: exit %d\n%s", code, errOut)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("bad pid file %q", b)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		t.Errorf("the command (pid %d) outlived rewind record -d 1", pid)
+	}
+}
+
+// TestRecordFailingCommand: a command that fails at once makes record fail
+// and leaves no empty profile behind.
+func TestRecordFailingCommand(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	out := filepath.Join(t.TempDir(), "p.folded")
+	_, errOut, code := run(t, "record", "-q", "-o", out, "--", "false")
+	if code == 0 {
+		t.Errorf("record -- false exited 0\n%s", errOut)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("record -- false wrote %s", out)
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// durationFlag is record's -d: a Go duration ("1.5s", "2m") or, as perf's
+// users expect, a bare number of seconds ("5").
+type durationFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *durationFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || secs != secs || secs > 1e9 || secs < -1e9 {
+			return fmt.Errorf("bad duration %q (want seconds like 5, or 1.5s, 2m)", s)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return fmt.Errorf("duration %q must be greater than 0", s)
+	}
+	f.d, f.set = d, true
+	return nil
+}
+
+// maxSampleRatePath is where the kernel publishes the highest sampling
+// frequency it accepts; a variable so tests can point it elsewhere.
+var maxSampleRatePath = "/proc/sys/kernel/perf_event_max_sample_rate"
+
+// checkFreq rejects a sampling frequency the kernel would refuse (or that
+// would divide by zero when the sample period is computed).
+func checkFreq(freq int) error {
+	if freq <= 0 {
+		return fmt.Errorf("-F %d: the sampling frequency must be greater than 0", freq)
+	}
+	b, err := os.ReadFile(maxSampleRatePath)
+	if err != nil {
+		return nil // no limit known: the kernel will say
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err == nil && max > 0 && freq > max {
+		return fmt.Errorf("-F %d: above the kernel's limit of %d (%s)", freq, max, maxSampleRatePath)
+	}
+	return nil
+}
+
+// checkOutputDir makes sure the profile can be written before a command
+// runs for nothing: out's directory must exist and be writable.
+func checkOutputDir(out string) error {
+	dir := filepath.Dir(out)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("-o %s: %w", out, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("-o %s: %s is not a directory", out, dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("-o %s: directory %s is not writable: %w", out, dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package profiles_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/symbolize"
+)
+
+// TestSystemWide reads perf record -a files (several events, records perf
+// synthesizes with event id 0): every sample perf script shows is read,
+// with the command perf names.
+func TestSystemWide(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	for _, cg := range [][]string{{"-g"}, {"--call-graph", "dwarf,4096"}} {
+		data := filepath.Join(t.TempDir(), "s.data")
+		args := append([]string{"record", "-q", "-a", "-F", "199"}, cg...)
+		args = append(args, "-o", data, "--", "sleep", "0.5")
+		if out, err := exec.Command(perf, args...).CombinedOutput(); err != nil {
+			t.Skipf("perf record -a cannot run here (needs system-wide perf_event access): %v\n%s", err, out)
+		}
+		out, err := exec.Command(perf, "script", "-i", data, "-F", "comm,tid,time").Output()
+		if err != nil {
+			t.Fatalf("perf script: %v", err)
+		}
+		want := 0
+		comms := map[string]bool{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 {
+				want++
+				comms[f[0]] = true
+			}
+		}
+		var warns []string
+		pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { warns = append(warns, s) })
+		if err != nil {
+			t.Fatalf("%v: %v", cg, err)
+		}
+		p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto"), Symbolizer: &symbolize.Symbolizer{}})
+		pd.Close()
+		for _, w := range warns {
+			if strings.Contains(w, "unknown event id") || strings.Contains(w, "before it") {
+				t.Errorf("%v: %s", cg, w)
+			}
+		}
+		if len(p.Stacks) != want {
+			t.Errorf("%v: %d samples, perf script shows %d", cg, len(p.Stacks), want)
+		}
+		if !comms["sleep"] {
+			continue
+		}
+		found := false
+		for i := range p.Stacks {
+			found = found || p.Stacks[i].Comm == "sleep"
+		}
+		if !found {
+			t.Errorf("%v: no sample of sleep", cg)
+		}
+	}
+}
+
+// TestSystemWideComm: the folded output names the idle task as perf
+// script does ("swapper").
+func TestSystemWideComm(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	data := filepath.Join(t.TempDir(), "s.data")
+	if out, err := exec.Command(perf, "record", "-q", "-a", "-g", "-F", "199", "-o", data, "--", "sleep", "0.5").CombinedOutput(); err != nil {
+		t.Skipf("perf record -a cannot run here (needs system-wide perf_event access): %v\n%s", err, out)
+	}
+	out, err := exec.Command(perf, "script", "-i", data, "-F", "comm").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	want := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if c := strings.TrimSpace(line); c != "" {
+			want[c]++
+		}
+	}
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto"), Symbolizer: &symbolize.Symbolizer{}})
+	pd.Close()
+	got := map[string]int{}
+	for i := range p.Stacks {
+		got[p.Stacks[i].Comm]++
+	}
+	roots := map[string]bool{}
+	for _, f := range p.Fold(profiles.FoldOptions{}) {
+		roots[f.Stack[0]] = true
+	}
+	for c := range want {
+		if !roots[c] {
+			t.Errorf("no folded stack starts with %q (perf script's command)", c)
+		}
+	}
+	for c, n := range want {
+		if got[c] != n {
+			t.Errorf("command %q: %d samples in the folded output, perf script %d (folded roots: %v)", c, got[c], n, got)
+		}
+	}
+}
