@@ -238,6 +238,7 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeSubsampleNote(w, p.Fidelity)
 	if p.KernelOnly > 0 {
 		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", p.KernelOnly)
 	}

@@ -41,7 +41,9 @@ func runReport(args []string) error {
 		pf.tm = newTimings()
 		defer pf.tm.print()
 	}
+	restoreGC := lessGC(pos[0])
 	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), warn)
+	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr
