@@ -84,7 +84,9 @@ func BenchmarkReportVsPerfScript(b *testing.B) {
 		}
 		return d.Seconds() * 1e3
 	}
-	if out, err := exec.Command(rewind, variants[0].args...).CombinedOutput(); err == nil {
+	show := exec.Command(rewind, variants[0].args...)
+	show.Dir = dir
+	if out, err := show.CombinedOutput(); err == nil {
 		b.Logf("rewind report prints:\n%s", out)
 	}
 	perfMS := []float64{}
