@@ -177,6 +177,8 @@ type Builder struct {
 	pw     *prewalk
 	pwAt   int
 	pst    unwind.Stack // a prewalked stack (its frames are the workers')
+	pstKey uint64
+	stacks map[uint64]*knownStack
 	snap   target.Snapshot
 }
 
@@ -258,17 +260,7 @@ func (b *Builder) add(s *Sample) {
 		if st == nil {
 			continue // a fidelity method that skips this sample
 		}
-		b.userLocs = b.userLocs[:0]
-		// The fidelity methods' frames are only counted: symbolize the
-		// outermost ones reachesRoot looks at.
-		first := 0
-		if i > 0 {
-			first = max(0, len(st.Frames)-3)
-		}
-		for j := first; j < len(st.Frames); j++ {
-			b.userLocs = append(b.userLocs, b.userLoc(&st.Frames[j]))
-		}
-		ok := reachesRoot(b.userLocs)
+		locs, ok := b.stackLocs(st, i)
 		f := &b.fid[i]
 		f.Samples++
 		f.Frames += len(st.Frames)
@@ -280,7 +272,11 @@ func (b *Builder) add(s *Sample) {
 			f.Every = b.stride
 		}
 		if i == 0 {
-			out.Locations = append(out.Locations, b.userLocs...)
+			if len(out.Locations) == 0 {
+				out.Locations = locs // shared by the samples with this stack
+			} else {
+				out.Locations = append(out.Locations, locs...)
+			}
 			out.Complete = ok
 			out.End = st.End
 		}

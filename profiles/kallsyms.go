@@ -195,10 +195,11 @@ func LoadKallsymsCached(dir string) (*Kallsyms, error) {
 		return LoadKallsyms()
 	}
 	path := filepath.Join(dir, "kallsyms", hex.EncodeToString(h.Sum(nil)[:12]))
-	if b, err := os.ReadFile(path); err == nil {
+	if b, release, err := mapCacheFile(path); err == nil {
 		if k, err := decodeKallsyms(b); err == nil {
-			return k, nil
+			return k, nil // mapped for the life of the process
 		}
+		release()
 	}
 	k, err := LoadKallsyms()
 	if err != nil {

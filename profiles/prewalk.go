@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,7 @@ const prewalkMin = 64
 // walked is one method's walk of one sample.
 type walked struct {
 	frames []unwind.Frame // in the chunk's frame arena
+	key    uint64         // stackKey(frames), for the first method
 	end    unwind.EndReason
 	ran    bool
 }
@@ -134,7 +136,7 @@ type walker struct {
 func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*target.AddressSpace) {
 	defer close(c.done)
 	c.walks = make([]walked, (c.hi-c.lo)*pw.methods)
-	c.frames = make([]unwind.Frame, 0, (c.hi-c.lo)*16)
+	c.frames = make([]unwind.Frame, 0, (c.hi-c.lo)*12)
 	for i := c.lo; i < c.hi; i++ {
 		s := samples[i]
 		if !s.HasRegs {
@@ -147,12 +149,28 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 			if m > 0 && !pw.fid[i] {
 				break
 			}
-			meth.Unwinder.WalkInto(&w.st, s.Regs, &w.snap, spaces[i])
+			// Walk straight into the arena's free space; only a walk
+			// that outgrows it is copied (frames hold a pointer: copies
+			// cost write barriers).
 			lo := len(c.frames)
-			c.frames = append(c.frames, w.st.Frames...)
-			c.walks[(i-c.lo)*pw.methods+m] = walked{end: w.st.End, ran: true, frames: c.frames[lo:len(c.frames):len(c.frames)]}
+			if cap(c.frames)-lo < 64 {
+				c.frames = slices.Grow(c.frames, max(64, cap(c.frames)))
+			}
+			w.st.Frames = c.frames[lo:lo]
+			meth.Unwinder.WalkInto(&w.st, s.Regs, &w.snap, spaces[i])
+			if n := len(w.st.Frames); n > 0 && &w.st.Frames[0] == &c.frames[lo:cap(c.frames)][0] {
+				c.frames = c.frames[:lo+n]
+			} else {
+				c.frames = append(c.frames, w.st.Frames...)
+			}
+			wk := walked{end: w.st.End, ran: true, frames: c.frames[lo:len(c.frames):len(c.frames)]}
+			if m == 0 {
+				wk.key = stackKey(wk.frames)
+			}
+			c.walks[(i-c.lo)*pw.methods+m] = wk
 		}
 	}
+	w.st.Frames = nil // the arena is the chunk's
 	// The frame arena may have moved while it grew: point the walks into
 	// its final place.
 	off := 0
@@ -177,10 +195,11 @@ func (b *Builder) walk(s *Sample, m int) *unwind.Stack {
 		}
 		if len(pw.chunks) > 0 {
 			w := pw.get(b.pwAt, m)
-			b.pst.Frames, b.pst.End = w.frames, w.end
+			b.pst.Frames, b.pst.End, b.pstKey = w.frames, w.end, w.key
 			return &b.pst
 		}
 	}
+	b.pstKey = 0
 	sp, _ := s.Regs.SP()
 	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: sp, Data: s.Stack})
 	b.opt.Methods[m].Unwinder.WalkInto(&b.st, s.Regs, &b.snap, b.c.addressSpace(s.space))
@@ -219,4 +238,92 @@ func ordinal(n int) string {
 		}
 	}
 	return strconv.Itoa(n) + suffix
+}
+
+// A profile has far fewer distinct stacks than samples (a hot loop is
+// sampled at the same few PCs under the same callers): the locations of a
+// first-method stack are looked up once per distinct stack, not once per
+// frame and sample, which was half of the serial part of a build.
+
+// knownStack is a distinct first-method stack and its locations.
+type knownStack struct {
+	frames []unwind.Frame
+	locs   []*Location
+	ok     bool // reachesRoot(locs)
+}
+
+// maxKnownStacks bounds the stacks remembered.
+const maxKnownStacks = 1 << 16
+
+// stackKey hashes what a stack's locations depend on: each frame's PC,
+// exactness and mapping.
+func stackKey(frames []unwind.Frame) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range frames {
+		f := &frames[i]
+		v := f.PC
+		if f.Exact {
+			v ^= 1 << 63
+		}
+		h = (h ^ v) * 1099511628211
+		if f.Map != nil { // sameStack compares the mappings themselves
+			h = (h ^ f.Map.Start) * 1099511628211
+		}
+	}
+	return h | 1 // 0 means "no key"
+}
+
+// sameStack reports whether two walks have the same locations.
+func sameStack(a, b []unwind.Frame) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].PC != b[i].PC || a[i].Exact != b[i].Exact || a[i].Map != b[i].Map {
+			return false
+		}
+	}
+	return true
+}
+
+// stackLocs returns the locations of method m's walk st, and whether it
+// reaches the thread's root. The first method's are every frame's, shared
+// between samples with the same stack (do not modify them); a fidelity
+// method's frames are only counted, so only the outermost ones reachesRoot
+// looks at are symbolized.
+func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
+	frames := st.Frames
+	if m > 0 {
+		frames = frames[max(0, len(frames)-3):]
+		b.userLocs = b.userLocs[:0]
+		for j := range frames {
+			b.userLocs = append(b.userLocs, b.userLoc(&frames[j]))
+		}
+		return b.userLocs, reachesRoot(b.userLocs)
+	}
+	key := uint64(0)
+	if st == &b.pst {
+		key = b.pstKey
+	}
+	if key != 0 {
+		if k := b.stacks[key]; k != nil && sameStack(k.frames, frames) {
+			return k.locs, k.ok
+		}
+	}
+	locs := make([]*Location, len(frames))
+	for j := range frames {
+		locs[j] = b.userLoc(&frames[j])
+	}
+	ok := reachesRoot(locs)
+	if key != 0 && len(b.stacks) < maxKnownStacks {
+		if b.stacks == nil {
+			b.stacks = map[uint64]*knownStack{}
+		}
+		if b.stacks[key] == nil {
+			// The frames are kept in a copy: the chunk's arena is
+			// dropped with the batch.
+			b.stacks[key] = &knownStack{frames: slices.Clone(frames), locs: locs, ok: ok}
+		}
+	}
+	return locs, ok
 }
