@@ -59,6 +59,7 @@ func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, er
 		}
 	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return openRecorded(path, want[path], warn) }
+	c.warmObjects(f.BuildIDs)
 	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
 	return p, err
 }
