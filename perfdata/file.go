@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -50,9 +52,13 @@ type File struct {
 	dataOff  int64
 	dataEnd  int64
 	features [featBits / 64]uint64
+
+	// populating is done when the background population of the mapping
+	// is (nil when there is none).
+	populating *sync.WaitGroup
 }
 
-// populateLimit is the largest file Open maps with MAP_POPULATE.
+// populateLimit is the largest file Open populates (see populate).
 const populateLimit = 1 << 30
 
 // Open opens and parses a perf.data file. The data section is read lazily
@@ -70,16 +76,12 @@ func Open(path string) (*File, error) {
 	if size != int64(int(size)) {
 		return nil, fmt.Errorf("%s: too large", path)
 	}
-	// Every record is read, most of them twice (decoding, then the stack
-	// copy while unwinding): fault the file in with the mapping rather
-	// than a page-fault at a time (a third less CPU for an 80 MB file),
-	// unless it is too large to want all of it resident at once.
-	flags := unix.MAP_PRIVATE
-	if size <= populateLimit {
-		flags |= unix.MAP_POPULATE
-	}
-	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, flags)
+	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	mapped := err == nil
+	var populating *sync.WaitGroup
+	if mapped && size <= populateLimit {
+		populating = populate(data)
+	}
 	if err != nil {
 		data = make([]byte, size)
 		if _, err = fd.ReadAt(data, 0); err != nil {
@@ -89,18 +91,55 @@ func Open(path string) (*File, error) {
 	f, err := Parse(data, path)
 	if err != nil {
 		if mapped {
+			if populating != nil {
+				populating.Wait()
+			}
 			unix.Munmap(data)
 		}
 		return nil, err
 	}
 	f.mapped = mapped
+	f.populating = populating
 	return f, nil
 }
+
+// Every record is read, most of them twice (decoding, then the stack copy
+// while unwinding): populate faults the file in up front rather than a
+// page-fault at a time (a third less CPU for an 80 MB file; each fault maps
+// at most 16 pages), unless it is too large to want all of it resident at
+// once. The pages are mapped in the background, on every core, while the
+// records are decoded (which then rarely waits for a fault): with
+// MAP_POPULATE one core mapped them before decoding began (3.6 ms of
+// rewind report's 25 ms for a 67 MB file). The result is done when they
+// are all mapped.
+func populate(data []byte) *sync.WaitGroup {
+	const minPart = 4 << 20 // not worth a goroutine below this
+	parts := max(1, min(runtime.GOMAXPROCS(0), len(data)/minPart, 8))
+	var wg sync.WaitGroup
+	step := (len(data)/parts + pageSize - 1) &^ (pageSize - 1)
+	for off := 0; off < len(data); off += step {
+		part := data[off:min(off+step, len(data))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Before Linux 5.14 this fails, and pages fault in on use.
+			unix.Madvise(part, unix.MADV_POPULATE_READ)
+		}()
+	}
+	return &wg
+}
+
+// pageSize is a multiple of the page size on Linux's architectures:
+// madvise wants page-aligned starts.
+const pageSize = 64 << 10
 
 // Close releases the file's memory. Records must not be used afterwards.
 func (f *File) Close() error {
 	if f.mapped {
 		f.mapped = false
+		if f.populating != nil {
+			f.populating.Wait()
+		}
 		return unix.Munmap(f.data)
 	}
 	return nil

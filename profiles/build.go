@@ -30,6 +30,12 @@ type Options struct {
 	// sample has kernel frames (nil, or a nil result: kernel frames are
 	// addresses).
 	Kernel func() *Kallsyms
+	// FidelitySamples, when positive, bounds the number of samples the
+	// methods after the first walk for the fidelity table: when the first
+	// batch (a perf.data file's only one) has more samples, those methods
+	// walk every k-th sample, k = ceil(batch/FidelitySamples), and their
+	// Fidelity.Every says so. The first method walks every sample.
+	FidelitySamples int
 }
 
 // Mapping is one mapped object range that frames were found in.
@@ -100,6 +106,9 @@ type Fidelity struct {
 	Ends map[unwind.EndReason]int
 	// Frames is the total number of user frames found.
 	Frames int
+	// Every is k when the method walked only every k-th sample (see
+	// Options.FidelitySamples), else 0 or 1.
+	Every int
 }
 
 // Percent returns the share of complete stacks in percent.
@@ -163,6 +172,18 @@ type Builder struct {
 	kfp      Fidelity
 	st       unwind.Stack
 	userLocs []*Location
+
+	// stride and seen choose the samples the fidelity methods walk (see
+	// fidelityStride); pw and pwAt are the walks of the batch being added
+	// and the index of the sample add is at.
+	stride int
+	seen   int
+	pw     *prewalk
+	pwAt   int
+	pst    unwind.Stack // a prewalked stack (its frames are the workers')
+	pstKey uint64
+	stacks map[uint64]*knownStack
+	snap   target.Snapshot
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -209,10 +230,13 @@ func (b *Builder) Add(samples []*Sample) {
 		}
 	}
 	b.prefetch(samples)
-	for _, s := range samples {
+	b.pw = b.startPrewalk(samples)
+	for i, s := range samples {
+		b.pwAt = i
 		b.add(s)
 		s.Stack = nil
 	}
+	b.pw = nil
 }
 
 func (b *Builder) add(s *Sample) {
@@ -238,33 +262,34 @@ func (b *Builder) add(s *Sample) {
 		b.prof.Stacks = append(b.prof.Stacks, out)
 		return
 	}
-	space := b.c.addressSpace(s.space)
 	sp, _ := s.Regs.SP()
-	mem := &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: s.Stack}}}
-	for i, m := range b.opt.Methods {
-		m.Unwinder.WalkInto(&b.st, s.Regs, mem, space)
-		if b.st.End == unwind.EndGoSwitch || b.st.End == unwind.EndUnreadable {
-			spliceKernelFP(&b.st, s.UserFP, space)
+	for i := range b.opt.Methods {
+		st := b.walk(s, i)
+		if st == nil {
+			continue // a fidelity method that skips this sample
 		}
-		b.userLocs = b.userLocs[:0]
-		for j := range b.st.Frames {
-			b.userLocs = append(b.userLocs, b.userLoc(&b.st.Frames[j]))
-		}
-		ok := reachesRoot(b.userLocs)
+		locs, ok := b.stackLocs(st, i)
 		f := &b.fid[i]
 		f.Samples++
-		f.Frames += len(b.userLocs)
-		f.Ends[b.st.End]++
+		f.Frames += len(st.Frames)
+		f.Ends[st.End]++
 		if ok {
 			f.Complete++
 		}
+		if i > 0 && b.stride > 1 {
+			f.Every = b.stride
+		}
 		if i == 0 {
-			if !ok && atCopyEdge(&b.st, sp, len(s.Stack)) {
+			if !ok && atCopyEdge(st, sp, len(s.Stack)) {
 				b.prof.AtCopyEdge++
 			}
-			out.Locations = append(out.Locations, b.userLocs...)
+			if len(out.Locations) == 0 {
+				out.Locations = locs // shared by the samples with this stack
+			} else {
+				out.Locations = append(out.Locations, locs...)
+			}
 			out.Complete = ok
-			out.End = b.st.End
+			out.End = st.End
 		}
 	}
 	if len(s.UserFP) > 0 {

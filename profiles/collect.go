@@ -68,7 +68,7 @@ type event struct {
 	tid  int
 	ppid int
 	str  string
-	mmap target.Mapping
+	mmap *target.Mapping // by pointer: events are many, mappings few
 	exec bool
 	smp  *Sample
 }
@@ -99,6 +99,7 @@ type Collector struct {
 	vdsoErr      error
 	vdsoID       string // build-id a perf.data file recorded for [vdso]
 	arena        []byte // stack copies are carved from large chunks
+	sampleSlab   []Sample
 	seq          int
 }
 
@@ -143,7 +144,8 @@ func (c *Collector) Add(rec *perfdata.Record) {
 	switch rec.Type {
 	case perfdata.RecordSample:
 		s := rec.Sample
-		out := &Sample{PID: int(s.PID), TID: int(s.TID), Time: s.Time, Period: s.Period, IP: s.IP}
+		out := c.newSample()
+		*out = Sample{PID: int(s.PID), TID: int(s.TID), Time: s.Time, Period: s.Period, IP: s.IP}
 		if s.Period == 0 {
 			out.Period = 1
 		}
@@ -185,7 +187,7 @@ func (c *Collector) Add(rec *perfdata.Record) {
 		if int32(m.PID) == -1 || !m.Executable {
 			return // the kernel's own mapping, or data
 		}
-		c.add(event{time: t, kind: perfdata.RecordMmap2, pid: int(m.PID), mmap: target.Mapping{
+		c.add(event{time: t, kind: perfdata.RecordMmap2, pid: int(m.PID), mmap: &target.Mapping{
 			Start: m.Addr, End: m.Addr + m.Len, Offset: m.PgOff, Path: strings.TrimSpace(m.Filename), Perms: "r-xp",
 		}})
 	case perfdata.RecordComm:
@@ -204,8 +206,8 @@ func (c *Collector) AddProcess(pid int) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range maps {
-		if m.Executable() {
+	for i := range maps {
+		if m := &maps[i]; m.Executable() {
 			c.add(event{kind: perfdata.RecordMmap2, pid: pid, mmap: m})
 		}
 	}
@@ -249,7 +251,7 @@ func (c *Collector) Take(before uint64) []*Sample {
 			out = append(out, e.smp)
 		case perfdata.RecordMmap2:
 			p := c.process(e.pid)
-			p.cur = &space{pid: e.pid, maps: insertMapping(p.cur.maps, e.mmap)}
+			p.cur = &space{pid: e.pid, maps: insertMapping(p.cur.maps, *e.mmap)}
 		case perfdata.RecordComm:
 			p := c.process(e.pid)
 			if e.exec {

@@ -56,3 +56,13 @@ func goStackEnd(function string) bool {
 	}
 	return false
 }
+
+// walkSample walks a sample's copied stack with u into st and, where a Go
+// stack switch or the end of the copy cut the walk, continues it with the
+// kernel's frame-pointer walk of the same sample.
+func walkSample(u *unwind.Unwinder, st *unwind.Stack, s *Sample, mem target.Memory, space *target.AddressSpace) {
+	u.WalkInto(st, s.Regs, mem, space)
+	if st.End == unwind.EndGoSwitch || st.End == unwind.EndUnreadable {
+		spliceKernelFP(st, s.UserFP, space)
+	}
+}

@@ -16,7 +16,7 @@ import (
 // Kallsyms names kernel addresses from /proc/kallsyms.
 //
 // The table is held in its cache encoding (see encode) and searched in
-// place, so loading a cached table of 200,000 symbols costs one file read
+// place, so loading a cached table of 200,000 symbols costs one file mapping
 // and no decoding.
 type Kallsyms struct {
 	n     int

@@ -70,6 +70,7 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 	if open != nil {
 		c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	}
+	c.warmObjects(f.BuildIDs)
 	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
 	return p, err
 }

@@ -235,8 +235,10 @@ func TestMatchesPerfScript(t *testing.T) {
 	}
 	defer pd.Close()
 	sym := &symbolize.Symbolizer{}
-	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto"), Symbolizer: sym,
-		Kernel: func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k }})
+	// As rewind report runs by default: the fidelity methods on a
+	// subsample, every method's walks on all cores.
+	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto", "dwarf", "sframe", "fp"), Symbolizer: sym,
+		Kernel: func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k }, FidelitySamples: 100})
 	got := map[string]*profiles.Stack{}
 	for i := range p.Stacks {
 		s := &p.Stacks[i]

@@ -52,14 +52,34 @@ func frameNames(dst []string, l *Location, kernelSuffix string) []string {
 func (p *Profile) Fold(opt FoldOptions) []Folded {
 	agg := map[string]*Folded{}
 	var names []string
+	// Samples with the same stack share its Locations (see
+	// Builder.stackLocs): fold each shared stack once per thread name.
+	type sharedKey struct {
+		comm  string
+		first **Location
+		n     int
+	}
+	shared := map[sharedKey]*Folded{}
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
+		c := s.Comm
+		if c == "" {
+			c = "[pid " + strconv.Itoa(s.PID) + "]"
+		}
+		var sk sharedKey
+		if len(s.Locations) > 0 {
+			sk = sharedKey{comm: c, first: &s.Locations[0], n: len(s.Locations)}
+			if f := shared[sk]; f != nil {
+				if opt.Count {
+					f.Value++
+				} else {
+					f.Value += s.Value
+				}
+				continue
+			}
+		}
 		names = names[:0]
 		if !opt.NoComm {
-			c := s.Comm
-			if c == "" {
-				c = "[pid " + strconv.Itoa(s.PID) + "]"
-			}
 			names = append(names, c)
 		}
 		for j := len(s.Locations) - 1; j >= 0; j-- {
@@ -70,6 +90,9 @@ func (p *Profile) Fold(opt FoldOptions) []Folded {
 		if f == nil {
 			f = &Folded{Stack: append([]string(nil), names...)}
 			agg[key] = f
+		}
+		if sk.first != nil {
+			shared[sk] = f
 		}
 		if opt.Count {
 			f.Value++
@@ -177,9 +200,26 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 		stack    string
 	}
 	agg := map[sKey]*profile.Sample{}
+	// Samples with the same stack share its Locations (see
+	// Builder.stackLocs): key each shared stack once per thread.
+	type sharedKey struct {
+		pid, tid int
+		first    **Location
+		n        int
+	}
+	shared := map[sharedKey]*profile.Sample{}
 	var kb strings.Builder
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
+		var sk sharedKey
+		if len(s.Locations) > 0 {
+			sk = sharedKey{s.PID, s.TID, &s.Locations[0], len(s.Locations)}
+			if ps := shared[sk]; ps != nil {
+				ps.Value[0]++
+				ps.Value[1] += s.Value
+				continue
+			}
+		}
 		kb.Reset()
 		for _, l := range s.Locations {
 			kb.WriteString(strconv.FormatUint(l.ID, 36))
@@ -201,6 +241,9 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 			}
 			agg[k] = ps
 			pp.Sample = append(pp.Sample, ps)
+		}
+		if sk.first != nil {
+			shared[sk] = ps
 		}
 		ps.Value[0]++
 		ps.Value[1] += s.Value
@@ -240,6 +283,7 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeSubsampleNote(w, p.Fidelity)
 	if p.KernelOnly > 0 {
 		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", p.KernelOnly)
 	}

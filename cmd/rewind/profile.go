@@ -50,7 +50,7 @@ func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileF
 	if !*pf.fidelity {
 		methods = methods[:1]
 	}
-	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel, Symbolizer: sym})
+	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel, Symbolizer: sym, FidelitySamples: max(0, *pf.fidN)})
 }
 
 // finishProfile unwinds and symbolizes the samples still in the

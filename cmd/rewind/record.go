@@ -41,6 +41,7 @@ type profileFlags struct {
 	maxDepth *int
 	quiet    *bool
 	fidelity *bool
+	fidN     *int
 	noCache  *bool
 	stats    *bool
 	title    *string
@@ -55,8 +56,10 @@ func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 		method:   methodFlag(fs),
 		maxDepth: fs.Int("max-depth", 1024, "stop each walk after `N` frames"),
 		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
-		fidelity: fs.Bool("fidelity", true, "unwind every sample with every method (auto, dwarf, sframe, fp) for the fidelity table; "+
+		fidelity: fs.Bool("fidelity", true, "unwind samples with every method (auto, dwarf, sframe, fp) for the fidelity table; "+
 			"with --fidelity=false only --method runs"),
+		fidN: fs.Int("fidelity-samples", 1000, "when there are more samples than `N`, the methods other than --method walk every k-th sample "+
+			"for the fidelity table (the table says so); 0: every sample"),
 		stats:   fs.Bool("stats", false, "print the time of each phase to stderr"),
 		title:   fs.String("title", "", "the flame graph's `TITLE` (default: rewind and the command's name, without its arguments)"),
 		noCache: fs.Bool("no-cache", false, "do not read or write the persistent caches of unwind tables, DWARF indexes and kernel symbols ("+cacheDirHelp+")"),

@@ -54,7 +54,9 @@ func runReport(args []string) error {
 		res.Expect(path, buildID)
 		return res.Open(path)
 	}
+	restoreGC := lessGC(pos[0])
 	pd, readErr := profiles.ReadPerfDataOpen(pos[0], perfevent.Arch(), warn, open)
+	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr

@@ -1,0 +1,329 @@
+package profiles
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// Unwinding is most of a profile's work and each sample's walk depends on
+// nothing but the sample, its address space and the (concurrency-safe)
+// modules: Builder.Add walks the samples on every core, chunk by chunk,
+// while the calling goroutine turns the walks of finished chunks into
+// locations in sample order (symbolizing, counting fidelity), so the
+// profile is the same as a one-by-one build.
+
+// prewalkChunk is the number of samples one worker walks at a time.
+const prewalkChunk = 128
+
+// prewalkMin is the batch size below which samples are walked in the
+// calling goroutine: starting workers costs more than it saves.
+const prewalkMin = 64
+
+// walked is one method's walk of one sample.
+type walked struct {
+	frames []unwind.Frame // in the chunk's frame arena
+	key    uint64         // stackKey(frames), for the first method
+	end    unwind.EndReason
+	ran    bool
+}
+
+// walkChunk is the walks of one chunk of samples: methods walks per
+// sample, the first method's at index 0.
+type walkChunk struct {
+	lo, hi int // sample indexes
+	walks  []walked
+	frames []unwind.Frame
+	done   chan struct{}
+}
+
+// prewalk is the walks of one Add batch, filled in by workers.
+type prewalk struct {
+	methods int
+	chunks  []walkChunk
+	// fid reports, per sample of the batch, whether the fidelity methods
+	// (all but the first) walk it.
+	fid []bool
+}
+
+// fidelityStride returns k when only every k-th sample is walked with the
+// fidelity methods. The stride is fixed by the first batch (a report's
+// only batch) so that the choice does not depend on how a recording was
+// cut into batches.
+func (b *Builder) fidelityStride(batch int) int {
+	if b.stride == 0 {
+		b.stride = 1
+		if n := b.opt.FidelitySamples; n > 0 && batch > n {
+			b.stride = (batch + n - 1) / n
+		}
+	}
+	return b.stride
+}
+
+// startPrewalk decides which samples the fidelity methods walk and starts
+// walking the batch's samples on all cores. Address spaces are built here,
+// in the caller, as the collector's state is not shared.
+func (b *Builder) startPrewalk(samples []*Sample) *prewalk {
+	stride := b.fidelityStride(len(samples))
+	pw := &prewalk{methods: len(b.opt.Methods), fid: make([]bool, len(samples))}
+	spaces := make([]*target.AddressSpace, len(samples))
+	for i, s := range samples {
+		pw.fid[i] = b.seen%stride == 0
+		if s.HasRegs {
+			b.seen++
+			spaces[i] = b.c.addressSpace(s.space)
+		}
+	}
+	if len(samples) == 0 || pw.methods == 0 {
+		return pw
+	}
+	n := (len(samples) + prewalkChunk - 1) / prewalkChunk
+	pw.chunks = make([]walkChunk, n)
+	for i := range pw.chunks {
+		c := &pw.chunks[i]
+		c.lo, c.hi = i*prewalkChunk, min((i+1)*prewalkChunk, len(samples))
+		c.done = make(chan struct{})
+	}
+	work := func(next *atomic.Int64) {
+		w := walker{b: b}
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(pw.chunks) {
+				return
+			}
+			w.chunk(pw, &pw.chunks[i], samples, spaces)
+		}
+	}
+	var next atomic.Int64
+	workers := min(runtime.GOMAXPROCS(0), len(pw.chunks))
+	if len(samples) < prewalkMin {
+		workers = 0
+	}
+	if workers == 0 {
+		work(&next)
+		return pw
+	}
+	for range workers {
+		go work(&next)
+	}
+	return pw
+}
+
+// get returns the walk of sample i (of the batch) with method m, waiting
+// for its chunk; its ran field is false when the method did not walk it.
+func (pw *prewalk) get(i, m int) *walked {
+	c := &pw.chunks[i/prewalkChunk]
+	<-c.done
+	return &c.walks[(i-c.lo)*pw.methods+m]
+}
+
+// walker is one worker's scratch space.
+type walker struct {
+	b    *Builder
+	st   unwind.Stack
+	snap target.Snapshot
+	reg  [1]target.Region
+}
+
+// chunk walks one chunk's samples and marks it done.
+func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*target.AddressSpace) {
+	defer close(c.done)
+	c.walks = make([]walked, (c.hi-c.lo)*pw.methods)
+	c.frames = make([]unwind.Frame, 0, (c.hi-c.lo)*12)
+	for i := c.lo; i < c.hi; i++ {
+		s := samples[i]
+		if !s.HasRegs {
+			continue
+		}
+		sp, _ := s.Regs.SP()
+		w.reg[0] = target.Region{Addr: sp, Data: s.Stack}
+		w.snap.Regions = w.reg[:]
+		for m, meth := range w.b.opt.Methods {
+			if m > 0 && !pw.fid[i] {
+				break
+			}
+			// Walk straight into the arena's free space; only a walk
+			// that outgrows it is copied (frames hold a pointer: copies
+			// cost write barriers).
+			lo := len(c.frames)
+			if cap(c.frames)-lo < 64 {
+				c.frames = slices.Grow(c.frames, max(64, cap(c.frames)))
+			}
+			w.st.Frames = c.frames[lo:lo]
+			walkSample(meth.Unwinder, &w.st, s, &w.snap, spaces[i])
+			if n := len(w.st.Frames); n > 0 && &w.st.Frames[0] == &c.frames[lo:cap(c.frames)][0] {
+				c.frames = c.frames[:lo+n]
+			} else {
+				c.frames = append(c.frames, w.st.Frames...)
+			}
+			wk := walked{end: w.st.End, ran: true, frames: c.frames[lo:len(c.frames):len(c.frames)]}
+			if m == 0 {
+				wk.key = stackKey(wk.frames)
+			}
+			c.walks[(i-c.lo)*pw.methods+m] = wk
+		}
+	}
+	w.st.Frames = nil // the arena is the chunk's
+	// The frame arena may have moved while it grew: point the walks into
+	// its final place.
+	off := 0
+	for j := range c.walks {
+		if wk := &c.walks[j]; wk.ran {
+			n := len(wk.frames)
+			wk.frames = c.frames[off : off+n : off+n]
+			off += n
+		}
+	}
+	w.reg[0] = target.Region{}
+	w.snap.Regions = nil
+}
+
+// walk returns sample s's walk with method m: the one the workers made
+// when s is the batch's current sample, else a walk made here. It is nil
+// when m is a fidelity method that does not walk s.
+func (b *Builder) walk(s *Sample, m int) *unwind.Stack {
+	if pw := b.pw; pw != nil && b.pwAt < len(pw.fid) {
+		if m > 0 && !pw.fid[b.pwAt] {
+			return nil
+		}
+		if len(pw.chunks) > 0 {
+			w := pw.get(b.pwAt, m)
+			b.pst.Frames, b.pst.End, b.pstKey = w.frames, w.end, w.key
+			return &b.pst
+		}
+	}
+	b.pstKey = 0
+	sp, _ := s.Regs.SP()
+	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: sp, Data: s.Stack})
+	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &b.snap, b.c.addressSpace(s.space))
+	b.snap.Regions[0] = target.Region{}
+	return &b.st
+}
+
+// writeSubsampleNote says which lines of the fidelity table were measured
+// on a subsample of the samples.
+func writeSubsampleNote(w io.Writer, fid []Fidelity) {
+	var names []string
+	every := 0
+	for _, f := range fid {
+		if f.Every > 1 && f.Samples > 0 {
+			names = append(names, f.Method)
+			every = f.Every
+		}
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(w, "  (%s: measured on every %s sample only, a deterministic subsample; --fidelity-samples=0 walks all)\n",
+			strings.Join(names, ", "), ordinal(every))
+	}
+}
+
+// ordinal returns "2nd", "3rd", "11th", ...
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
+}
+
+// A profile has far fewer distinct stacks than samples (a hot loop is
+// sampled at the same few PCs under the same callers): the locations of a
+// first-method stack are looked up once per distinct stack, not once per
+// frame and sample, which was half of the serial part of a build.
+
+// knownStack is a distinct first-method stack and its locations.
+type knownStack struct {
+	frames []unwind.Frame
+	locs   []*Location
+	ok     bool // reachesRoot(locs)
+}
+
+// maxKnownStacks bounds the stacks remembered.
+const maxKnownStacks = 1 << 16
+
+// stackKey hashes what a stack's locations depend on: each frame's PC,
+// exactness and mapping.
+func stackKey(frames []unwind.Frame) uint64 {
+	h := uint64(14695981039346656037)
+	for i := range frames {
+		f := &frames[i]
+		v := f.PC
+		if f.Exact {
+			v ^= 1 << 63
+		}
+		h = (h ^ v) * 1099511628211
+		if f.Map != nil { // sameStack compares the mappings themselves
+			h = (h ^ f.Map.Start) * 1099511628211
+		}
+	}
+	return h | 1 // 0 means "no key"
+}
+
+// sameStack reports whether two walks have the same locations.
+func sameStack(a, b []unwind.Frame) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].PC != b[i].PC || a[i].Exact != b[i].Exact || a[i].Map != b[i].Map {
+			return false
+		}
+	}
+	return true
+}
+
+// stackLocs returns the locations of method m's walk st, and whether it
+// reaches the thread's root. The first method's are every frame's, shared
+// between samples with the same stack (do not modify them); a fidelity
+// method's frames are only counted, so only the outermost ones reachesRoot
+// looks at are symbolized.
+func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
+	frames := st.Frames
+	if m > 0 {
+		frames = frames[max(0, len(frames)-3):]
+		b.userLocs = b.userLocs[:0]
+		for j := range frames {
+			b.userLocs = append(b.userLocs, b.userLoc(&frames[j]))
+		}
+		return b.userLocs, reachesRoot(b.userLocs)
+	}
+	key := uint64(0)
+	if st == &b.pst {
+		key = b.pstKey
+	}
+	if key != 0 {
+		if k := b.stacks[key]; k != nil && sameStack(k.frames, frames) {
+			return k.locs, k.ok
+		}
+	}
+	locs := make([]*Location, len(frames))
+	for j := range frames {
+		locs[j] = b.userLoc(&frames[j])
+	}
+	ok := reachesRoot(locs)
+	if key != 0 && len(b.stacks) < maxKnownStacks {
+		if b.stacks == nil {
+			b.stacks = map[uint64]*knownStack{}
+		}
+		if b.stacks[key] == nil {
+			// The frames are kept in a copy: the chunk's arena is
+			// dropped with the batch.
+			b.stacks[key] = &knownStack{frames: slices.Clone(frames), locs: locs, ok: ok}
+		}
+	}
+	return locs, ok
+}

@@ -1,0 +1,106 @@
+package profiles_test
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/profiles"
+)
+
+// recordFixture records the fixture (no frame pointers) with perf record
+// --call-graph dwarf and returns the file.
+func recordFixture(t *testing.T, secs, threads string) string {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,8192",
+		"-o", data, "--", exe, secs, threads).CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	return data
+}
+
+func readPerfData(t *testing.T, data string) *profiles.PerfData {
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pd.Close() })
+	return pd
+}
+
+func fidelityTable(p *profiles.Profile) string {
+	var b bytes.Buffer
+	p.WriteFidelity(&b)
+	return b.String()
+}
+
+// TestParallelSameAsOneByOne builds a profile from a whole file (its
+// samples walked on all cores) and one sample at a time (walked in the
+// calling goroutine): stacks, locations and fidelity must be the same.
+func TestParallelSameAsOneByOne(t *testing.T) {
+	data := recordFixture(t, "0.5", "3")
+	opt := profiles.Options{Methods: methods("auto", "dwarf", "sframe", "fp")}
+	whole := profiles.Build(readPerfData(t, data).Collector, opt)
+	if len(whole.Stacks) < 200 {
+		t.Fatalf("only %d samples: too few to be walked in parallel", len(whole.Stacks))
+	}
+	col := readPerfData(t, data).Collector
+	b := profiles.NewBuilder(col, opt)
+	for _, s := range col.Samples() {
+		b.Add([]*profiles.Sample{s})
+	}
+	one := b.Profile()
+	if folded(one) != folded(whole) {
+		t.Errorf("profiles differ:\n%s\nvs\n%s", folded(one), folded(whole))
+	}
+	if a, c := fidelityTable(whole), fidelityTable(one); a != c {
+		t.Errorf("fidelity differs:\n%s\nvs\n%s", a, c)
+	}
+	if len(one.Locations) != len(whole.Locations) {
+		t.Errorf("%d locations one by one, %d in parallel", len(one.Locations), len(whole.Locations))
+	}
+}
+
+// TestFidelitySubsample bounds the samples the fidelity methods walk: the
+// first method's stacks and line must not change, the others must walk
+// every k-th sample, and the table must say so.
+func TestFidelitySubsample(t *testing.T) {
+	data := recordFixture(t, "0.5", "3")
+	all := profiles.Build(readPerfData(t, data).Collector, profiles.Options{Methods: methods("auto", "dwarf", "fp")})
+	n := len(all.Stacks)
+	if n < 200 {
+		t.Fatalf("only %d samples", n)
+	}
+	limit := n / 4
+	sub := profiles.Build(readPerfData(t, data).Collector, profiles.Options{Methods: methods("auto", "dwarf", "fp"), FidelitySamples: limit})
+	if folded(sub) != folded(all) {
+		t.Errorf("the first method's stacks changed with a fidelity subsample")
+	}
+	k := (n + limit - 1) / limit
+	withRegs := all.Fidelity[0].Samples
+	if f := sub.Fidelity[0]; f.Samples != withRegs || f.Every > 1 || f.Complete != all.Fidelity[0].Complete {
+		t.Errorf("first method: %+v, want the same as %+v", f, all.Fidelity[0])
+	}
+	for _, f := range sub.Fidelity[1:] {
+		if f.Method == profiles.KernelFP {
+			continue
+		}
+		if f.Every != k || f.Samples != (withRegs+k-1)/k {
+			t.Errorf("%s walked %d samples, every %d; want %d, every %d", f.Method, f.Samples, f.Every, (withRegs+k-1)/k, k)
+		}
+	}
+	table := fidelityTable(sub)
+	t.Logf("%s", table)
+	if !strings.Contains(table, "dwarf, fp: measured on every ") {
+		t.Errorf("the table does not say which lines are on a subsample:\n%s", table)
+	}
+	if strings.Contains(fidelityTable(all), "subsample") {
+		t.Errorf("a table of every sample mentions a subsample:\n%s", fidelityTable(all))
+	}
+}
