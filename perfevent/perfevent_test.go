@@ -5,10 +5,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/profiles"
 )
 
 // TestCommandAt999Hz records a command from its exec at 999 Hz: every
@@ -33,7 +35,7 @@ func TestCommandAt999Hz(t *testing.T) {
 	var samples, withStack int
 	var sawExec, sawExeMmap bool
 	tids := map[uint32]int{}
-	perftest.Drain(t, rec, done, func(r *perfdata.Record) {
+	drain(t, rec, done, func(r *perfdata.Record) {
 		switch r.Type {
 		case perfdata.RecordFork:
 			if r.Task.PID == pid {
@@ -108,7 +110,7 @@ func TestAttachPID(t *testing.T) {
 	}
 	defer rec.Close()
 	tids := map[uint32]int{}
-	perftest.Drain(t, rec, done, func(r *perfdata.Record) {
+	drain(t, rec, done, func(r *perfdata.Record) {
 		if r.Type == perfdata.RecordSample {
 			tids[r.Sample.TID]++
 		}
@@ -134,4 +136,16 @@ func TestAttachErrors(t *testing.T) {
 	if !strings.Contains(perfevent.PermissionHint(), "perf_event_paranoid is ") {
 		t.Errorf("hint does not name the sysctl: %s", perfevent.PermissionHint())
 	}
+}
+
+// drain reads rec through the recording pump until the program exits.
+func drain(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) error {
+	t.Helper()
+	var exitErr error
+	p := &profiles.Pump{Source: rec, Add: fn, Interval: 50 * time.Millisecond, Check: perftest.UntilExit(t, done, &exitErr)}
+	p.Run()
+	if p.Err() != nil {
+		t.Fatal(p.Err())
+	}
+	return exitErr
 }

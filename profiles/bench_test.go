@@ -128,7 +128,7 @@ func recordWithRewind(b *testing.B, argv []string, opt perfevent.Options) []byte
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	col := profiles.NewCollector(perfevent.Arch())
-	if err := perftest.Drain(b, rec, done, col.Add); err != nil {
+	if err := drain(b, rec, done, col); err != nil {
 		b.Fatal(err)
 	}
 	if rec.Lost() > 0 {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
@@ -46,7 +47,7 @@ func record(t *testing.T, argv []string, opt perfevent.Options) *profiles.Collec
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	col := profiles.NewCollector(perfevent.Arch())
-	if err := perftest.Drain(t, rec, done, col.Add); err != nil {
+	if err := drain(t, rec, done, col); err != nil {
 		t.Fatalf("%v: %v", argv, err)
 	}
 	return col
@@ -468,4 +469,17 @@ func logIncomplete(t *testing.T, p *profiles.Profile) {
 		}
 		t.Logf("%4d  %s", counts[k], k)
 	}
+}
+
+// drain reads rec into col through the recording pump until the program
+// exits, and returns its exit error.
+func drain(tb testing.TB, rec *perfevent.Recorder, done <-chan error, col *profiles.Collector) error {
+	tb.Helper()
+	var exitErr error
+	p := &profiles.Pump{Source: rec, Collector: col, Interval: 50 * time.Millisecond, Check: perftest.UntilExit(tb, done, &exitErr)}
+	p.Run()
+	if p.Err() != nil {
+		tb.Fatal(p.Err())
+	}
+	return exitErr
 }

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 )
@@ -152,60 +151,34 @@ func runRecord(args []string) error {
 	}
 	tty := isTerminal(2)
 	lastProgress := time.Time{}
-	var readErr error
-	read := func() {
-		if readErr != nil {
-			return
-		}
-		readErr = rec.Read(func(r *perfdata.Record) error { col.Add(r); return nil })
-		if readErr != nil {
-			warn(fmt.Sprintf("reading samples: %v (the profile holds what was read before)", readErr))
-		}
-		// A long recording is unwound as it goes, so that stack copies
-		// do not pile up: every buffer is read at least every 100 ms,
-		// so records 2 s older than the newest are all in.
-		if col.PendingBytes() > pendingLimit && col.LastTime() > 2e9 {
-			build.Add(col.Take(col.LastTime() - 2e9))
-		}
-	}
 	why := ""
 	var cmdErr error
 	reaped := false
-loop:
-	for {
-		hup := rec.Wait(100 * time.Millisecond)
-		read()
+	pump := &profiles.Pump{Source: rec, Collector: col, Builder: build, PendingLimit: pendingLimit, Warn: warn}
+	pump.Check = func(hup bool) string {
 		if tty && time.Since(lastProgress) > 250*time.Millisecond {
 			lastProgress = time.Now()
 			fmt.Fprintf(os.Stderr, "\rrewind: %d samples, %d lost, %.1fs ", rec.Samples(), rec.Lost(), time.Since(start).Seconds())
 		}
 		select {
 		case <-sigs:
-			why = "interrupted"
-			break loop
+			return "interrupted"
 		case <-deadline:
-			why = "duration reached"
-			break loop
+			return "duration reached"
 		case err := <-exited:
-			why = "command exited"
 			cmdErr, reaped = err, true
 			if err != nil {
-				why = fmt.Sprintf("command exited (%v)", err)
+				return fmt.Sprintf("command exited (%v)", err)
 			}
-			break loop
+			return "command exited"
 		default:
 		}
-		if *pid != 0 && (hup || readErr != nil) && !alive(*pid) {
-			why = fmt.Sprintf("process %d exited", *pid)
-			break loop
-		}
 		if *pid != 0 && !alive(*pid) {
-			why = fmt.Sprintf("process %d exited", *pid)
-			break loop
+			return fmt.Sprintf("process %d exited", *pid)
 		}
+		return ""
 	}
-	rec.Disable()
-	read()
+	why = pump.Run()
 	if tty {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}

@@ -132,38 +132,22 @@ func BuildGo(tb testing.TB) string {
 	return exe
 }
 
-// Recorder is what Drain needs of a perfevent.Recorder (R is
-// *perfdata.Record). An interface keeps this package free of perfdata,
-// whose own tests use it.
-type Recorder[R any] interface {
-	Wait(timeout time.Duration) bool
-	Read(fn func(R) error) error
-	Disable()
-}
-
-// Drain reads rec's buffers, passing every record to fn, until the recorded
-// program's exit is reported on done; then it disables the events, reads
-// what is left and returns the program's exit error. It fails tb on a read
-// error or when the program has not exited within a minute.
-func Drain[R any](tb testing.TB, rec Recorder[R], done <-chan error, fn func(R)) error {
-	tb.Helper()
-	read := func() {
-		if err := rec.Read(func(r R) error { fn(r); return nil }); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	timeout := time.After(time.Minute)
-	for {
-		rec.Wait(50 * time.Millisecond)
-		read()
+// UntilExit returns a profiles.Pump Check function for tests: it stops
+// the pump when the recorded program's exit is reported on done, storing
+// the exit error in *exitErr, and fails tb when the program has not exited
+// within a minute.
+func UntilExit(tb testing.TB, done <-chan error, exitErr *error) func(hup bool) string {
+	deadline := time.Now().Add(time.Minute)
+	return func(bool) string {
 		select {
 		case err := <-done:
-			rec.Disable()
-			read()
-			return err
-		case <-timeout:
-			tb.Fatal("the recorded program did not exit within a minute")
+			*exitErr = err
+			return "program exited"
 		default:
 		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the recorded program did not exit within a minute")
+		}
+		return ""
 	}
 }
