@@ -86,6 +86,7 @@ const (
 // Event types and software event configs used by rewind.
 const (
 	TypeSoftware   = perfTypeSoftware
+	TypeTracepoint = 2
 	ConfigCPUClock = swCPUClock
 )
 

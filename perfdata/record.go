@@ -98,6 +98,8 @@ type Sample struct {
 	// Stack is the copy of user stack memory starting at the user stack
 	// pointer, cut to the size the kernel filled (dyn_size).
 	Stack []byte
+	// RawData is the PERF_SAMPLE_RAW payload (a tracepoint's fields).
+	RawData []byte
 }
 
 // Mmap is a decoded PERF_RECORD_MMAP or PERF_RECORD_MMAP2.
@@ -515,7 +517,7 @@ func (d *Decoder) decodeSample(r *reader, a *Attr, rec *Record) {
 	}
 	if st&SampleRaw != 0 {
 		n := r.u32("raw size")
-		r.bytes(uint64(n), "raw data")
+		s.RawData = r.bytes(uint64(n), "raw data")
 	}
 	if st&SampleBranchStack != 0 {
 		n := r.u64("branch stack size")

@@ -159,9 +159,9 @@ func onlineCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-func perfEventOpen(attr []byte, pid, cpu, groupFD int) (int, error) {
+func perfEventOpenFlags(attr []byte, pid, cpu, groupFD int, flags uintptr) (int, error) {
 	fd, _, errno := unix.Syscall6(unix.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr[0])),
-		uintptr(pid), uintptr(cpu), uintptr(groupFD), unix.PERF_FLAG_FD_CLOEXEC, 0)
+		uintptr(pid), uintptr(cpu), uintptr(groupFD), flags, 0)
 	runtime.KeepAlive(attr)
 	if errno != 0 {
 		return -1, errno
@@ -175,16 +175,35 @@ func open(tids []int, opt Options, enableOnExec bool) (*Recorder, error) {
 	if err := opt.fill(); err != nil {
 		return nil, err
 	}
+	attr := Attr(opt)
+	if enableOnExec {
+		attr.Flags |= perfdata.FlagEnableOnExec
+	}
+	var evs []eventTarget
+	for _, tid := range tids {
+		evs = append(evs, eventTarget{pid: tid, cpu: -1})
+	}
+	return openEvents(attr, evs, opt)
+}
+
+// eventTarget is one perf_event_open call: a thread (pid, cpu -1 for
+// every CPU), or a CPU (pid -1, or a cgroup directory's descriptor with
+// cgroup set).
+type eventTarget struct {
+	pid, cpu int
+	cgroup   bool
+}
+
+// openEvents opens attr for every target, on every online CPU for targets
+// with cpu -1: the first event of a CPU owns its ring buffer, later ones
+// redirect their output into it.
+func openEvents(attr *perfdata.Attr, evs []eventTarget, opt Options) (*Recorder, error) {
 	if Arch() == regs.Unknown {
 		return nil, fmt.Errorf("recording is not supported on %s", runtime.GOARCH)
 	}
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
-	}
-	attr := Attr(opt)
-	if enableOnExec {
-		attr.Flags |= perfdata.FlagEnableOnExec
 	}
 	r := &Recorder{attr: attr}
 	ok := false
@@ -194,13 +213,21 @@ func open(tids []int, opt Options, enableOnExec bool) (*Recorder, error) {
 		}
 	}()
 	first := make(map[int]int) // cpu -> fd owning the buffer
-	for _, tid := range tids {
-		for _, cpu := range cpus {
-			fd, err := perfEventOpen(attr.Marshal(), tid, cpu, -1)
-			if (err == unix.EACCES || err == unix.EPERM) && attr.Flags&perfdata.FlagExcludeKernel == 0 && len(r.fds) == 0 {
+	for _, ev := range evs {
+		evCPUs := cpus
+		if ev.cpu >= 0 {
+			evCPUs = []int{ev.cpu}
+		}
+		flags := uintptr(unix.PERF_FLAG_FD_CLOEXEC)
+		if ev.cgroup {
+			flags |= unix.PERF_FLAG_PID_CGROUP
+		}
+		for _, cpu := range evCPUs {
+			fd, err := perfEventOpenFlags(attr.Marshal(), ev.pid, cpu, -1, flags)
+			if (err == unix.EACCES || err == unix.EPERM) && attr.Flags&perfdata.FlagExcludeKernel == 0 && len(r.fds) == 0 && attr.Type != perfdata.TypeTracepoint {
 				// Kernel sampling is not allowed: fall back to user only.
 				attr.Flags |= perfdata.FlagExcludeKernel
-				fd, err = perfEventOpen(attr.Marshal(), tid, cpu, -1)
+				fd, err = perfEventOpenFlags(attr.Marshal(), ev.pid, cpu, -1, flags)
 				if err == nil && opt.Warn != nil {
 					opt.Warn("kernel frames are not recorded: " + PermissionHint())
 				}
@@ -209,7 +236,7 @@ func open(tids []int, opt Options, enableOnExec bool) (*Recorder, error) {
 				continue // the thread exited meanwhile
 			}
 			if err != nil {
-				return nil, openError(err, tid)
+				return nil, openError(err, ev.pid)
 			}
 			r.fds = append(r.fds, fd)
 			if owner, ok := first[cpu]; ok {

@@ -139,7 +139,13 @@ func (c *Collector) add(e event) {
 }
 
 // Add records one decoded record.
-func (c *Collector) Add(rec *perfdata.Record) {
+func (c *Collector) Add(rec *perfdata.Record) { c.AddSample(rec) }
+
+// AddSample records one decoded record like Add and returns the sample it
+// made of a sample record (nil for other records). The caller may change
+// the sample's Period until the sample is taken (rewind agent's off-CPU
+// profile weights a switch-out by the time until the switch-in).
+func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 	t := rec.ID.Time
 	switch rec.Type {
 	case perfdata.RecordSample:
@@ -182,10 +188,11 @@ func (c *Collector) Add(rec *perfdata.Record) {
 		}
 		c.pendingBytes += len(out.Stack)
 		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
+		return out
 	case perfdata.RecordMmap, perfdata.RecordMmap2:
 		m := rec.Mmap
 		if int32(m.PID) == -1 || !m.Executable {
-			return // the kernel's own mapping, or data
+			return nil // the kernel's own mapping, or data
 		}
 		c.add(event{time: t, kind: perfdata.RecordMmap2, pid: int(m.PID), mmap: &target.Mapping{
 			Start: m.Addr, End: m.Addr + m.Len, Offset: m.PgOff, Path: strings.TrimSpace(m.Filename), Perms: "r-xp",
@@ -197,6 +204,20 @@ func (c *Collector) Add(rec *perfdata.Record) {
 	case perfdata.RecordLost, perfdata.RecordLostSamples:
 		c.Lost += rec.Lost
 	}
+	return nil
+}
+
+// Continue returns a copy of a taken sample stamped at time t with Period
+// 0, sharing its stack copy and address space, or nil when s was not taken
+// yet or its stack was already unwound. The agent continues a thread that
+// is still blocked at the end of a period into the next one with it.
+func (s *Sample) Continue(t uint64) *Sample {
+	if s.space == nil || (s.HasRegs && s.Stack == nil) {
+		return nil
+	}
+	c := *s
+	c.Time, c.Period = t, 0
+	return &c
 }
 
 // AddProcess seeds a running process's state from /proc: its executable

@@ -68,6 +68,8 @@ func runCommand() int {
 		err = runRecord(args)
 	case "report":
 		err = runReport(args)
+	case "agent":
+		err = runAgent(args)
 	case "goshadow":
 		err = runGoshadow(args)
 	case "version", "--version", "-version":

@@ -1,0 +1,348 @@
+// Package agent is rewind's continuous profiler (rewind agent): it samples
+// every process of the host, or those selected by PID, cgroup or command
+// name, at a low rate (19 Hz per CPU by default) with user stack copies,
+// and, with off-CPU profiling, records every context switch of a blocked
+// thread with its stack; every period it unwinds the copies with the same
+// unwinders as rewind record (SFrame, CFI, frame pointers per frame),
+// symbolizes them on the host (or leaves that to the backend, keeping
+// build-ids and file offsets), and hands one profile per type to its
+// exporters: OTLP profiles over gRPC or HTTP, a Pyroscope /ingest push,
+// rotated pprof files. Exporters run behind bounded queues: a backend that
+// is down costs bounded memory, drops the oldest profiles and never blocks
+// sampling.
+//
+// The structure is ready for in-kernel unwinding: the per-period Builder
+// consumes samples with registers and stack bytes; a source that unwinds
+// in the kernel would hand it finished stacks instead.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// Profile types.
+const (
+	// TypeCPU is the on-CPU profile: cpu-clock samples, values in
+	// nanoseconds of CPU time.
+	TypeCPU = "cpu"
+	// TypeOffCPU is the off-CPU profile: the stacks threads blocked
+	// with, values in nanoseconds off CPU.
+	TypeOffCPU = "off_cpu"
+)
+
+// Config configures an agent.
+type Config struct {
+	// Scope selects processes by PID or cgroup (default: all).
+	Scope perfevent.Scope
+	// Comm, when set, keeps only samples of threads whose process's
+	// command name (or the thread's) matches.
+	Comm *regexp.Regexp
+	// Freq is the sampling frequency in Hz per CPU (default 19).
+	Freq int
+	// Period is how often profiles are exported (default 60 s).
+	Period time.Duration
+	// OffCPU adds the off-CPU profile.
+	OffCPU bool
+	// NoSymbolize exports addresses with their mappings' build-ids and
+	// file offsets and no function names, for backends that symbolize.
+	NoSymbolize bool
+	// StackSize is the user stack bytes copied per sample (default 16 KiB).
+	StackSize int
+	// UserOnly leaves out kernel frames.
+	UserOnly bool
+	// Method is the unwinder ("auto" by default).
+	Method string
+	// Exporters receive every period's profiles.
+	Exporters []Exporter
+	// QueueLen bounds each exporter's queue of periods (default 16).
+	QueueLen int
+	// Log receives one progress line per period (nil: none).
+	Log io.Writer
+	// Warn receives warnings (may be nil).
+	Warn func(string)
+	// CacheDir, when set, keeps unwind tables and symbol indexes there.
+	CacheDir string
+	// Ready, when set, is called once the events are open.
+	Ready func()
+}
+
+// Period is one exported profile: one type over one period.
+type Period struct {
+	Type       string
+	Start, End time.Time
+	Profile    *profiles.Profile
+	// Symbolized is false for --no-symbolize.
+	Symbolized bool
+	// Procs describes the processes with samples, by PID.
+	Procs map[int]*ProcInfo
+	// Host is the host name.
+	Host string
+	// Seq numbers the periods of a type from 1.
+	Seq int
+}
+
+// Agent is a running continuous profiler.
+type Agent struct {
+	cfg     Config
+	cpuCol  *profiles.Collector
+	cpuRec  *perfevent.Recorder
+	off     *offCPU
+	offRec  *perfevent.Recorder
+	offCol  *profiles.Collector
+	sym     *symbolize.Symbolizer
+	methods []profiles.Method
+	procs   *procTable
+	host    string
+	queues  []*queue
+	seq     map[string]int
+	kernel  func() *profiles.Kallsyms
+	kOnce   sync.Once
+	ksyms   *profiles.Kallsyms
+	// stats
+	periods int
+}
+
+func (c *Config) fill() {
+	if c.Freq == 0 {
+		c.Freq = 19
+	}
+	if c.Period == 0 {
+		c.Period = time.Minute
+	}
+	if c.Method == "" {
+		c.Method = "auto"
+	}
+	if c.QueueLen == 0 {
+		c.QueueLen = 16
+	}
+	if c.Warn == nil {
+		c.Warn = func(string) {}
+	}
+}
+
+// Run profiles until ctx is done, then exports the current period, waits
+// (up to 10 s) for the exporters to send what they hold, and returns.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.fill()
+	a := &Agent{cfg: cfg, seq: map[string]int{}}
+	u, err := unwind.ByName(cfg.Method)
+	if err != nil {
+		return err
+	}
+	a.methods = []profiles.Method{{Name: cfg.Method, Unwinder: u}}
+	a.host, _ = os.Hostname()
+	a.sym = &symbolize.Symbolizer{Inlines: !cfg.NoSymbolize}
+	if cfg.CacheDir != "" {
+		a.sym.Cache = symbolize.NewPersistentCache(cfg.CacheDir)
+	}
+	a.kernel = func() *profiles.Kallsyms {
+		a.kOnce.Do(func() {
+			ks, err := profiles.LoadKallsymsCached(cfg.CacheDir)
+			if err != nil {
+				cfg.Warn("kernel frames are not named: " + err.Error())
+			}
+			a.ksyms = ks
+		})
+		return a.ksyms
+	}
+	a.procs = newProcTable()
+	opt := perfevent.Options{Freq: cfg.Freq, StackSize: cfg.StackSize, UserOnly: cfg.UserOnly, Warn: cfg.Warn, BufferPages: 128}
+	a.cpuCol = a.newCollector()
+	if err := a.seed(a.cpuCol); err != nil {
+		return err
+	}
+	if a.cpuRec, err = perfevent.OpenScope(cfg.Scope, opt); err != nil {
+		return err
+	}
+	defer a.cpuRec.Close()
+	var offPump *profiles.Pump
+	if cfg.OffCPU {
+		f, err := readSwitchFormat()
+		if err != nil {
+			return err
+		}
+		a.offCol = a.newCollector()
+		if err := a.seed(a.offCol); err != nil {
+			return err
+		}
+		a.off = newOffCPU(a.offCol, f, a.keep)
+		offOpt := opt
+		offOpt.BufferPages = 1024 // every blocking switch carries a stack copy
+		if a.offRec, err = perfevent.OpenSwitches(cfg.Scope, offOpt); err != nil {
+			return fmt.Errorf("off-CPU profile: %w", err)
+		}
+		defer a.offRec.Close()
+		offPump = &profiles.Pump{Source: a.offRec, Add: a.off.add, Warn: cfg.Warn}
+	}
+	for _, e := range cfg.Exporters {
+		q := newQueue(e, cfg.QueueLen, cfg.Warn)
+		a.queues = append(a.queues, q)
+		go q.run()
+	}
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	start := time.Now()
+	startMono := perfevent.Now()
+	next := start.Add(cfg.Period)
+	cpuPump := &profiles.Pump{Source: a.cpuRec, Collector: a.cpuCol, Add: a.addCPU, Warn: cfg.Warn, Interval: 100 * time.Millisecond}
+	cpuPump.Check = func(bool) string {
+		if offPump != nil {
+			offPump.Read()
+		}
+		if ctx.Err() != nil {
+			return "stopped"
+		}
+		if now := time.Now(); !now.Before(next) {
+			mono := perfevent.Now()
+			a.flush(start, now, startMono, mono)
+			start, startMono = now, mono
+			next = next.Add(cfg.Period)
+			if next.Before(now) {
+				next = now.Add(cfg.Period)
+			}
+		}
+		return ""
+	}
+	cpuPump.Run()
+	if offPump != nil {
+		a.offRec.Disable()
+		offPump.Read()
+	}
+	a.flush(start, time.Now(), startMono, perfevent.Now())
+	a.drainQueues(10 * time.Second)
+	return nil
+}
+
+func (a *Agent) newCollector() *profiles.Collector {
+	c := profiles.NewCollector(perfevent.Arch())
+	c.Warn = a.cfg.Warn
+	if a.cfg.CacheDir != "" {
+		c.Objects.Tables.Dir = a.cfg.CacheDir
+	}
+	return c
+}
+
+// seed reads the mappings of the processes already running.
+func (a *Agent) seed(c *profiles.Collector) error {
+	pids := a.cfg.Scope.PIDs
+	if len(pids) == 0 {
+		pids = allPIDs()
+	}
+	for _, pid := range pids {
+		if err := c.AddProcess(pid); err != nil && len(a.cfg.Scope.PIDs) > 0 {
+			return fmt.Errorf("process %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// addCPU filters the cpu-clock recorder's samples by --comm.
+func (a *Agent) addCPU(r *perfdata.Record) {
+	if r.Type == perfdata.RecordSample && !a.keep(int(r.Sample.PID), int(r.Sample.TID)) {
+		return
+	}
+	a.cpuCol.Add(r)
+}
+
+// keep reports whether a thread's samples are profiled (--comm); it skips
+// the agent's own threads.
+func (a *Agent) keep(pid, tid int) bool {
+	if pid == os.Getpid() {
+		return false
+	}
+	if a.cfg.Comm == nil {
+		return true
+	}
+	return a.procs.matches(pid, tid, a.cfg.Comm, a.cpuCol.Comm(tid))
+}
+
+// flush builds and exports the period [start, end).
+func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
+	a.periods++
+	a.export(TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol, 1e9/int64(a.cfg.Freq))
+	if a.off != nil {
+		a.export(TypeOffCPU, start, end, a.off.flush(endMono), a.offCol, 0)
+	}
+	if a.cfg.Log != nil {
+		var sent, dropped, failed uint64
+		depth := 0
+		for _, q := range a.queues {
+			s, d, f, n := q.stats()
+			sent, dropped, failed, depth = sent+s, dropped+d, failed+f, depth+n
+		}
+		off := ""
+		if a.offRec != nil {
+			off = fmt.Sprintf(", %d switches (%d lost)", a.offRec.Samples(), a.offRec.Lost())
+		}
+		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): %d samples (%d lost)%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
+			a.periods, end.Sub(start).Round(time.Millisecond), a.cpuRec.Samples(), a.cpuRec.Lost(), off, sent, dropped, failed, depth)
+	}
+}
+
+func (a *Agent) export(typ string, start, end time.Time, samples []*profiles.Sample, col *profiles.Collector, periodNS int64) {
+	b := profiles.NewBuilder(col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
+	b.Add(samples)
+	prof := b.Profile()
+	a.seq[typ]++
+	p := &Period{Type: typ, Start: start, End: end, Profile: prof, Symbolized: !a.cfg.NoSymbolize, Host: a.host, Seq: a.seq[typ], Procs: map[int]*ProcInfo{}}
+	for _, s := range prof.Stacks {
+		if _, ok := p.Procs[s.PID]; !ok {
+			p.Procs[s.PID] = a.procs.info(s.PID, s.Comm)
+		}
+	}
+	if a.cfg.NoSymbolize {
+		stripNames(prof)
+	}
+	for _, q := range a.queues {
+		q.push(p)
+	}
+}
+
+// stripNames leaves every user location its address and mapping only.
+func stripNames(p *profiles.Profile) {
+	for _, l := range p.Locations {
+		if !l.Kernel {
+			l.Lines = []symbolize.Location{{}}
+		}
+	}
+}
+
+func (a *Agent) drainQueues(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, q := range a.queues {
+		q.close()
+	}
+	for _, q := range a.queues {
+		q.wait(time.Until(deadline))
+	}
+}
+
+func allPIDs() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err == nil && pid > 0 && !strings.ContainsAny(e.Name(), "-+") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// GRPC exports OTLP profiles to a Collector's gRPC endpoint (HOST:PORT,
+// plaintext; put TLS in a local Collector).
+type GRPC struct {
+	addr   string
+	conn   *grpc.ClientConn
+	client pprofileotlp.GRPCClient
+}
+
+// NewGRPC returns an exporter to addr; it connects lazily.
+func NewGRPC(addr string) (*GRPC, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("otlp %s: %w", addr, err)
+	}
+	return &GRPC{addr: addr, conn: conn, client: pprofileotlp.NewGRPCClient(conn)}, nil
+}
+
+// Name implements Exporter.
+func (g *GRPC) Name() string { return "otlp grpc " + g.addr }
+
+// Export implements Exporter.
+func (g *GRPC) Export(ctx context.Context, p *Period) error {
+	resp, err := g.client.Export(ctx, pprofileotlp.NewExportRequestFromProfiles(OTLP(p)))
+	if err != nil {
+		return err
+	}
+	if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 {
+		return fmt.Errorf("collector rejected %d profiles: %s", ps.RejectedProfiles(), ps.ErrorMessage())
+	}
+	return nil
+}
+
+// Close closes the connection.
+func (g *GRPC) Close() error { return g.conn.Close() }
+
+// HTTP exports OTLP profiles as protobuf over HTTP (POST to a URL ending
+// in /v1/profiles; a bare http://host:port gets that path added).
+type HTTP struct {
+	url    string
+	client *http.Client
+}
+
+// NewHTTP returns an exporter posting to rawURL.
+func NewHTTP(rawURL string) (*HTTP, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--otlp-http %q: want http://HOST:PORT[/v1/profiles]", rawURL)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/profiles"
+	}
+	return &HTTP{url: u.String(), client: &http.Client{}}, nil
+}
+
+// Name implements Exporter.
+func (h *HTTP) Name() string { return "otlp http " + h.url }
+
+// Export implements Exporter.
+func (h *HTTP) Export(ctx context.Context, p *Period) error {
+	body, err := pprofileotlp.NewExportRequestFromProfiles(OTLP(p)).MarshalProto()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	return do(h.client, req)
+}
+
+func do(c *http.Client, req *http.Request) error {
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s: %s", req.URL, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// Pyroscope pushes pprof profiles to Pyroscope's POST /ingest: query
+// parameters name (APP.TYPE{host=..,pid=..,comm=..}), from, until (Unix
+// seconds), format=pprof, sampleRate, spyName; the gzipped pprof in the
+// multipart form field "profile". One request per process.
+type Pyroscope struct {
+	url    string
+	app    string
+	freq   int
+	client *http.Client
+}
+
+// NewPyroscope returns an exporter to a Pyroscope server's base URL; app
+// prefixes the application names (default "rewind").
+func NewPyroscope(rawURL, app string, freq int) (*Pyroscope, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--pyroscope %q: want http://HOST:PORT", rawURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	if !strings.HasSuffix(u.Path, "/ingest") {
+		u.Path += "/ingest"
+	}
+	if app == "" {
+		app = "rewind"
+	}
+	return &Pyroscope{url: u.String(), app: app, freq: freq, client: &http.Client{}}, nil
+}
+
+// Name implements Exporter.
+func (py *Pyroscope) Name() string { return "pyroscope " + py.url }
+
+// Export implements Exporter.
+func (py *Pyroscope) Export(ctx context.Context, p *Period) error {
+	for _, pid := range sortedPIDs(p) {
+		prof := p.Profile.Pprof(py.periodNS(p))
+		keep := prof.Sample[:0]
+		for _, s := range prof.Sample {
+			if len(s.NumLabel["pid"]) == 1 && s.NumLabel["pid"][0] == int64(pid) {
+				keep = append(keep, s)
+			}
+		}
+		prof.Sample = keep
+		if len(keep) == 0 {
+			continue
+		}
+		if p.Type == TypeOffCPU {
+			prof.SampleType[1].Type = "off_cpu"
+			prof.PeriodType = nil
+			prof.Period = 0
+		}
+		var buf bytes.Buffer
+		if err := prof.Write(&buf); err != nil {
+			return err
+		}
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fw, err := mw.CreateFormFile("profile", "profile.pprof")
+		if err != nil {
+			return err
+		}
+		fw.Write(buf.Bytes())
+		mw.Close()
+		labels := []string{"host=" + labelValue(p.Host), "pid=" + strconv.Itoa(pid)}
+		if info := p.Procs[pid]; info != nil && info.Comm != "" {
+			labels = append(labels, "comm="+labelValue(info.Comm))
+		}
+		q := url.Values{}
+		q.Set("name", py.app+"."+p.Type+"{"+strings.Join(labels, ",")+"}")
+		q.Set("from", strconv.FormatInt(p.Start.Unix(), 10))
+		q.Set("until", strconv.FormatInt(p.End.Unix(), 10))
+		q.Set("format", "pprof")
+		q.Set("sampleRate", strconv.Itoa(py.freq))
+		q.Set("spyName", "rewind")
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, py.url+"?"+q.Encode(), &body)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		if err := do(py.client, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (py *Pyroscope) periodNS(p *Period) int64 {
+	if p.Type == TypeCPU && py.freq > 0 {
+		return 1e9 / int64(py.freq)
+	}
+	return 0
+}
+
+// labelValue keeps a Pyroscope label value free of the name syntax's
+// separators.
+func labelValue(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '{', '}', ',', '=', '"', ' ':
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+func sortedPIDs(p *Period) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, s := range p.Profile.Stacks {
+		if !seen[s.PID] {
+			seen[s.PID] = true
+			out = append(out, s.PID)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Dir writes every period as a gzipped pprof file
+// DIR/rewind-TYPE-YYYYMMDDTHHMMSSZ.pb.gz and keeps the newest Keep files
+// of each type (rotation).
+type Dir struct {
+	dir  string
+	keep int
+	freq int
+}
+
+// NewDir returns a file exporter into dir (created if missing).
+func NewDir(dir string, keep, freq int) (*Dir, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--out-dir: %w", err)
+	}
+	if keep <= 0 {
+		keep = 60
+	}
+	return &Dir{dir: dir, keep: keep, freq: freq}, nil
+}
+
+// Name implements Exporter.
+func (d *Dir) Name() string { return "out-dir " + d.dir }
+
+// Export implements Exporter.
+func (d *Dir) Export(_ context.Context, p *Period) error {
+	periodNS := int64(0)
+	if p.Type == TypeCPU && d.freq > 0 {
+		periodNS = 1e9 / int64(d.freq)
+	}
+	prof := p.Profile.Pprof(periodNS)
+	if p.Type == TypeOffCPU {
+		prof.SampleType[1].Type = "off_cpu"
+		prof.PeriodType = nil
+	}
+	prof.TimeNanos = p.Start.UnixNano()
+	prof.DurationNanos = int64(p.End.Sub(p.Start))
+	name := fmt.Sprintf("rewind-%s-%s-%04d.pb.gz", p.Type, p.Start.UTC().Format("20060102T150405Z"), p.Seq%10000)
+	tmp, err := os.CreateTemp(d.dir, ".rewind-*.tmp")
+	if err != nil {
+		return err
+	}
+	err = prof.Write(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(d.dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return d.rotate(p.Type)
+}
+
+func (d *Dir) rotate(typ string) error {
+	files, err := filepath.Glob(filepath.Join(d.dir, "rewind-"+typ+"-*.pb.gz"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files) // names sort by time
+	for len(files) > d.keep {
+		os.Remove(files[0])
+		files = files[1:]
+	}
+	return nil
+}
+

@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/profiles"
+)
+
+// switchFormat locates the sched_switch fields the off-CPU profile needs
+// in the tracepoint's raw data.
+type switchFormat struct {
+	prevPID, prevState, nextPID field
+}
+
+type field struct{ off, size int }
+
+// defaultSwitchFormat is the layout of every kernel since 4.x on 64-bit
+// machines; the format file overrides it.
+var defaultSwitchFormat = switchFormat{prevPID: field{24, 4}, prevState: field{32, 8}, nextPID: field{56, 4}}
+
+// readSwitchFormat parses the tracefs format file of sched_switch.
+func readSwitchFormat() (switchFormat, error) {
+	for _, root := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
+		p := root + "/events/sched/sched_switch/format"
+		b, err := os.ReadFile(p)
+		if err == nil {
+			f, err := parseSwitchFormat(string(b))
+			if err != nil {
+				return f, fmt.Errorf("%s: %w", p, err)
+			}
+			return f, nil
+		}
+	}
+	return defaultSwitchFormat, nil
+}
+
+// parseSwitchFormat reads the offsets and sizes of prev_pid, prev_state and
+// next_pid from a tracepoint format description.
+func parseSwitchFormat(s string) (switchFormat, error) {
+	var f switchFormat
+	found := 0
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "field:") {
+			continue
+		}
+		var decl string
+		var off, size int = -1, -1
+		for _, part := range strings.Split(line, ";") {
+			part = strings.TrimSpace(part)
+			k, v, _ := strings.Cut(part, ":")
+			switch k {
+			case "field":
+				decl = v
+			case "offset":
+				off, _ = strconv.Atoi(v)
+			case "size":
+				size, _ = strconv.Atoi(v)
+			}
+		}
+		name := decl
+		if i := strings.LastIndexAny(decl, " *"); i >= 0 {
+			name = decl[i+1:]
+		}
+		if off < 0 || off > 4096 || (size != 4 && size != 8) {
+			continue
+		}
+		switch name {
+		case "prev_pid":
+			f.prevPID = field{off, size}
+			found |= 1
+		case "prev_state":
+			f.prevState = field{off, size}
+			found |= 2
+		case "next_pid":
+			f.nextPID = field{off, size}
+			found |= 4
+		}
+	}
+	if found != 7 {
+		return f, fmt.Errorf("sched_switch format lacks prev_pid, prev_state or next_pid (4- or 8-byte fields)")
+	}
+	return f, nil
+}
+
+func (fl field) read(raw []byte) (int64, bool) {
+	if fl.off+fl.size > len(raw) {
+		return 0, false
+	}
+	if fl.size == 4 {
+		return int64(int32(binary.LittleEndian.Uint32(raw[fl.off:]))), true
+	}
+	return int64(binary.LittleEndian.Uint64(raw[fl.off:])), true
+}
+
+// offCPU turns sched_switch samples into off-CPU samples: the stack a
+// thread had when it blocked, weighted by the time until it ran again.
+// Threads preempted while runnable are not blocked and are not counted.
+type offCPU struct {
+	col     *profiles.Collector
+	format  switchFormat
+	pending map[int]*profiles.Sample // tid -> switched-out sample, Period 0 until it runs again
+	carried []*profiles.Sample       // blocked threads' continuations from the last period
+	keep    func(pid, tid int) bool
+	bad     int
+}
+
+func newOffCPU(col *profiles.Collector, f switchFormat, keep func(pid, tid int) bool) *offCPU {
+	return &offCPU{col: col, format: f, pending: map[int]*profiles.Sample{}, keep: keep}
+}
+
+// add handles one record of the sched_switch recorder.
+func (o *offCPU) add(r *perfdata.Record) {
+	if r.Type != perfdata.RecordSample {
+		if r.Type == perfdata.RecordExit && r.Task != nil {
+			if s := o.pending[int(r.Task.TID)]; s != nil {
+				// The thread exited while blocked: it was off CPU until
+				// its exit.
+				s.Period = max(1, r.Task.Time-s.Time)
+				delete(o.pending, int(r.Task.TID))
+			}
+		}
+		o.col.Add(r)
+		return
+	}
+	raw := r.Sample.RawData
+	prev, ok1 := o.format.prevPID.read(raw)
+	state, ok2 := o.format.prevState.read(raw)
+	next, ok3 := o.format.nextPID.read(raw)
+	if !ok1 || !ok2 || !ok3 {
+		o.bad++
+		return
+	}
+	t := r.Sample.Time
+	if s := o.pending[int(next)]; s != nil && next != 0 {
+		s.Period = max(1, t-s.Time)
+		delete(o.pending, int(next))
+	}
+	// state 0 is TASK_RUNNING: preempted, not blocked. TASK_REPORT_MAX
+	// and above (0x100: TASK_IDLE-reported) count as blocked too.
+	if state == 0 || prev == 0 || int64(r.Sample.TID) != prev || !o.keep(int(r.Sample.PID), int(r.Sample.TID)) {
+		return
+	}
+	if old := o.pending[int(prev)]; old != nil {
+		old.Period = max(1, t-old.Time) // a switch-in we missed
+	}
+	s := o.col.AddSample(r)
+	if s == nil {
+		return
+	}
+	s.Period = 0
+	o.pending[int(prev)] = s
+}
+
+// flush ends a period at now (ClockID nanoseconds): threads still blocked
+// get the time until now, and continue in the next period from now.
+// It returns the period's off-CPU samples.
+func (o *offCPU) flush(now uint64) []*profiles.Sample {
+	for _, s := range o.pending {
+		if s.Period == 0 {
+			s.Period = max(1, now-min(now, s.Time))
+		}
+	}
+	out := o.col.Take(now + 1)
+	out = append(out, o.carried...)
+	o.carried = o.carried[:0:0]
+	for tid, s := range o.pending {
+		c := s.Continue(now)
+		if c == nil {
+			delete(o.pending, tid)
+			continue
+		}
+		o.pending[tid] = c
+		o.carried = append(o.carried, c)
+	}
+	keep := out[:0]
+	for _, s := range out {
+		if s.Period > 0 {
+			keep = append(keep, s)
+		}
+	}
+	return keep
+}

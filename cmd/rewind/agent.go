@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rewindstack/rewind/agent"
+	"github.com/rewindstack/rewind/perfevent"
+)
+
+const agentHelp = `rewind agent [flags]   profile the host continuously
+
+Samples every process of the host (or those chosen by -p, --cgroup,
+--comm) at -F Hz per CPU with user stack copies, unwinds them with SFrame,
+CFI and frame pointers per frame as rewind record does, and every --period
+exports one CPU profile (and with --off-cpu one off-CPU profile: the time
+threads spent blocked, by the stack they blocked in) to: an OpenTelemetry
+Collector over OTLP gRPC (--otlp) or HTTP (--otlp-http), Pyroscope's
+/ingest (--pyroscope), and/or rotated pprof files (--out-dir). A backend
+that is down costs a bounded queue per exporter (oldest periods dropped,
+counted), never sampling. One progress line per period goes to stderr.
+SIGTERM or Ctrl-C exports the current period and exits.
+
+Needs root or CAP_PERFMON (plus CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH to
+read other users' mappings and files); see contrib/rewind-agent.service.`
+
+// pidList is the repeatable -p flag.
+type pidList []int
+
+func (p *pidList) String() string { return fmt.Sprint([]int(*p)) }
+
+func (p *pidList) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("bad process ID %q", s)
+	}
+	*p = append(*p, n)
+	return nil
+}
+
+func runAgent(args []string) error {
+	fs := newFlags("agent", agentHelp)
+	var pids pidList
+	fs.Var(&pids, "p", "profile process `PID` (repeatable; default: every process)")
+	cgroup := fs.String("cgroup", "", "profile only the tasks of cgroup `PATH` (a directory under /sys/fs/cgroup, or a path relative to it)")
+	comm := fs.String("comm", "", "profile only processes or threads whose command name matches `REGEX`")
+	freq := fs.Int("F", 19, "sampling frequency in `HZ` per CPU")
+	period := &durationFlag{d: time.Minute}
+	fs.Var(period, "period", "export every `DURATION` (default 60s)")
+	offCPU := fs.Bool("off-cpu", false, "also record off-CPU profiles (sched_switch with stack copies; the value is the time blocked)")
+	otlpAddr := fs.String("otlp", "", "send OTLP profiles over gRPC to `HOST:PORT` (an OpenTelemetry Collector)")
+	otlpHTTP := fs.String("otlp-http", "", "send OTLP profiles over HTTP to `URL` (http://HOST:4318/v1/profiles)")
+	pyro := fs.String("pyroscope", "", "push pprof profiles to the Pyroscope server at `URL` (POST /ingest)")
+	outDir := fs.String("out-dir", "", "write every period's profiles as pprof files into `DIR`, keeping the newest --keep per type")
+	keep := fs.Int("keep", 60, "pprof files of each type kept in --out-dir (`N`)")
+	noSym := fs.Bool("no-symbolize", false, "export addresses, mapping file offsets and build-ids only: the backend symbolizes")
+	stackSize := fs.Int("stack-size", 16<<10, "`BYTES` of user stack copied per sample")
+	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
+	queueLen := fs.Int("queue", 16, "periods each exporter keeps while its backend is down (`N`); the oldest are dropped")
+	dur := new(durationFlag)
+	fs.Var(dur, "d", "stop after `DURATION` (default: until SIGTERM or Ctrl-C)")
+	noCache := fs.Bool("no-cache", false, "do not read or write the persistent caches ("+cacheDirHelp+")")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	}
+	if err := checkFreq(*freq); err != nil {
+		return err
+	}
+	cfg := agent.Config{
+		Scope: perfevent.Scope{PIDs: pids}, Freq: *freq, Period: period.d, OffCPU: *offCPU, NoSymbolize: *noSym,
+		StackSize: *stackSize, UserOnly: *userOnly, QueueLen: *queueLen, Log: os.Stderr, Warn: warn, CacheDir: cacheDir(*noCache),
+	}
+	if *cgroup != "" {
+		if len(pids) > 0 {
+			return fmt.Errorf("give -p or --cgroup, not both")
+		}
+		p := *cgroup
+		if p[0] != '/' || !dirExists(p) {
+			p = "/sys/fs/cgroup/" + p
+		}
+		if !dirExists(p) {
+			return fmt.Errorf("--cgroup %s: no such cgroup directory", *cgroup)
+		}
+		cfg.Scope.Cgroup = p
+	}
+	if *comm != "" {
+		if cfg.Comm, err = regexp.Compile(*comm); err != nil {
+			return fmt.Errorf("--comm: %w", err)
+		}
+	}
+	if *otlpAddr != "" {
+		e, err := agent.NewGRPC(*otlpAddr)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		cfg.Exporters = append(cfg.Exporters, e)
+	}
+	if *otlpHTTP != "" {
+		e, err := agent.NewHTTP(*otlpHTTP)
+		if err != nil {
+			return err
+		}
+		cfg.Exporters = append(cfg.Exporters, e)
+	}
+	if *pyro != "" {
+		e, err := agent.NewPyroscope(*pyro, "", *freq)
+		if err != nil {
+			return err
+		}
+		cfg.Exporters = append(cfg.Exporters, e)
+	}
+	if *outDir != "" {
+		e, err := agent.NewDir(*outDir, *keep, *freq)
+		if err != nil {
+			return err
+		}
+		cfg.Exporters = append(cfg.Exporters, e)
+	}
+	if len(cfg.Exporters) == 0 {
+		return fmt.Errorf("nowhere to send profiles: give --otlp, --otlp-http, --pyroscope or --out-dir")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if dur.set {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dur.d)
+		defer cancel()
+	}
+	return agent.Run(ctx, cfg)
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

@@ -1,0 +1,154 @@
+package perfevent
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/perfdata"
+)
+
+// Scope says which threads a continuous recording (rewind agent) samples.
+type Scope struct {
+	// PIDs, when set, are the processes sampled (with their threads and
+	// children created later); otherwise every process of the host is.
+	PIDs []int
+	// Cgroup, when set (and PIDs is not), is a cgroup directory (e.g.
+	// /sys/fs/cgroup/system.slice/foo.service) whose tasks alone are
+	// sampled.
+	Cgroup string
+}
+
+// ClockID is the clock continuous recordings stamp their records with:
+// CLOCK_MONOTONIC, so that a record's time can be compared with the
+// agent's own clock (see Now).
+const ClockID = unix.CLOCK_MONOTONIC
+
+// Now returns the current time of ClockID in nanoseconds.
+func Now() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(ClockID, &ts)
+	return uint64(ts.Nano())
+}
+
+// OpenScope starts sampling the threads of scope with opt's cpu-clock
+// event, per CPU (system-wide or one cgroup) or per process, with records
+// stamped by ClockID. Counting starts at once.
+func OpenScope(scope Scope, opt Options) (*Recorder, error) {
+	if err := opt.fill(); err != nil {
+		return nil, err
+	}
+	attr := Attr(opt)
+	return openScope(attr, scope, opt)
+}
+
+// SwitchAttr returns the attribute of the sched_switch tracepoint event
+// off-CPU profiles are recorded with: every switch, the raw tracepoint
+// fields, and the switched-out thread's user registers and stack copy.
+func SwitchAttr(opt Options, tracepointID uint64) *perfdata.Attr {
+	a := Attr(opt)
+	a.Type = perfdata.TypeTracepoint
+	a.Config = tracepointID
+	a.SamplePeriod = 1
+	a.Flags &^= perfdata.FlagFreq | perfdata.FlagExcludeKernel
+	a.SampleType |= perfdata.SampleRaw
+	return a
+}
+
+// OpenSwitches records every context switch of scope's threads with the
+// sched_switch tracepoint (see SwitchAttr). It needs the tracepoint's id
+// from tracefs and, system-wide, CAP_PERFMON or root.
+func OpenSwitches(scope Scope, opt Options) (*Recorder, error) {
+	if err := opt.fill(); err != nil {
+		return nil, err
+	}
+	id, err := TracepointID("sched", "sched_switch")
+	if err != nil {
+		return nil, err
+	}
+	return openScope(SwitchAttr(opt, id), scope, opt)
+}
+
+func openScope(attr *perfdata.Attr, scope Scope, opt Options) (*Recorder, error) {
+	attr.Flags |= perfdata.FlagUseClockID
+	attr.ClockID = ClockID
+	switch {
+	case len(scope.PIDs) > 0:
+		var evs []eventTarget
+		for _, pid := range scope.PIDs {
+			tids, err := threadsOf(pid)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range tids {
+				evs = append(evs, eventTarget{pid: t, cpu: -1})
+			}
+		}
+		r, err := openEvents(attr, evs, opt)
+		if err != nil {
+			return nil, err
+		}
+		return r, r.Enable()
+	case scope.Cgroup != "":
+		fd, err := unix.Open(scope.Cgroup, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", scope.Cgroup, err)
+		}
+		defer unix.Close(fd)
+		attr.Flags &^= perfdata.FlagInherit
+		cpus, err := onlineCPUs()
+		if err != nil {
+			return nil, err
+		}
+		var evs []eventTarget
+		for _, c := range cpus {
+			evs = append(evs, eventTarget{pid: fd, cpu: c, cgroup: true})
+		}
+		r, err := openEvents(attr, evs, opt)
+		if err != nil {
+			return nil, err
+		}
+		return r, r.Enable()
+	}
+	attr.Flags &^= perfdata.FlagInherit
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	var evs []eventTarget
+	for _, c := range cpus {
+		evs = append(evs, eventTarget{pid: -1, cpu: c})
+	}
+	r, err := openEvents(attr, evs, opt)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.Enable()
+}
+
+// tracefsRoots are where tracefs is mounted on current and older systems.
+var tracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+
+// TracepointID reads a tracepoint's event id from tracefs.
+func TracepointID(group, name string) (uint64, error) {
+	var firstErr error
+	for _, root := range tracefsRoots {
+		p := root + "/events/" + group + "/" + name + "/id"
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not an event id", p, b)
+		}
+		return id, nil
+	}
+	return 0, fmt.Errorf("tracepoint %s:%s: %w (is tracefs mounted? off-CPU profiles need it, and root or CAP_PERFMON)", group, name, firstErr)
+}
