@@ -287,4 +287,3 @@ func (d *Dir) rotate(typ string) error {
 	}
 	return nil
 }
-
