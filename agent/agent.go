@@ -114,6 +114,7 @@ type Agent struct {
 	ksyms   *profiles.Kallsyms
 	// stats
 	periods int
+	last    struct{ samples, lost, switches, switchesLost uint64 }
 }
 
 func (c *Config) fill() {
@@ -285,12 +286,16 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 			s, d, f, n := q.stats()
 			sent, dropped, failed, depth = sent+s, dropped+d, failed+f, depth+n
 		}
+		smp, lost := a.cpuRec.Samples(), a.cpuRec.Lost()
 		off := ""
 		if a.offRec != nil {
-			off = fmt.Sprintf(", %d switches (%d lost)", a.offRec.Samples(), a.offRec.Lost())
+			sw, swLost := a.offRec.Samples(), a.offRec.Lost()
+			off = fmt.Sprintf(", %d context switches (%d lost)", sw-a.last.switches, swLost-a.last.switchesLost)
+			a.last.switches, a.last.switchesLost = sw, swLost
 		}
 		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): %d samples (%d lost)%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
-			a.periods, end.Sub(start).Round(time.Millisecond), a.cpuRec.Samples(), a.cpuRec.Lost(), off, sent, dropped, failed, depth)
+			a.periods, end.Sub(start).Round(time.Millisecond), smp-a.last.samples, lost-a.last.lost, off, sent, dropped, failed, depth)
+		a.last.samples, a.last.lost = smp, lost
 	}
 }
 

@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+)
+
+// TestPyroscopeRequest checks the push against Pyroscope's documented
+// ingest API: POST /ingest?name=APP{labels}&from&until&format=pprof with
+// the pprof in the multipart field "profile".
+func TestPyroscopeRequest(t *testing.T) {
+	var got []*http.Request
+	var profs []*profile.Profile
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, _, err := r.FormFile("profile")
+		if err != nil {
+			t.Errorf("no profile form file: %v", err)
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		p, err := profile.Parse(f)
+		if err != nil {
+			t.Errorf("profile field is not pprof: %v", err)
+		}
+		got, profs = append(got, r), append(profs, p)
+	}))
+	defer srv.Close()
+	py, err := NewPyroscope(srv.URL, "", 19)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Export(context.Background(), testPeriod(TypeCPU)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d requests, want 1 (one process)", len(got))
+	}
+	r := got[0]
+	q := r.URL.Query()
+	if r.Method != "POST" || r.URL.Path != "/ingest" {
+		t.Errorf("%s %s, want POST /ingest", r.Method, r.URL.Path)
+	}
+	for k, v := range map[string]string{"name": "rewind.cpu{host=testhost,pid=42,comm=app}", "from": "1700000000", "until": "1700000060",
+		"format": "pprof", "sampleRate": "19", "spyName": "rewind"} {
+		if q.Get(k) != v {
+			t.Errorf("query %s = %q, want %q", k, q.Get(k), v)
+		}
+	}
+	var total int64
+	for _, s := range profs[0].Sample {
+		total += s.Value[1]
+		if fn := s.Location[0].Line[0].Function.Name; fn != "work" && fn != "idle" {
+			t.Errorf("leaf %q", fn)
+		}
+	}
+	if total != 40 {
+		t.Errorf("total cpu value %d, want 40", total)
+	}
+}
+
+func TestHTTPExport(t *testing.T) {
+	var body []byte
+	var ctype, path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ = io.ReadAll(r.Body)
+		ctype, path = r.Header.Get("Content-Type"), r.URL.Path
+	}))
+	defer srv.Close()
+	h, err := NewHTTP(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Export(context.Background(), testPeriod(TypeOffCPU)); err != nil {
+		t.Fatal(err)
+	}
+	if path != "/v1/profiles" || ctype != "application/x-protobuf" {
+		t.Errorf("POST %s (%s), want /v1/profiles (application/x-protobuf)", path, ctype)
+	}
+	req := pprofileotlp.NewExportRequest()
+	if err := req.UnmarshalProto(body); err != nil {
+		t.Fatal(err)
+	}
+	if s := flatten(req.Profiles()); len(s) != 2 || s[0].Type != "off_cpu" {
+		t.Errorf("received %+v", s)
+	}
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", 503) }))
+	defer bad.Close()
+	h, _ = NewHTTP(bad.URL + "/v1/profiles")
+	if err := h.Export(context.Background(), testPeriod(TypeCPU)); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("export to a failing server: %v, want the 503", err)
+	}
+}
+
+func TestDirRotation(t *testing.T) {
+	dir := t.TempDir()
+	d, err := NewDir(dir, 2, 19)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		p := testPeriod(TypeCPU)
+		p.Start = p.Start.Add(time.Duration(i) * time.Minute)
+		p.Seq = i
+		if err := d.Export(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(files) != 2 || !strings.HasSuffix(files[0], "-0002.pb.gz") {
+		t.Fatalf("files %q, want the newest 2", files)
+	}
+	f, _ := os.Open(files[1])
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DurationNanos != int64(time.Minute) || len(p.Sample) != 2 {
+		t.Errorf("profile: duration %d, %d samples", p.DurationNanos, len(p.Sample))
+	}
+}
+
+// flaky fails its first fails calls.
+type flaky struct {
+	mu    sync.Mutex
+	fails int
+	got   []int
+	block chan struct{}
+}
+
+func (f *flaky) Name() string { return "flaky" }
+
+func (f *flaky) Export(ctx context.Context, p *Period) error {
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails > 0 {
+		f.fails--
+		return errors.New("backend down")
+	}
+	f.got = append(f.got, p.Seq)
+	return nil
+}
+
+func TestQueueDropsOldestAndRetries(t *testing.T) {
+	f := &flaky{fails: 3, block: make(chan struct{})}
+	q := newQueue(f, 4, nil)
+	q.minBackoff, q.maxBackoff = time.Millisecond, 4*time.Millisecond
+	go q.run()
+	start := time.Now()
+	for i := 1; i <= 10; i++ {
+		p := testPeriod(TypeCPU)
+		p.Seq = i
+		q.push(p) // never blocks, though the exporter does
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("pushing took %v", d)
+	}
+	_, dropped, _, depth := q.stats()
+	if depth != 4 || dropped < 5 {
+		t.Errorf("depth %d, dropped %d; want 4 and at least 5", depth, dropped)
+	}
+	close(f.block)
+	q.close()
+	q.wait(5 * time.Second)
+	sent, dropped, failures, depth := q.stats()
+	if failures != 3 || depth != 0 {
+		t.Errorf("failures %d, depth %d; want 3, 0", failures, depth)
+	}
+	if sent+dropped != 10 {
+		t.Errorf("sent %d + dropped %d != 10 pushed", sent, dropped)
+	}
+	// The newest periods survive, in order.
+	if n := len(f.got); n == 0 || f.got[n-1] != 10 {
+		t.Errorf("sent %v, want the newest ending with 10", f.got)
+	}
+	for i := 1; i < len(f.got); i++ {
+		if f.got[i] <= f.got[i-1] {
+			t.Errorf("sent out of order: %v", f.got)
+		}
+	}
+}
