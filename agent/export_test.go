@@ -112,6 +112,7 @@ func TestDirRotation(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		p := testPeriod(TypeCPU)
 		p.Start = p.Start.Add(time.Duration(i) * time.Minute)
+		p.End = p.Start.Add(time.Minute)
 		p.Seq = i
 		if err := d.Export(context.Background(), p); err != nil {
 			t.Fatal(err)
