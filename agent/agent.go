@@ -112,6 +112,9 @@ type Agent struct {
 	kernel  func() *profiles.Kallsyms
 	kOnce   sync.Once
 	ksyms   *profiles.Kallsyms
+	// jobs carries periods to the goroutine that unwinds, symbolizes and
+	// exports them, so that the ring buffers are read meanwhile.
+	jobs chan buildJob
 	// stats
 	periods int
 	last    struct{ samples, lost, switches, switchesLost uint64 }
@@ -219,14 +222,32 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return ""
 	}
+	a.jobs = make(chan buildJob, 4)
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		for j := range a.jobs {
+			a.export(j)
+		}
+	}()
 	cpuPump.Run()
 	if offPump != nil {
 		a.offRec.Disable()
 		offPump.Read()
 	}
 	a.flush(start, time.Now(), startMono, perfevent.Now())
+	close(a.jobs)
+	<-built
 	a.drainQueues(10 * time.Second)
 	return nil
+}
+
+// buildJob is one period's samples of one type, for the builder goroutine.
+type buildJob struct {
+	typ        string
+	start, end time.Time
+	samples    []*profiles.Sample
+	col        *profiles.Collector
 }
 
 func (a *Agent) newCollector() *profiles.Collector {
@@ -252,10 +273,17 @@ func (a *Agent) seed(c *profiles.Collector) error {
 	return nil
 }
 
-// addCPU filters the cpu-clock recorder's samples by --comm.
+// addCPU filters the cpu-clock recorder's samples by --comm. Lost
+// counts stay with the recorder (the builder goroutine reads the
+// collector's).
 func (a *Agent) addCPU(r *perfdata.Record) {
-	if r.Type == perfdata.RecordSample && !a.keep(int(r.Sample.PID), int(r.Sample.TID)) {
+	switch r.Type {
+	case perfdata.RecordLost, perfdata.RecordLostSamples:
 		return
+	case perfdata.RecordSample:
+		if !a.keep(int(r.Sample.PID), int(r.Sample.TID)) {
+			return
+		}
 	}
 	a.cpuCol.Add(r)
 }
@@ -275,9 +303,9 @@ func (a *Agent) keep(pid, tid int) bool {
 // flush builds and exports the period [start, end).
 func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 	a.periods++
-	a.export(TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol, 1e9/int64(a.cfg.Freq))
+	a.jobs <- buildJob{TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol}
 	if a.off != nil {
-		a.export(TypeOffCPU, start, end, a.off.flush(endMono), a.offCol, 0)
+		a.jobs <- buildJob{TypeOffCPU, start, end, a.off.flush(endMono), a.offCol}
 	}
 	if a.cfg.Log != nil {
 		var sent, dropped, failed uint64
@@ -299,12 +327,16 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 	}
 }
 
-func (a *Agent) export(typ string, start, end time.Time, samples []*profiles.Sample, col *profiles.Collector, periodNS int64) {
-	b := profiles.NewBuilder(col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
-	b.Add(samples)
+// export unwinds and symbolizes one period's samples and queues the
+// profile for every exporter. It runs on the builder goroutine: the
+// collector's address spaces are built there, while the pump goroutine
+// only adds records and takes samples.
+func (a *Agent) export(j buildJob) {
+	b := profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
+	b.Add(j.samples)
 	prof := b.Profile()
-	a.seq[typ]++
-	p := &Period{Type: typ, Start: start, End: end, Profile: prof, Symbolized: !a.cfg.NoSymbolize, Host: a.host, Seq: a.seq[typ], Procs: map[int]*ProcInfo{}}
+	a.seq[j.typ]++
+	p := &Period{Type: j.typ, Start: j.start, End: j.end, Profile: prof, Symbolized: !a.cfg.NoSymbolize, Host: a.host, Seq: a.seq[j.typ], Procs: map[int]*ProcInfo{}}
 	for _, s := range prof.Stacks {
 		if _, ok := p.Procs[s.PID]; !ok {
 			p.Procs[s.PID] = a.procs.info(s.PID, s.Comm)

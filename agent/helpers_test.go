@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"net"
 
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"os"
@@ -76,6 +77,8 @@ type flatSample struct {
 	Value    int64
 	Resource map[string]any
 	Mappings []string // "path offset buildid" per location with a mapping
+	Start    int64    // the profile's time, Unix nanoseconds
+	Duration int64
 }
 
 // flatten resolves every sample of ps.
@@ -100,7 +103,7 @@ func flatten(ps pprofile.Profiles) []flatSample {
 				typ := str(pr.SampleType().TypeStrindex())
 				for s := 0; s < pr.Samples().Len(); s++ {
 					smp := pr.Samples().At(s)
-					fs := flatSample{PID: pid, Type: typ, Exe: exe, Resource: res}
+					fs := flatSample{PID: pid, Type: typ, Exe: exe, Resource: res, Start: int64(pr.Time()), Duration: int64(pr.DurationNano())}
 					for v := 0; v < smp.Values().Len(); v++ {
 						fs.Value += smp.Values().At(v)
 					}
@@ -132,3 +135,5 @@ func flatten(ps pprofile.Profiles) []flatSample {
 	}
 	return out
 }
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

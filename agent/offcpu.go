@@ -125,7 +125,9 @@ func (o *offCPU) add(r *perfdata.Record) {
 				delete(o.pending, int(r.Task.TID))
 			}
 		}
-		o.col.Add(r)
+		if r.Type != perfdata.RecordLost && r.Type != perfdata.RecordLostSamples {
+			o.col.Add(r) // lost counts stay with the recorder
+		}
 		return
 	}
 	raw := r.Sample.RawData

@@ -132,8 +132,13 @@ func openScope(attr *perfdata.Attr, scope Scope, opt Options) (*Recorder, error)
 // tracefsRoots are where tracefs is mounted on current and older systems.
 var tracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
-// TracepointID reads a tracepoint's event id from tracefs.
+// TracepointID reads a tracepoint's event id from tracefs, mounting
+// tracefs on /sys/kernel/tracing first when it is not mounted and this
+// process may (as perf does).
 func TracepointID(group, name string) (uint64, error) {
+	if _, err := os.Stat(tracefsRoots[0] + "/events"); err != nil && os.Geteuid() == 0 {
+		unix.Mount("nodev", tracefsRoots[0], "tracefs", 0, "")
+	}
 	var firstErr error
 	for _, root := range tracefsRoots {
 		p := root + "/events/" + group + "/" + name + "/id"

@@ -1,6 +1,7 @@
-/* A process whose only thread blocks in libc: main -> sleeper_wait ->
- * sleeper_block -> nanosleep (built -fomit-frame-pointer; the C library
- * as shipped). Usage: sleeper SECONDS. */
+/* A process whose only thread spends its life blocked in libc: main ->
+ * sleeper_wait -> sleeper_block -> nanosleep, again and again (built
+ * -fomit-frame-pointer; the C library as shipped). Usage: sleeper
+ * INTERVAL_SECONDS (each nanosleep's length). */
 #include <stdlib.h>
 #include <time.h>
 
@@ -24,6 +25,6 @@ NOINLINE static void sleeper_wait(double secs)
 
 int main(int argc, char **argv)
 {
-	sleeper_wait(argc > 1 ? atof(argv[1]) : 10);
-	return 0;
+	for (;;)
+		sleeper_wait(argc > 1 ? atof(argv[1]) : 0.2);
 }
