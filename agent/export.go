@@ -54,21 +54,27 @@ func (g *GRPC) Export(ctx context.Context, p *Period) error {
 // Close closes the connection.
 func (g *GRPC) Close() error { return g.conn.Close() }
 
-// HTTP exports OTLP profiles as protobuf over HTTP (POST to a URL ending
-// in /v1/profiles; a bare http://host:port gets that path added).
+// DefaultHTTPPath is where HTTP posts for a URL without a path: the
+// OpenTelemetry Collector's otlp receiver takes profiles there while their
+// protocol is in development.
+const DefaultHTTPPath = "/v1development/profiles"
+
+// HTTP exports OTLP profiles as protobuf over HTTP: POST to the URL as
+// given (http://HOST:PORT/v1/profiles), or to DefaultHTTPPath on a URL
+// without a path.
 type HTTP struct {
 	url    string
 	client *http.Client
 }
 
-// NewHTTP returns an exporter posting to rawURL.
+// NewHTTP returns an exporter posting to rawURL (see DefaultHTTPPath).
 func NewHTTP(rawURL string) (*HTTP, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--otlp-http %q: want http://HOST:PORT[/v1/profiles]", rawURL)
 	}
 	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/profiles"
+		u.Path = DefaultHTTPPath
 	}
 	return &HTTP{url: u.String(), client: &http.Client{}}, nil
 }

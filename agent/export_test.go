@@ -78,7 +78,7 @@ func TestHTTPExport(t *testing.T) {
 		ctype, path = r.Header.Get("Content-Type"), r.URL.Path
 	}))
 	defer srv.Close()
-	h, err := NewHTTP(srv.URL)
+	h, err := NewHTTP(srv.URL + "/v1/profiles")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +94,9 @@ func TestHTTPExport(t *testing.T) {
 	}
 	if s := flatten(req.Profiles()); len(s) != 2 || s[0].Type != "off_cpu" {
 		t.Errorf("received %+v", s)
+	}
+	if h, _ := NewHTTP(srv.URL); h.url != srv.URL+DefaultHTTPPath {
+		t.Errorf("bare URL posts to %s, want %s", h.url, srv.URL+DefaultHTTPPath)
 	}
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", 503) }))
 	defer bad.Close()

@@ -17,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
@@ -29,6 +30,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
 // fileConfig configures the profilefile exporter.
@@ -76,6 +78,7 @@ func fileFactory() exporter.Factory {
 
 func components() (otelcol.Factories, error) {
 	return otelcol.Factories{
+		Telemetry: otelconftelemetry.NewFactory(),
 		Receivers: map[component.Type]receiver.Factory{otlpreceiver.NewFactory().Type(): otlpreceiver.NewFactory()},
 		Exporters: map[component.Type]exporter.Factory{
 			debugexporter.NewFactory().Type(): debugexporter.NewFactory(),
@@ -89,7 +92,8 @@ func main() {
 		BuildInfo: component.BuildInfo{Command: "otelcol-test", Description: "rewind's test Collector", Version: "test"},
 		Factories: components,
 		ConfigProviderSettings: otelcol.ConfigProviderSettings{ResolverSettings: confmap.ResolverSettings{
-			ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory()},
+			ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory(), envprovider.NewFactory()},
+			DefaultScheme:     "env",
 		}},
 	}
 	if err := otelcol.NewCommand(set).Execute(); err != nil {
