@@ -100,7 +100,7 @@ type Agent struct {
 	cfg     Config
 	cpuCol  *profiles.Collector
 	cpuRec  *perfevent.Recorder
-	off     *offCPU
+	off     *profiles.OffCPU
 	offRec  *perfevent.Recorder
 	offCol  *profiles.Collector
 	sym     *symbolize.Symbolizer
@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer a.cpuRec.Close()
 	var offPump *profiles.Pump
 	if cfg.OffCPU {
-		f, err := readSwitchFormat()
+		f, err := profiles.ReadSwitchFormat()
 		if err != nil {
 			return err
 		}
@@ -183,14 +183,14 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := a.seed(a.offCol); err != nil {
 			return err
 		}
-		a.off = newOffCPU(a.offCol, f, a.keep)
+		a.off = profiles.NewOffCPU(a.offCol, f, a.keep)
 		offOpt := opt
 		offOpt.BufferPages = 1024 // every blocking switch carries a stack copy
 		if a.offRec, err = perfevent.OpenSwitches(cfg.Scope, offOpt); err != nil {
 			return fmt.Errorf("off-CPU profile: %w", err)
 		}
 		defer a.offRec.Close()
-		offPump = &profiles.Pump{Source: a.offRec, Add: a.off.add, Warn: cfg.Warn}
+		offPump = &profiles.Pump{Source: a.offRec, Add: a.off.Add, Warn: cfg.Warn}
 	}
 	for _, e := range cfg.Exporters {
 		q := newQueue(e, cfg.QueueLen, cfg.Warn)
@@ -305,7 +305,7 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 	a.periods++
 	a.jobs <- buildJob{TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol}
 	if a.off != nil {
-		a.jobs <- buildJob{TypeOffCPU, start, end, a.off.flush(endMono), a.offCol}
+		a.jobs <- buildJob{TypeOffCPU, start, end, a.off.Flush(endMono), a.offCol}
 	}
 	if a.cfg.Log != nil {
 		var sent, dropped, failed uint64
@@ -335,6 +335,7 @@ func (a *Agent) export(j buildJob) {
 	b := profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
 	b.Add(j.samples)
 	prof := b.Profile()
+	prof.OffCPU = j.typ == TypeOffCPU
 	a.seq[j.typ]++
 	p := &Period{Type: j.typ, Start: j.start, End: j.end, Profile: prof, Symbolized: !a.cfg.NoSymbolize, Host: a.host, Seq: a.seq[j.typ], Procs: map[int]*ProcInfo{}}
 	for _, s := range prof.Stacks {

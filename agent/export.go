@@ -154,11 +154,6 @@ func (py *Pyroscope) Export(ctx context.Context, p *Period) error {
 		if len(keep) == 0 {
 			continue
 		}
-		if p.Type == TypeOffCPU {
-			prof.SampleType[1].Type = "off_cpu"
-			prof.PeriodType = nil
-			prof.Period = 0
-		}
 		var buf bytes.Buffer
 		if err := prof.Write(&buf); err != nil {
 			return err
@@ -256,10 +251,6 @@ func (d *Dir) Export(_ context.Context, p *Period) error {
 		periodNS = 1e9 / int64(d.freq)
 	}
 	prof := p.Profile.Pprof(periodNS)
-	if p.Type == TypeOffCPU {
-		prof.SampleType[1].Type = "off_cpu"
-		prof.PeriodType = nil
-	}
 	prof.TimeNanos = p.Start.UnixNano()
 	prof.DurationNanos = int64(p.End.Sub(p.Start))
 	name := fmt.Sprintf("rewind-%s-%s-%04d.pb.gz", p.Type, p.Start.UTC().Format("20060102T150405Z"), p.Seq%10000)

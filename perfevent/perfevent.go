@@ -40,6 +40,11 @@ type Options struct {
 	// kernel part is recorded when perf_event_paranoid allows, and
 	// dropped with a warning otherwise.
 	UserOnly bool
+	// OffCPU records the sched_switch tracepoint (SwitchAttr) instead of
+	// the cpu-clock event: every context switch of the recorded threads,
+	// with the switched-out thread's registers and stack, stamped with
+	// ClockID (see profiles.OffCPU).
+	OffCPU bool
 	// Warn receives warnings (may be nil).
 	Warn func(string)
 	// Stdout and Stderr receive a StartCommand program's output (default:
@@ -176,6 +181,15 @@ func open(tids []int, opt Options, enableOnExec bool) (*Recorder, error) {
 		return nil, err
 	}
 	attr := Attr(opt)
+	if opt.OffCPU {
+		id, err := TracepointID("sched", "sched_switch")
+		if err != nil {
+			return nil, err
+		}
+		attr = SwitchAttr(opt, id)
+		attr.Flags |= perfdata.FlagUseClockID
+		attr.ClockID = ClockID
+	}
 	if enableOnExec {
 		attr.Flags |= perfdata.FlagEnableOnExec
 	}

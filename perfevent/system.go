@@ -53,7 +53,10 @@ func SwitchAttr(opt Options, tracepointID uint64) *perfdata.Attr {
 	a.Type = perfdata.TypeTracepoint
 	a.Config = tracepointID
 	a.SamplePeriod = 1
-	a.Flags &^= perfdata.FlagFreq | perfdata.FlagExcludeKernel
+	a.Flags &^= perfdata.FlagFreq | perfdata.FlagExcludeKernel // the tracepoint fires in the kernel
+	if opt.UserOnly {
+		a.Flags |= perfdata.FlagExcludeCCKern
+	}
 	a.SampleType |= perfdata.SampleRaw
 	return a
 }

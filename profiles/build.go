@@ -131,6 +131,9 @@ type Profile struct {
 	// AtCopyEdge counts samples whose first method's walk stopped at the
 	// end of the copied user stack (a larger stack copy would go on).
 	AtCopyEdge int
+	// OffCPU marks an off-CPU profile: stack values are nanoseconds
+	// blocked (see OffCPU), not CPU time.
+	OffCPU bool
 }
 
 type symKey struct {

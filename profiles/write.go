@@ -143,6 +143,10 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
 		Period:     periodNS,
 	}
+	if p.OffCPU {
+		pp.SampleType[1].Type = "off_cpu"
+		pp.PeriodType, pp.Period = nil, 0
+	}
 	maps := map[*Mapping]*profile.Mapping{}
 	// pprof takes the first mapping for the main binary: put executables
 	// before shared libraries.

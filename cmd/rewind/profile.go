@@ -58,6 +58,7 @@ func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileF
 func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlags, periodNS int64, title string) error {
 	b.Add(col.Samples())
 	prof := b.Profile()
+	prof.OffCPU = pf.offCPU
 	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)

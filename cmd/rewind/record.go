@@ -47,6 +47,8 @@ type profileFlags struct {
 	tm       *timings // set when stats is
 	// findDebug, when set, finds separate debug files (see locate).
 	findDebug func(*elfobj.File) *elfobj.File
+	// offCPU marks an off-CPU recording (record --off-cpu).
+	offCPU bool
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
@@ -80,6 +82,8 @@ func runRecord(args []string) error {
 	fs.Var(dur, "d", "stop after `DURATION`: seconds (5) or a Go duration (1.5s, 2m) (default: until Ctrl-C or the command or process exits)")
 	stackSize := fs.Int("stack-size", 16<<10, "`BYTES` of user stack copied per sample (a multiple of 8, below 65536)")
 	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
+	offCPU := fs.Bool("off-cpu", false, "record where threads block instead of where they run: the sched_switch tracepoint with stack copies, "+
+		"each stack weighted by the time its thread was off CPU (needs root or CAP_PERFMON and tracefs)")
 	pf := addProfileFlags(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -114,7 +118,8 @@ func runRecord(args []string) error {
 	if err := checkOutputDir(outPath); err != nil {
 		return err
 	}
-	opt := perfevent.Options{Freq: *freq, StackSize: *stackSize, UserOnly: *userOnly, Warn: warn}
+	opt := perfevent.Options{Freq: *freq, StackSize: *stackSize, UserOnly: *userOnly, Warn: warn, OffCPU: *offCPU}
+	pf.offCPU = *offCPU
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
 	build := newBuilder(col, methods, pf)
@@ -178,7 +183,21 @@ func runRecord(args []string) error {
 		}
 		return ""
 	}
+	var off *profiles.OffCPU
+	if *offCPU {
+		f, err := profiles.ReadSwitchFormat()
+		if err != nil {
+			return err
+		}
+		// Samples wait for their thread's switch-in to learn their
+		// value: they are unwound at the end, not as they come.
+		off = profiles.NewOffCPU(col, f, nil)
+		pump.Add, pump.Builder = off.Add, nil
+	}
 	why = pump.Run()
+	if off != nil {
+		build.Add(off.Flush(perfevent.Now()))
+	}
 	if tty {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}

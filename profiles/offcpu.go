@@ -1,4 +1,4 @@
-package agent
+package profiles
 
 import (
 	"encoding/binary"
@@ -8,41 +8,42 @@ import (
 	"strings"
 
 	"github.com/rewindstack/rewind/perfdata"
-	"github.com/rewindstack/rewind/profiles"
 )
 
-// switchFormat locates the sched_switch fields the off-CPU profile needs
+// SwitchFormat locates the sched_switch fields the off-CPU profile needs
 // in the tracepoint's raw data.
-type switchFormat struct {
+type SwitchFormat struct {
 	prevPID, prevState, nextPID field
 }
 
+// DefaultSwitchFormat is the layout of every kernel since 4.x on 64-bit
+// machines; the format file overrides it.
+var DefaultSwitchFormat = SwitchFormat{prevPID: field{24, 4}, prevState: field{32, 8}, nextPID: field{56, 4}}
+
+// field is one tracepoint field's offset and size.
 type field struct{ off, size int }
 
-// defaultSwitchFormat is the layout of every kernel since 4.x on 64-bit
-// machines; the format file overrides it.
-var defaultSwitchFormat = switchFormat{prevPID: field{24, 4}, prevState: field{32, 8}, nextPID: field{56, 4}}
-
-// readSwitchFormat parses the tracefs format file of sched_switch.
-func readSwitchFormat() (switchFormat, error) {
+// ReadSwitchFormat parses the tracefs format file of sched_switch (the
+// layout of 64-bit kernels since 4.x when there is none).
+func ReadSwitchFormat() (SwitchFormat, error) {
 	for _, root := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
 		p := root + "/events/sched/sched_switch/format"
 		b, err := os.ReadFile(p)
 		if err == nil {
-			f, err := parseSwitchFormat(string(b))
+			f, err := ParseSwitchFormat(string(b))
 			if err != nil {
 				return f, fmt.Errorf("%s: %w", p, err)
 			}
 			return f, nil
 		}
 	}
-	return defaultSwitchFormat, nil
+	return DefaultSwitchFormat, nil
 }
 
-// parseSwitchFormat reads the offsets and sizes of prev_pid, prev_state and
+// ParseSwitchFormat reads the offsets and sizes of prev_pid, prev_state and
 // next_pid from a tracepoint format description.
-func parseSwitchFormat(s string) (switchFormat, error) {
-	var f switchFormat
+func ParseSwitchFormat(s string) (SwitchFormat, error) {
+	var f SwitchFormat
 	found := 0
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
@@ -98,24 +99,30 @@ func (fl field) read(raw []byte) (int64, bool) {
 	return int64(binary.LittleEndian.Uint64(raw[fl.off:])), true
 }
 
-// offCPU turns sched_switch samples into off-CPU samples: the stack a
-// thread had when it blocked, weighted by the time until it ran again.
-// Threads preempted while runnable are not blocked and are not counted.
-type offCPU struct {
-	col     *profiles.Collector
-	format  switchFormat
-	pending map[int]*profiles.Sample // tid -> switched-out sample, Period 0 until it runs again
-	carried []*profiles.Sample       // blocked threads' continuations from the last period
+// OffCPU turns the records of a sched_switch recording
+// (perfevent.SwitchAttr) into off-CPU samples: the stack a thread had when
+// it blocked, weighted by the nanoseconds until it ran again. Threads
+// preempted while runnable are not blocked and are not counted.
+type OffCPU struct {
+	col     *Collector
+	format  SwitchFormat
+	pending map[int]*Sample // tid -> switched-out sample, Period 0 until it runs again
+	carried []*Sample       // blocked threads' continuations from the last period
 	keep    func(pid, tid int) bool
 	bad     int
 }
 
-func newOffCPU(col *profiles.Collector, f switchFormat, keep func(pid, tid int) bool) *offCPU {
-	return &offCPU{col: col, format: f, pending: map[int]*profiles.Sample{}, keep: keep}
+// NewOffCPU returns an OffCPU adding to col. keep, when not nil, chooses
+// the threads whose blocking is recorded.
+func NewOffCPU(col *Collector, f SwitchFormat, keep func(pid, tid int) bool) *OffCPU {
+	return &OffCPU{col: col, format: f, pending: map[int]*Sample{}, keep: keep}
 }
 
-// add handles one record of the sched_switch recorder.
-func (o *offCPU) add(r *perfdata.Record) {
+// Bad counts samples whose raw data was too short for the format.
+func (o *OffCPU) Bad() int { return o.bad }
+
+// Add handles one record of the sched_switch recording (a Pump.Add).
+func (o *OffCPU) Add(r *perfdata.Record) {
 	if r.Type != perfdata.RecordSample {
 		if r.Type == perfdata.RecordExit && r.Task != nil {
 			if s := o.pending[int(r.Task.TID)]; s != nil {
@@ -145,7 +152,7 @@ func (o *offCPU) add(r *perfdata.Record) {
 	}
 	// state 0 is TASK_RUNNING: preempted, not blocked. TASK_REPORT_MAX
 	// and above (0x100: TASK_IDLE-reported) count as blocked too.
-	if state == 0 || prev == 0 || int64(r.Sample.TID) != prev || !o.keep(int(r.Sample.PID), int(r.Sample.TID)) {
+	if state == 0 || prev == 0 || int64(r.Sample.TID) != prev || (o.keep != nil && !o.keep(int(r.Sample.PID), int(r.Sample.TID))) {
 		return
 	}
 	if old := o.pending[int(prev)]; old != nil {
@@ -159,10 +166,11 @@ func (o *offCPU) add(r *perfdata.Record) {
 	o.pending[int(prev)] = s
 }
 
-// flush ends a period at now (ClockID nanoseconds): threads still blocked
-// get the time until now, and continue in the next period from now.
-// It returns the period's off-CPU samples.
-func (o *offCPU) flush(now uint64) []*profiles.Sample {
+// Flush ends a period at now (the recording's clock, perfevent.Now for
+// perfevent.ClockID): threads still blocked get the time until now, and
+// continue in the next period from now. It returns the period's off-CPU
+// samples, taken from the collector.
+func (o *OffCPU) Flush(now uint64) []*Sample {
 	for _, s := range o.pending {
 		if s.Period == 0 {
 			s.Period = max(1, now-min(now, s.Time))

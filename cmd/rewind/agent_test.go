@@ -1,0 +1,145 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfevent"
+)
+
+// buildSleeper compiles the agent's sleeping fixture (main -> sleeper_wait
+// -> sleeper_block -> nanosleep in a loop, no frame pointers).
+func buildSleeper(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	exe := filepath.Join(t.TempDir(), "sleeper")
+	if out, err := exec.Command("gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", exe, "../../agent/testdata/sleeper.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return exe
+}
+
+func requireSwitches(t *testing.T) {
+	t.Helper()
+	perftest.RequirePerfEvent(t)
+	if _, err := perfevent.TracepointID("sched", "sched_switch"); err != nil {
+		t.Skipf("off-CPU recording needs tracefs and root or CAP_PERFMON: %v", err)
+	}
+}
+
+// TestRecordOffCPU records a program that sleeps in libc (built without
+// frame pointers) with --off-cpu: its full stack is on top, and its
+// blocked time adds up to the recording's length.
+func TestRecordOffCPU(t *testing.T) {
+	requireSwitches(t)
+	exe := buildSleeper(t)
+	out := filepath.Join(t.TempDir(), "off.pb.gz")
+	if err := runRecord([]string{"--off-cpu", "-q", "-d", "1.5", "-o", out, "--", exe, "0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SampleType[1].Type != "off_cpu" {
+		t.Errorf("sample type %s, want off_cpu", p.SampleType[1].Type)
+	}
+	var total, full int64
+	for _, s := range p.Sample {
+		var names []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		total += s.Value[1]
+		if strings.Contains(strings.Join(names, ";"), "sleeper_block;sleeper_wait;main") {
+			full += s.Value[1]
+		}
+	}
+	t.Logf("off CPU %v, %v of it with the full stack", time.Duration(total), time.Duration(full))
+	if full < int64(1100*time.Millisecond) || total > int64(1600*time.Millisecond) {
+		t.Errorf("sleeper off CPU %v with its full stack (of %v), want about 1.5 s", time.Duration(full), time.Duration(total))
+	}
+}
+
+// TestAgentCLI runs rewind agent with the flags of issue 18 on two
+// processes, stops it with SIGTERM mid-period, and checks the progress
+// lines and the pprof files, the last one flushed at SIGTERM.
+func TestAgentCLI(t *testing.T) {
+	requireSwitches(t)
+	sl := exec.Command(buildSleeper(t), "0.1")
+	cpu := exec.Command(perftest.BuildCPU(t, "-fno-omit-frame-pointer"), "60", "1")
+	for _, c := range []*exec.Cmd{sl, cpu} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func(c *exec.Cmd) { c.Process.Kill(); c.Wait() }(c)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(rewindBin, "agent", "-p", strconv.Itoa(sl.Process.Pid), "-p", strconv.Itoa(cpu.Process.Pid), "-F", "49",
+		"--period", "1s", "--off-cpu", "--out-dir", dir, "--no-symbolize")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rewind agent: %v\n%s", err, stderr.String())
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	if n := strings.Count(stderr.String(), "rewind agent: period "); n != 3 {
+		t.Errorf("%d progress lines, want 3 (2 periods and the one SIGTERM ended)", n)
+	}
+	for _, typ := range []string{"cpu", "off_cpu"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "rewind-"+typ+"-*.pb.gz"))
+		if len(files) != 3 {
+			t.Errorf("%d %s files, want 3", len(files), typ)
+			continue
+		}
+		f, _ := os.Open(files[1])
+		p, err := profile.Parse(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Sample) == 0 {
+			t.Errorf("%s: no samples", files[1])
+		}
+		// --no-symbolize: user frames are addresses in mappings with
+		// build-ids and file offsets.
+		for _, l := range p.Location {
+			if l.Mapping != nil && l.Mapping.File != "[kernel.kallsyms]" {
+				if len(l.Line) > 0 && l.Line[0].Function.Name != "" && !strings.HasPrefix(l.Line[0].Function.Name, "[unknown]") {
+					t.Errorf("%s: user location named %q with --no-symbolize", typ, l.Line[0].Function.Name)
+					break
+				}
+			}
+		}
+		ok := false
+		for _, m := range p.Mapping {
+			ok = ok || (m.BuildID != "" && m.File != "")
+		}
+		if !ok {
+			t.Errorf("%s: no mapping with a build-id", typ)
+		}
+	}
+}
