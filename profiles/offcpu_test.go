@@ -1,0 +1,113 @@
+package profiles
+
+import (
+	"encoding/binary"
+	"os"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/regs"
+)
+
+// switchFormatText is sched_switch's format file of a 6.x kernel.
+const switchFormatText = `name: sched_switch
+ID: 372
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
+	field:pid_t prev_pid;	offset:24;	size:4;	signed:1;
+	field:int prev_prio;	offset:28;	size:4;	signed:1;
+	field:long prev_state;	offset:32;	size:8;	signed:1;
+	field:char next_comm[16];	offset:40;	size:16;	signed:0;
+	field:pid_t next_pid;	offset:56;	size:4;	signed:1;
+	field:int next_prio;	offset:60;	size:4;	signed:1;
+`
+
+func TestParseSwitchFormat(t *testing.T) {
+	f, err := ParseSwitchFormat(switchFormatText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f != DefaultSwitchFormat {
+		t.Errorf("parsed %+v, want %+v", f, DefaultSwitchFormat)
+	}
+	if _, err := ParseSwitchFormat("field:int next_pid;\toffset:56;\tsize:4;"); err == nil {
+		t.Error("a format without prev_pid and prev_state parsed")
+	}
+}
+
+// switchRecord makes a sched_switch sample of thread prev (pid) switching
+// to next at time t.
+func switchRecord(pid, prev, next int, state int64, t uint64) *perfdata.Record {
+	raw := make([]byte, 68)
+	binary.LittleEndian.PutUint32(raw[24:], uint32(prev))
+	binary.LittleEndian.PutUint64(raw[32:], uint64(state))
+	binary.LittleEndian.PutUint32(raw[56:], uint32(next))
+	s := &perfdata.Sample{SampleIDFields: perfdata.SampleIDFields{PID: uint32(pid), TID: uint32(prev), Time: t},
+		RawData: raw, RegsABI: perfdata.RegsABI64, Regs: make([]uint64, 17), Stack: make([]byte, 64), Period: 1}
+	s.Attr = &perfdata.Attr{SampleRegsUser: regs.PerfUserMask(regs.AMD64)}
+	return &perfdata.Record{Type: perfdata.RecordSample, ID: s.SampleIDFields, Sample: s}
+}
+
+func TestOffCPUValues(t *testing.T) {
+	c := NewCollector(regs.AMD64)
+	o := NewOffCPU(c, DefaultSwitchFormat, nil)
+	o.Add(switchRecord(10, 10, 0, 1, 1000))  // 10 blocks (S)
+	o.Add(switchRecord(20, 20, 0, 0, 1500))  // 20 preempted: not blocked
+	o.Add(switchRecord(20, 21, 10, 2, 5000)) // 21 blocks (D); 10 runs again
+	out := o.Flush(8000)                     // 21 still blocked: 3000 so far
+	got := map[int]uint64{}
+	for _, s := range out {
+		got[s.TID] += s.Period
+	}
+	if len(out) != 2 || got[10] != 4000 || got[21] != 3000 {
+		t.Fatalf("first period: %v (%d samples), want 10: 4000, 21: 3000", got, len(out))
+	}
+	o.Add(switchRecord(30, 30, 21, 1, 9500)) // 21 runs: 1500 more in this period
+	out = o.Flush(12000)                     // 30 blocked since 9500: 2500
+	got = map[int]uint64{}
+	for _, s := range out {
+		got[s.TID] += s.Period
+	}
+	if got[21] != 1500 || got[30] != 2500 || len(got) != 2 {
+		t.Fatalf("second period: %v, want 21: 1500 (the continuation), 30: 2500", got)
+	}
+	if o.Bad() != 0 {
+		t.Errorf("%d bad samples", o.Bad())
+	}
+}
+
+// FuzzOffCPU feeds sched_switch samples with arbitrary raw data and
+// format descriptions: errors or ignored samples, never a panic.
+func FuzzOffCPU(f *testing.F) {
+	raw := switchRecord(1, 1, 2, 1, 10).Sample.RawData
+	if _, err := os.Stat("testdata/fuzz/FuzzOffCPU/seed"); err != nil {
+		if err := fuzzcorpus.Write("testdata/fuzz/FuzzOffCPU", "seed", switchFormatText, raw); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(switchFormatText, raw)
+	f.Fuzz(func(t *testing.T, format string, raw []byte) {
+		sf, err := ParseSwitchFormat(format)
+		if err != nil {
+			sf = DefaultSwitchFormat
+		}
+		o := NewOffCPU(NewCollector(regs.AMD64), sf, nil)
+		r := switchRecord(1, 1, 2, 1, 10)
+		r.Sample.RawData = raw
+		o.Add(r)
+		r2 := switchRecord(2, 2, 1, 1, 20)
+		r2.Sample.RawData = raw
+		o.Add(r2)
+		for _, s := range o.Flush(30) {
+			if s.Period == 0 || s.Period > 30 {
+				t.Fatalf("period %d", s.Period)
+			}
+		}
+	})
+}
