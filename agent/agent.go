@@ -78,6 +78,9 @@ type Config struct {
 	CacheDir string
 	// Ready, when set, is called once the events are open.
 	Ready func()
+	// DropPrivileges, once the events are open, reduces the process's
+	// capabilities to KeptCapabilities (see DropPrivileges).
+	DropPrivileges bool
 }
 
 // Period is one exported profile: one type over one period.
@@ -196,6 +199,11 @@ func Run(ctx context.Context, cfg Config) error {
 		q := newQueue(e, cfg.QueueLen, cfg.Warn)
 		a.queues = append(a.queues, q)
 		go q.run()
+	}
+	if cfg.DropPrivileges {
+		if err := DropPrivileges(KeptCapabilities); err != nil {
+			cfg.Warn(err.Error())
+		}
 	}
 	if cfg.Ready != nil {
 		cfg.Ready()

@@ -65,6 +65,7 @@ func runAgent(args []string) error {
 	queueLen := fs.Int("queue", 16, "periods each exporter keeps while its backend is down (`N`); the oldest are dropped")
 	dur := new(durationFlag)
 	fs.Var(dur, "d", "stop after `DURATION` (default: until SIGTERM or Ctrl-C)")
+	keepPrivs := fs.Bool("keep-privileges", false, "do not drop the capabilities the agent no longer needs once its events are open")
 	noCache := fs.Bool("no-cache", false, "do not read or write the persistent caches ("+cacheDirHelp+")")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -78,7 +79,7 @@ func runAgent(args []string) error {
 	}
 	cfg := agent.Config{
 		Scope: perfevent.Scope{PIDs: pids}, Freq: *freq, Period: period.d, OffCPU: *offCPU, NoSymbolize: *noSym,
-		StackSize: *stackSize, UserOnly: *userOnly, QueueLen: *queueLen, Log: os.Stderr, Warn: warn, CacheDir: cacheDir(*noCache),
+		StackSize: *stackSize, UserOnly: *userOnly, QueueLen: *queueLen, Log: os.Stderr, Warn: warn, CacheDir: cacheDir(*noCache), DropPrivileges: !*keepPrivs,
 	}
 	if *cgroup != "" {
 		if len(pids) > 0 {

@@ -143,3 +143,46 @@ func TestAgentCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentDropsPrivileges checks, on a build without cgo (where Go can
+// change every thread's credentials), that the agent keeps only
+// CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH and CAP_SYSLOG on every thread once
+// its events are open, with no_new_privs set.
+func TestAgentDropsPrivileges(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test checks what root's agent keeps")
+	}
+	bin := filepath.Join(t.TempDir(), "rewind-nocgo")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "agent", "-d", "3s", "--period", "1s", "--out-dir", t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	// The first period ends after the drop.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "period 1") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", "*", "status"))
+	if len(tasks) == 0 {
+		t.Fatalf("no threads; stderr:\n%s", stderr.String())
+	}
+	for _, st := range tasks {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if !strings.Contains(s, "CapEff:\t0000000400080004") || !strings.Contains(s, "CapPrm:\t0000000400080004") || !strings.Contains(s, "NoNewPrivs:\t1") {
+			t.Errorf("%s keeps more:\n%s", st, s[strings.Index(s, "CapInh"):])
+		}
+	}
+}
