@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
 )
@@ -137,3 +138,5 @@ func flatten(ps pprofile.Profiles) []flatSample {
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+func perftestCPU(t *testing.T) string { return perftest.BuildCPU(t, "-fno-omit-frame-pointer") }

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/perfevent"
+)
+
+// collect is an exporter keeping every period.
+type collect struct {
+	mu  sync.Mutex
+	got []*Period
+}
+
+func (c *collect) Name() string { return "collect" }
+
+func (c *collect) Export(_ context.Context, p *Period) error {
+	c.mu.Lock()
+	c.got = append(c.got, p)
+	c.mu.Unlock()
+	return nil
+}
+
+// pids returns the processes with samples of type typ.
+func (c *collect) pids(typ string) map[int]int64 {
+	out := map[int]int64{}
+	for _, p := range c.got {
+		if p.Type != typ {
+			continue
+		}
+		for _, s := range p.Profile.Stacks {
+			out[s.PID] += s.Value
+		}
+	}
+	return out
+}
+
+func runFor(t *testing.T, cfg Config, d time.Duration) *collect {
+	t.Helper()
+	c := &collect{}
+	cfg.Exporters = []Exporter{c}
+	cfg.Period = time.Second
+	cfg.Freq = 99
+	cfg.Warn = func(s string) { t.Log("warning: " + s) }
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestAgentComm profiles the whole host, keeping only the sleeper by its
+// command name: its off-CPU samples arrive, the CPU fixture's do not.
+func TestAgentComm(t *testing.T) {
+	requireOffCPU(t)
+	cpuPID, sleepPID := fixtures(t)
+	c := runFor(t, Config{Comm: regexp.MustCompile(`^sleep`), OffCPU: true}, 2500*time.Millisecond)
+	off, cpu := c.pids(TypeOffCPU), c.pids(TypeCPU)
+	if off[sleepPID] == 0 {
+		t.Errorf("no off-CPU samples of the sleeper (pid %d): %v", sleepPID, off)
+	}
+	for pid := range off {
+		if pid != sleepPID && !commMatches(pid, `^sleep`) {
+			t.Errorf("off-CPU samples of process %d, which --comm ^sleep excludes", pid)
+		}
+	}
+	if cpu[cpuPID] != 0 {
+		t.Errorf("CPU samples of the CPU fixture (pid %d), which --comm ^sleep excludes", cpuPID)
+	}
+}
+
+func commMatches(pid int, re string) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return regexp.MustCompile(re).Match(b)
+}
+
+// TestAgentCgroup profiles one cgroup (v2) holding the CPU fixture only.
+func TestAgentCgroup(t *testing.T) {
+	requireOffCPU(t)
+	root := ""
+	for _, r := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(r, "cgroup.procs")); err == nil {
+			root = r
+			break
+		}
+	}
+	if root == "" || os.Geteuid() != 0 {
+		t.Skip("needs root and a cgroup v2 hierarchy")
+	}
+	cpuPID, sleepPID := fixtures(t)
+	dir := filepath.Join(root, "rewind-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot create a cgroup: %v", err)
+	}
+	defer os.Remove(dir)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cpuPID)), 0o644); err != nil {
+		t.Skipf("cannot move a process into a cgroup: %v", err)
+	}
+	defer func() {
+		// Move it back so the directory can go.
+		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(cpuPID)), 0o644)
+	}()
+	c := runFor(t, Config{Scope: perfevent.Scope{Cgroup: dir}}, 2500*time.Millisecond)
+	cpu := c.pids(TypeCPU)
+	if cpu[cpuPID] == 0 {
+		t.Errorf("no CPU samples of the fixture in the cgroup: %v", cpu)
+	}
+	for pid := range cpu {
+		if pid != cpuPID {
+			t.Errorf("CPU samples of process %d outside the cgroup", pid)
+		}
+	}
+	_ = sleepPID
+}
+
+// TestAgentChurn starts the CPU fixture after the agent (system-wide,
+// --comm ^cpu$): the new process's exec and mappings come from the
+// kernel's records, so its frames are symbolized without a restart.
+func TestAgentChurn(t *testing.T) {
+	requireOffCPU(t)
+	exe := perftestCPU(t)
+	c := &collect{}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ready := make(chan struct{})
+	cfg := Config{Comm: regexp.MustCompile(`^cpu$`), Period: time.Second, Freq: 99, Exporters: []Exporter{c},
+		Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { close(ready) }}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	<-ready
+	cmd := start(t, exe, "2", "2")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var total, named int64
+	for _, p := range c.got {
+		if p.Type != TypeCPU {
+			continue
+		}
+		for _, s := range p.Profile.Stacks {
+			if s.PID != cmd.Process.Pid {
+				continue
+			}
+			total += s.Value
+			for _, l := range s.Locations {
+				if l.Name() == "burn" {
+					named += s.Value
+					break
+				}
+			}
+		}
+	}
+	if total == 0 || float64(named) < 0.8*float64(total) {
+		t.Errorf("the process started after the agent: %d of %d ns under a symbolized burn", named, total)
+	}
+}
