@@ -23,6 +23,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -312,8 +313,10 @@ func (a *Agent) keep(pid, tid int) bool {
 func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 	a.periods++
 	a.jobs <- buildJob{TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol}
+	a.cpuCol.Prune(alive)
 	if a.off != nil {
 		a.jobs <- buildJob{TypeOffCPU, start, end, a.off.Flush(endMono), a.offCol}
+		a.offCol.Prune(alive)
 	}
 	if a.cfg.Log != nil {
 		var sent, dropped, failed uint64
@@ -376,6 +379,12 @@ func (a *Agent) drainQueues(limit time.Duration) {
 	for _, q := range a.queues {
 		q.wait(time.Until(deadline))
 	}
+}
+
+// alive reports whether a process or thread still exists.
+func alive(id int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(id))
+	return err == nil
 }
 
 func allPIDs() []int {

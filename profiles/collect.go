@@ -316,6 +316,26 @@ func (c *Collector) process(pid int) *process {
 	return p
 }
 
+// Prune forgets the processes and thread names for which alive(id)
+// is false (an id is a PID or a TID), so that a long recording of a host
+// where processes come and go keeps bounded state. Call it only when no
+// record of those processes is pending (after Take of everything).
+func (c *Collector) Prune(alive func(id int) bool) {
+	for pid := range c.procs {
+		if !alive(pid) {
+			delete(c.procs, pid)
+		}
+	}
+	for tid := range c.comms {
+		if !alive(tid) {
+			delete(c.comms, tid)
+		}
+	}
+}
+
+// Processes returns the number of processes the collector tracks.
+func (c *Collector) Processes() int { return len(c.procs) }
+
 // Comm returns the name of a thread ("" if unknown).
 func (c *Collector) Comm(tid int) string { return c.comms[tid] }
 

@@ -111,3 +111,16 @@ func FuzzOffCPU(f *testing.F) {
 		}
 	})
 }
+
+func TestCollectorPrune(t *testing.T) {
+	c := NewCollector(regs.AMD64)
+	for _, pid := range []int{10, 20, 30} {
+		c.Add(switchRecord(pid, pid, 0, 1, uint64(pid)))
+		c.Add(&perfdata.Record{Type: perfdata.RecordComm, Comm: &perfdata.Comm{PID: uint32(pid), TID: uint32(pid), Comm: "p"}})
+	}
+	c.Samples()
+	c.Prune(func(id int) bool { return id == 20 })
+	if c.Processes() != 1 || c.Comm(20) != "p" || c.Comm(10) != "" {
+		t.Errorf("after pruning all but 20: %d processes, comm(20) %q, comm(10) %q", c.Processes(), c.Comm(20), c.Comm(10))
+	}
+}
