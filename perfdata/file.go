@@ -46,6 +46,9 @@ type File struct {
 	// the file (perf was killed, or the file was cut): the records that
 	// are complete are still read.
 	Truncated bool
+	// UnknownIDs counts the records Records skipped because their event
+	// id names none of the file's attributes.
+	UnknownIDs int
 
 	data     []byte
 	mapped   bool
@@ -301,7 +304,8 @@ var ErrCompressed = errors.New("compressed perf.data records (perf record -z) ar
 // (slices point into the file's memory, which lives until Close).
 //
 // A record that cannot be decoded ends the walk with an error naming its
-// offset; the records before it have been delivered. A truncated file
+// offset; the records before it have been delivered. Records of events
+// the file does not describe are skipped and counted in UnknownIDs. A truncated file
 // delivers its complete records and then returns an error saying so.
 func (f *File) Records(fn func(rec *Record) error) error {
 	d, err := NewDecoder(f.Attrs, f.IDs)
@@ -326,6 +330,13 @@ func (f *File) Records(fn func(rec *Record) error) error {
 			return &Error{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: ErrCompressed.Error()}
 		}
 		if err := d.Decode(f.data[off:off+size:off+size], off, &rec); err != nil {
+			if errors.Is(err, ErrUnknownID) {
+				// An event this file does not describe: skipped, as
+				// perf does, and counted.
+				f.UnknownIDs++
+				off += size
+				continue
+			}
 			var pe *Error
 			if errors.As(err, &pe) {
 				pe.File = f.Path

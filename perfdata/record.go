@@ -3,6 +3,7 @@ package perfdata
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/rewindstack/rewind/internal/fileerr"
@@ -374,10 +375,16 @@ func (d *Decoder) attrByID(b []byte, pos int, offset int64) (*Attr, error) {
 		return d.attrs[0], nil
 	}
 	if a == nil {
-		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset + int64(pos)), Msg: fmt.Sprintf("unknown event id %d", id)}
+		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset + int64(pos)), Msg: fmt.Sprintf("id %d", id), Err: ErrUnknownID}
 	}
 	return a, nil
 }
+
+// ErrUnknownID is wrapped by the error for a record whose event id names
+// none of the file's event attributes (File.Records skips such records and
+// counts them).
+var ErrUnknownID = errors.New("unknown event id")
+
 
 func (d *Decoder) decodeTrailer(r *reader, a *Attr, id *SampleIDFields) {
 	st := a.SampleType

@@ -76,8 +76,37 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	c.warmObjects(f.BuildIDs)
-	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
+	// A file of several events (perf record -e a,b) is profiled by the
+	// event of its first sample; the others' samples are counted, as
+	// their values (cycles, instructions, ...) cannot be added up.
+	var event *perfdata.Attr
+	others := 0
+	err = f.Records(func(r *perfdata.Record) error {
+		if r.Type == perfdata.RecordSample && len(f.Attrs) > 1 && !isDummy(r.Attr) {
+			if event == nil {
+				event = r.Attr
+			} else if r.Attr != event {
+				others++
+				return nil
+			}
+		}
+		c.Add(r)
+		return nil
+	})
+	if warn != nil && others > 0 {
+		warn(fmt.Sprintf("%s has %d events: the profile is of the first sample's event; %d samples of the other events were left out", path, len(f.Attrs), others))
+	}
+	if warn != nil && f.UnknownIDs > 0 {
+		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", path, f.UnknownIDs))
+	}
 	return p, err
+}
+
+// isDummy reports whether a is the software dummy event perf adds for
+// side-band records; the few samples it takes are the main event's
+// (perf script lists them with the rest).
+func isDummy(a *perfdata.Attr) bool {
+	return a.Type == 1 && a.Config == 9 // PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY
 }
 
 // Close releases the file.
