@@ -385,7 +385,6 @@ func (d *Decoder) attrByID(b []byte, pos int, offset int64) (*Attr, error) {
 // counts them).
 var ErrUnknownID = errors.New("unknown event id")
 
-
 func (d *Decoder) decodeTrailer(r *reader, a *Attr, id *SampleIDFields) {
 	st := a.SampleType
 	if st&SampleTID != 0 {
