@@ -123,6 +123,11 @@ type Recorder struct {
 	closed  bool
 	rec     perfdata.Record
 	scratch []byte
+	// opt are the options the events were opened with, stackSize the
+	// stack copy of the newest ones (see GrowStack).
+	opt       Options
+	stackSize int
+	copies    map[int]*copyStats
 }
 
 // Attr returns the attribute the recorder's events were opened with.
@@ -186,7 +191,7 @@ func open(tids []int, opt Options, enableOnExec bool) (*Recorder, error) {
 	if enableOnExec {
 		attr.Flags |= perfdata.FlagEnableOnExec
 	}
-	r := &Recorder{attr: attr}
+	r := &Recorder{attr: attr, opt: opt, stackSize: opt.StackSize}
 	ok := false
 	defer func() {
 		if !ok {
@@ -318,6 +323,7 @@ func (r *Recorder) Read(fn func(rec *perfdata.Record) error) error {
 				r.lost.Add(r.rec.Lost)
 			case perfdata.RecordSample:
 				r.samples.Add(1)
+				r.noteCopy(r.rec.Sample)
 			}
 			return fn(&r.rec)
 		}); err != nil {
