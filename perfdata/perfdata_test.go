@@ -288,7 +288,7 @@ func TestCorruptRecord(t *testing.T) {
 	}
 	n := 0
 	err = f.Records(func(*Record) error { n++; return nil })
-	var pe *Error
+	var pe *FormatError
 	if !errors.As(err, &pe) || pe.File != "bad.data" || n != 1 {
 		t.Fatalf("after 1 record: %d records, error %v", n, err)
 	}
