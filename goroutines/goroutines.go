@@ -15,8 +15,10 @@
 package goroutines
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -184,6 +186,9 @@ func liveBias(pid int, exe string) (uint64, string, error) {
 }
 
 func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
+	// Sorted here, after the pause: gs come in allgs order, nearly that
+	// of their ids.
+	slices.SortFunc(s.gs, func(a, b raw) int { return cmp.Compare(a.goid, b.goid) })
 	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch, kept: s.kept}
 	for i := range s.gs {
 		g := &s.gs[i]

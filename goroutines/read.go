@@ -250,7 +250,6 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 			}
 		}
 	}
-	sort.Slice(s.gs, func(i, j int) bool { return s.gs[i].goid < s.gs[j].goid })
 	return s, nil
 }
 
