@@ -15,8 +15,10 @@
 package goroutines
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -77,6 +79,7 @@ type Set struct {
 
 	exe  string // the executable's path as mapped
 	arch regs.Arch
+	kept int // stacks taken from the read before the pause
 }
 
 // Capture pauses process pid once and returns its threads (as
@@ -95,6 +98,9 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	// A first read while the process runs sizes and faults in the
 	// buffers, so that the read in the pause only copies.
 	pre, _ := readAll(live.NewReader(pid), lay, bias, nil)
+	if pre != nil {
+		pre.prepareReuse()
+	}
 	var snap *snapshot
 	var rerr error
 	var now int64
@@ -180,7 +186,10 @@ func liveBias(pid int, exe string) (uint64, string, error) {
 }
 
 func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
-	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch}
+	// Sorted here, after the pause: gs come in allgs order, nearly that
+	// of their ids.
+	slices.SortFunc(s.gs, func(a, b raw) int { return cmp.Compare(a.goid, b.goid) })
+	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch, kept: s.kept}
 	for i := range s.gs {
 		g := &s.gs[i]
 		out := Goroutine{ID: g.goid, Status: "???", Scan: g.scan, WaitMinutes: -1, Thread: g.tid,

@@ -583,3 +583,44 @@ func TestSyscallAndCgo(t *testing.T) {
 		t.Errorf("plain system call starts at %s", plain.Frames[0].Function)
 	}
 }
+
+// TestLiveKeepsParkedStacks: after a collection has marked the parked
+// goroutines (g.waitsince), their stacks copied before the pause are used
+// instead of copying them again in it, and the dump still matches the
+// program's own.
+func TestLiveKeepsParkedStacks(t *testing.T) {
+	requirePtrace(t)
+	for _, tc := range append([]string{"", "go1.27.3"}, strings.Fields(os.Getenv("REWIND_GO_TOOLCHAINS"))...) {
+		t.Run("go"+strings.TrimPrefix(tc, "go"), func(t *testing.T) {
+			var env []string
+			if tc != "" {
+				requireToolchain(t, tc)
+				env = []string{"GOTOOLCHAIN=" + tc}
+			}
+			testKeepsParkedStacks(t, env)
+		})
+	}
+}
+
+func testKeepsParkedStacks(t *testing.T, env []string) {
+	p := startParked(t, buildParked(t, env), "")
+	if _, err := io.WriteString(p.in, "gc\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := p.out.ReadString('\n'); err != nil || line != "ok\n" {
+		t.Fatalf("fixture answered %q, %v", line, err)
+	}
+	snap, set, err := goroutines.Capture(p.cmd.Process.Pid, live.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, text := report(t, set, snap.Target(nil, nil))
+	kept := goroutines.KeptStacks(set)
+	t.Logf("%d of %d stacks taken from the read before the pause (pause %v)", kept, len(rep.Goroutines), snap.Pause)
+	if kept < len(rep.Goroutines)/2 {
+		t.Errorf("only %d of %d parked stacks kept from the read before the pause", kept, len(rep.Goroutines))
+	}
+	if n := compareDumps(t, text, p.ownDump(t)); n < 250 {
+		t.Errorf("only %d goroutines compared", n)
+	}
+}

@@ -86,6 +86,7 @@ type raw struct {
 	tid                    int // the M's thread, for running and syscall
 	stackCut               bool
 	labelsErr, labelsUnsup bool
+	slot                   int32 // index in runtime.allgs when read
 }
 
 // snapshot is what one read of the runtime's goroutines found.
@@ -98,6 +99,71 @@ type snapshot struct {
 	gbuf, ptrs, arena []byte
 	reads             []live.Read
 	co                coalescing
+
+	// Set on a read made before a pause (see prepareReuse): bySlot maps
+	// an allgs index to its goroutine in gs (-1: none); spareGs and
+	// spareArena are faulted-in room for the read in the pause, which
+	// leaves gs and arena as they are.
+	bySlot     []int32
+	spareGs    []raw
+	spareArena []byte
+	// kept counts the stacks taken from the read before the pause.
+	kept int
+}
+
+// prepareReuse readies a read made while the process ran for the read in
+// the pause that follows: an index from allgs slots to goroutines, and
+// faulted-in buffers for the goroutines and for the stacks that changed.
+func (s *snapshot) prepareReuse() {
+	slots := 0
+	for i := range s.gs {
+		slots = max(slots, int(s.gs[i].slot)+1)
+	}
+	s.bySlot = make([]int32, slots)
+	for i := range s.bySlot {
+		s.bySlot[i] = -1
+	}
+	for i := range s.gs {
+		s.bySlot[s.gs[i].slot] = int32(i)
+	}
+	s.spareGs = make([]raw, 0, len(s.gs)+len(s.gs)/8+64)
+	s.spareArena = make([]byte, min(len(s.arena), 4<<20)+64<<10)
+	for i := 0; i < len(s.spareArena); i += 4096 {
+		s.spareArena[i] = 0 // faulted in now, not in the pause
+	}
+}
+
+// parkedSince returns the stack g had when this snapshot (a read made
+// before the pause) copied it, if g has not run since. The proof is
+// g.waitsince: the runtime zeroes it whenever it runs a goroutine
+// (execute, exitsyscall), and the garbage collector sets it on the
+// blocked goroutines whose stacks it scans, once per cycle each, to the
+// mark-termination time of the cycle before (work.tstart: 0 until a
+// cycle has ended), a value no later cycle repeats. Equal, nonzero values
+// in both reads, with the same status, saved registers and stack bounds,
+// mean the goroutine stayed parked from before the earlier read of its g
+// (and so during the copy of its stack that followed) until the pause.
+// Nothing else changes a parked goroutine's frames: a channel send writes
+// into a local slot of the receiver only to wake it, and the collector
+// moves a stack only with its g's bounds. Copying 100,000 small stacks
+// costs a page pin each, most of a pause; goroutines that have not been
+// seen blocked by a collection yet (waitsince 0) are copied again.
+func (s *snapshot) parkedSince(g *raw) (target.Region, bool) {
+	if s == nil || g.status != gWaiting || g.waitSince == 0 || int(g.slot) >= len(s.bySlot) {
+		return target.Region{}, false
+	}
+	i := s.bySlot[g.slot]
+	if i < 0 {
+		return target.Region{}, false
+	}
+	p := &s.gs[i]
+	same := p.addr == g.addr && p.status == g.status && p.waitSince == g.waitSince && p.goid == g.goid &&
+		p.waitReason == g.waitReason && p.stackLo == g.stackLo && p.stackHi == g.stackHi &&
+		p.sp == g.sp && p.pc == g.pc && p.bp == g.bp && !p.stackCut && !p.scan && !g.scan
+	if !same || p.stack.Addr != g.sp || uint64(len(p.stack.Data)) != min(g.stackHi-g.sp, maxStackCopy) {
+		return target.Region{}, false
+	}
+	return p.stack, true
 }
 
 // reuse returns b[:n] when b is large enough, else a new buffer with room
@@ -123,8 +189,15 @@ func u64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) 
 func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot) (*snapshot, error) {
 	s := &snapshot{}
 	if prev != nil {
-		s.gbuf, s.ptrs, s.arena, s.reads, s.gs = prev.gbuf, prev.ptrs, prev.arena, prev.reads[:0], prev.gs[:0]
+		s.gbuf, s.ptrs, s.reads = prev.gbuf, prev.ptrs, prev.reads[:0]
 		s.co.scratch = prev.co.scratch
+		if prev.bySlot != nil {
+			// prev's goroutines and stacks are kept to compare with.
+			s.gs, s.arena = prev.spareGs, prev.spareArena
+		} else {
+			s.gs, s.arena = prev.gs[:0], prev.arena
+			prev = nil
+		}
 	}
 	var hdr [16]byte
 	reads := []live.Read{{Addr: lay.AllGs + bias, Buf: hdr[:]}}
@@ -160,10 +233,10 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 			reads[i] = live.Read{Addr: u64(ptrs, 8*i)}
 		}
 		s.readGs(rd, reads[:k], gsize)
-		s.parseGs(reads[:k], lay)
+		s.parseGs(reads[:k], lay, first)
 	}
 	s.co.rd, s.co.gap = rd, stackGap
-	s.copyStacksAndMs(&s.co, lay)
+	s.copyStacksAndMs(&s.co, lay, prev)
 	s.co.rd = nil
 	if lay.Labels.Map {
 		s.readLabelMaps(rd)
@@ -177,7 +250,6 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 			}
 		}
 	}
-	sort.Slice(s.gs, func(i, j int) bool { return s.gs[i].goid < s.gs[j].goid })
 	return s, nil
 }
 
@@ -243,7 +315,7 @@ func (s *snapshot) readGs(rd batchReader, reads []live.Read, gsize int) {
 
 // parseGs decodes one batch of g structs, keeping the live, consistent
 // ones.
-func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout) {
+func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout, first int) {
 	o, gsize := &lay.G, lay.G.Size
 	for i := range reads {
 		r := &reads[i]
@@ -260,7 +332,7 @@ func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout) {
 			sp: u64(b, o.SchedSP), pc: u64(b, o.SchedPC), bp: u64(b, o.SchedBP),
 			syscallSP: u64(b, o.SyscallSP), syscallPC: u64(b, o.SyscallPC),
 			m: u64(b, o.M), lockedM: u64(b, o.LockedM), gopc: u64(b, o.GoPC), startpc: u64(b, o.StartPC),
-			labelsPtr: u64(b, o.Labels)}
+			labelsPtr: u64(b, o.Labels), slot: int32(first + i)}
 		if g.status == gDead || g.status == gIdle || g.status == gDeadExtra {
 			continue
 		}
@@ -308,16 +380,24 @@ func (g *raw) savedSP() uint64 {
 }
 
 // copyStacksAndMs copies, in one batch, the used part of each stack that
-// is not running and the procid of each M a goroutine is on.
-func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
+// is not running and the procid of each M a goroutine is on. The stacks
+// of goroutines that have not run since prev (a read before the pause, or
+// nil) copied them are taken from prev (see parkedSince).
+func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout, prev *snapshot) {
 	reads := s.reads[:0]
 	if cap(reads) < len(s.gs)+16 {
 		reads = make([]live.Read, 0, len(s.gs)+len(s.gs)/8+16)
 	}
 	defer func() { s.reads = reads }()
 	total := 0
+	kept := make([]bool, len(s.gs))
 	for i := range s.gs {
 		g := &s.gs[i]
+		if st, ok := prev.parkedSince(g); ok {
+			g.stack, kept[i] = st, true
+			s.kept++
+			continue
+		}
 		if sp := g.savedSP(); sp != 0 {
 			total += int(min(g.stackHi-sp, maxStackCopy))
 		}
@@ -332,7 +412,7 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
 	ms := map[uint64]int{}
 	for i := range s.gs {
 		g := &s.gs[i]
-		if sp := g.savedSP(); sp != 0 {
+		if sp := g.savedSP(); sp != 0 && !kept[i] {
 			n := int(min(g.stackHi-sp, maxStackCopy))
 			g.stackCut = g.stackHi-sp > maxStackCopy
 			if used+n > len(arena) {
@@ -364,7 +444,7 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout) {
 	j := 0
 	for i := range s.gs {
 		g := &s.gs[i]
-		if g.savedSP() != 0 {
+		if g.savedSP() != 0 && !kept[i] {
 			r := &reads[j]
 			j++
 			g.stack = target.Region{Addr: r.Addr, Data: r.Buf[:r.N:r.N]}

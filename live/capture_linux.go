@@ -122,6 +122,7 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 	var ferr error
 	tr.run(func() {
 		if ferr = s.freeze(); ferr == nil {
+			s.mark(markFrozen)
 			s.readMaps()
 		}
 	})
@@ -220,6 +221,7 @@ type tstate struct {
 	stopped  bool // known to be in a ptrace stop
 	sig      int  // signal to deliver when detaching
 	probed   bool // found stopped by a register read, not by wait4
+	stopAt   time.Time
 	regs     regs.Regs
 	stack    target.Region
 	switched []target.Region // other stacks its frame pointers lead to (copySwitched)
@@ -445,6 +447,7 @@ func (s *session) collect(round []*tstate) {
 			for _, th := range pending {
 				if s.readRegs(th) == nil {
 					th.stopped = true
+					th.stopAt = time.Now()
 					th.probed = true
 					th.sig, _ = stopSignal(th.tid)
 					continue
@@ -491,6 +494,7 @@ func (s *session) poll(th *tstate) bool {
 		return false
 	case ws.Stopped():
 		th.stopped = true
+		th.stopAt = time.Now()
 		// Stops of a seized tracee that are not signal-delivery-stops
 		// (the PTRACE_INTERRUPT trap, a group-stop) carry
 		// PTRACE_EVENT_STOP in bits 16..23. A signal-delivery-stop holds
@@ -684,12 +688,18 @@ func (s *session) orphan(th *tstate) {
 func (s *session) snapshot() *Snapshot {
 	pm := NewProcMemory(s.pid)
 	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start)}
+	if s.started && !s.marks[markFrozen].IsZero() {
+		snap.StopWait = s.marks[markFrozen].Sub(s.start)
+	}
 	if s.mapsErr == nil {
 		snap.Maps, s.mapsErr = procmaps.Parse(s.mapsRaw)
 	}
 	var regions []target.Region
 	for _, th := range s.threads {
 		t := Thread{TID: th.tid, Err: th.err}
+		if th.stopped && s.started {
+			t.StopLatency = th.stopAt.Sub(s.start)
+		}
 		if th.err == nil {
 			t.Regs = th.regs
 			t.Stack = th.stack

@@ -148,6 +148,12 @@ func TestCapturePause(t *testing.T) {
 			if th.Err != nil || len(th.Stack.Data) == 0 {
 				t.Fatalf("capture %d: thread %d: %v (%d bytes of stack)", i, th.TID, th.Err, len(th.Stack.Data))
 			}
+			if th.StopLatency <= 0 || th.StopLatency > s.StopWait {
+				t.Fatalf("capture %d: thread %d stopped after %v, all stopped after %v", i, th.TID, th.StopLatency, s.StopWait)
+			}
+		}
+		if s.StopWait <= 0 || s.StopWait >= s.Pause {
+			t.Fatalf("capture %d: threads stopped after %v of a %v pause", i, s.StopWait, s.Pause)
 		}
 		pauses = append(pauses, s.Pause)
 		checkReleased(t, tg.pid, "S")

@@ -75,6 +75,10 @@ type Thread struct {
 	// is not a thread of the process (Options.Threads). Regs and Stack are
 	// then empty.
 	Err error
+	// StopLatency is how long after the capture's first PTRACE_INTERRUPT
+	// this thread's stop was seen: a thread that was running, or waiting
+	// for a CPU on a busy machine, takes longest.
+	StopLatency time.Duration
 }
 
 // Snapshot is a captured process.
@@ -89,6 +93,10 @@ type Snapshot struct {
 	// first PTRACE_INTERRUPT) to the last thread resumed (the return of
 	// the last PTRACE_DETACH). For WithStopped it includes the callback.
 	Pause time.Duration
+	// StopWait is the part of Pause spent waiting for the threads to stop
+	// (the largest StopLatency, threads created meanwhile included); the
+	// rest is copying registers, maps and stacks, and resuming.
+	StopWait time.Duration
 	// Mem reads the process's memory: the stack copies first, then the
 	// live process (ProcMemory) for anything else, such as text or the
 	// [vdso]. After Capture returns, live reads see the running process.

@@ -63,6 +63,13 @@ func (t *tracer) serve() {
 	// documentation. The timer slack is per thread: lowering it (for the
 	// short sleeps while collecting stops) affects no other goroutine.
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	// The target's threads wait for this one while it copies and
+	// detaches: on a busy machine a tracer that waits for a CPU stretches
+	// their pause (2 CPU-bound processes on 2 cores: median pause 2.5 ms
+	// at nice 0, 1.2 ms at -20, worst of 20 dumps 7.9 vs 3.9 ms). Only
+	// this thread is raised, and only where the caller may (root,
+	// CAP_SYS_NICE); it sleeps between captures.
+	unix.Setpriority(unix.PRIO_PROCESS, 0, -20)
 	tick := time.NewTicker(orphanPoll)
 	tick.Stop()
 	for {

@@ -15,8 +15,11 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rewindstack/rewind/debuginfod"
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/fsafe"
 )
 
 // Resolver opens mapped objects and their debug files through the lookup
@@ -190,6 +193,8 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	id := r.want[path]
 	r.mu.Unlock()
 	var tried []string
+	// passed says why the mapped path itself, which exists, was not used.
+	passed := ""
 	seen := map[string]bool{}
 	for _, c := range r.candidates(path, id) {
 		if seen[c.path] {
@@ -199,7 +204,13 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 		if !regularFile(c.path) {
 			switch {
 			case c.path == path:
-				tried = append(tried, "no such file")
+				why := "no such file"
+				var st unix.Stat_t
+				if unix.Stat(path, &st) == nil {
+					why = fmt.Sprintf("%s: %v (%s)", path, fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
+					passed = why
+				}
+				tried = append(tried, why)
 			case c.why == "--sysroot":
 				tried = append(tried, "not at "+c.path+" (--sysroot)")
 			}
@@ -221,9 +232,17 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 			if c.user {
 				r.warn("mismatch:"+c.path, msg+": not used for unwinding (--force uses it)")
 			}
+			if c.path == path {
+				passed = fmt.Sprintf("%s changed since the recording: build-id %s, recorded %s", path, got, id)
+			}
 			tried = append(tried, fmt.Sprintf("%s: build-id %s differs", c.path, got))
 			f.Close()
 			continue
+		}
+		if passed != "" && !c.user {
+			// The mapped path is there but is not the object: say which
+			// file stands for it (perf's copy, usually).
+			r.warn("passed:"+path, fmt.Sprintf("%s; using %s %s", passed, c.why, c.path))
 		}
 		r.choose(path, c.path)
 		return f, nil

@@ -46,6 +46,9 @@ type File struct {
 	// the file (perf was killed, or the file was cut): the records that
 	// are complete are still read.
 	Truncated bool
+	// UnknownIDs counts the records Records skipped because their event
+	// id names none of the file's attributes.
+	UnknownIDs int
 
 	data     []byte
 	mapped   bool
@@ -71,7 +74,7 @@ func Open(path string) (*File, error) {
 	defer fd.Close()
 	size := st.Size()
 	if size < pipeHeaderSize {
-		return nil, &Error{Pkg: "perfdata", File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
+		return nil, &FormatError{Pkg: "perfdata", File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
 	}
 	if size != int64(int(size)) {
 		return nil, fmt.Errorf("%s: too large", path)
@@ -149,7 +152,7 @@ func (f *File) Close() error {
 func Parse(data []byte, name string) (*File, error) {
 	f := &File{Path: name, data: data, IDs: map[uint64]int{}}
 	bad := func(off int64, format string, args ...any) error {
-		return &Error{Pkg: "perfdata", File: name, Offset: uint64(off), Msg: fmt.Sprintf(format, args...)}
+		return &FormatError{Pkg: "perfdata", File: name, Offset: uint64(off), Msg: fmt.Sprintf(format, args...)}
 	}
 	if len(data) < pipeHeaderSize {
 		return nil, bad(0, "file of %d bytes is too short for a perf.data header", len(data))
@@ -238,11 +241,11 @@ func (f *File) readFeatures(tableOff uint64) error {
 		at := tableOff + uint64(16*n)
 		n++
 		if at > uint64(len(f.data)) || uint64(len(f.data))-at < 16 {
-			return &Error{Pkg: "perfdata", File: f.Path, Offset: uint64(at), Msg: "feature section table is truncated"}
+			return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(at), Msg: "feature section table is truncated"}
 		}
 		off, size := le.Uint64(f.data[at:]), le.Uint64(f.data[at+8:])
 		if off > uint64(len(f.data)) || size > uint64(len(f.data))-off {
-			return &Error{Pkg: "perfdata", File: f.Path, Offset: uint64(at), Msg: fmt.Sprintf("feature %d section [%#x, +%#x) is outside the file", bit, off, size)}
+			return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(at), Msg: fmt.Sprintf("feature %d section [%#x, +%#x) is outside the file", bit, off, size)}
 		}
 		if bit == featBuildID {
 			ids, err := parseBuildIDs(f.data[off:off+size], int64(off), f.Path)
@@ -260,12 +263,12 @@ func parseBuildIDs(b []byte, base int64, name string) ([]BuildID, error) {
 	var out []BuildID
 	for off := 0; off < len(b); {
 		if len(b)-off < buildIDRecHead {
-			return out, &Error{Pkg: "perfdata", File: name, Offset: uint64(base + int64(off)), Msg: "build-id entry is truncated"}
+			return out, &FormatError{Pkg: "perfdata", File: name, Offset: uint64(base + int64(off)), Msg: "build-id entry is truncated"}
 		}
 		misc := le.Uint16(b[off+4:])
 		size := int(le.Uint16(b[off+6:]))
 		if size < buildIDRecHead || size > len(b)-off {
-			return out, &Error{Pkg: "perfdata", File: name, Offset: uint64(base + int64(off)), Msg: fmt.Sprintf("build-id entry of %d bytes", size)}
+			return out, &FormatError{Pkg: "perfdata", File: name, Offset: uint64(base + int64(off)), Msg: fmt.Sprintf("build-id entry of %d bytes", size)}
 		}
 		e := b[off : off+size]
 		id := e[12:32]
@@ -301,12 +304,13 @@ var ErrCompressed = errors.New("compressed perf.data records (perf record -z) ar
 // (slices point into the file's memory, which lives until Close).
 //
 // A record that cannot be decoded ends the walk with an error naming its
-// offset; the records before it have been delivered. A truncated file
+// offset; the records before it have been delivered. Records of events
+// the file does not describe are skipped and counted in UnknownIDs. A truncated file
 // delivers its complete records and then returns an error saying so.
 func (f *File) Records(fn func(rec *Record) error) error {
 	d, err := NewDecoder(f.Attrs, f.IDs)
 	if err != nil {
-		return &Error{Pkg: "perfdata", File: f.Path, Offset: 24, Msg: err.Error()}
+		return &FormatError{Pkg: "perfdata", File: f.Path, Offset: 24, Msg: err.Error()}
 	}
 	var rec Record
 	le := binary.LittleEndian
@@ -317,16 +321,23 @@ func (f *File) Records(fn func(rec *Record) error) error {
 		}
 		size := int64(le.Uint16(f.data[off+6:]))
 		if size < recordHeaderSize {
-			return &Error{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("record size %d is smaller than a record header", size)}
+			return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("record size %d is smaller than a record header", size)}
 		}
 		if size > f.dataEnd-off {
 			return f.truncErr(off, "record")
 		}
 		if t := le.Uint32(f.data[off:]); t == RecordCompressed {
-			return &Error{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: ErrCompressed.Error()}
+			return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: ErrCompressed.Error()}
 		}
 		if err := d.Decode(f.data[off:off+size:off+size], off, &rec); err != nil {
-			var pe *Error
+			if errors.Is(err, ErrUnknownID) {
+				// An event this file does not describe: skipped, as
+				// perf does, and counted.
+				f.UnknownIDs++
+				off += size
+				continue
+			}
+			var pe *FormatError
 			if errors.As(err, &pe) {
 				pe.File = f.Path
 			}
@@ -344,7 +355,7 @@ func (f *File) Records(fn func(rec *Record) error) error {
 }
 
 func (f *File) truncErr(off int64, what string) error {
-	return &Error{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("file is truncated: %s cut at the end of the file (%d bytes); earlier records were read", what, len(f.data))}
+	return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("file is truncated: %s cut at the end of the file (%d bytes); earlier records were read", what, len(f.data))}
 }
 
 // DataRange returns the offsets where the data section starts and ends.

@@ -288,7 +288,7 @@ func TestCorruptRecord(t *testing.T) {
 	}
 	n := 0
 	err = f.Records(func(*Record) error { n++; return nil })
-	var pe *Error
+	var pe *FormatError
 	if !errors.As(err, &pe) || pe.File != "bad.data" || n != 1 {
 		t.Fatalf("after 1 record: %d records, error %v", n, err)
 	}
@@ -437,4 +437,31 @@ func FuzzDecode(f *testing.F) {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	os.Exit(m.Run())
+}
+
+// TestUnknownID: a sample whose id no attribute has is reported as
+// ErrUnknownID (which File.Records skips and counts), not as a corrupt
+// record.
+func TestUnknownID(t *testing.T) {
+	st := uint64(SampleIdentifier | SampleIP)
+	a0, a1 := &Attr{SampleType: st}, &Attr{SampleType: st}
+	d, err := NewDecoder([]*Attr{a0, a1}, map[uint64]int{5: 0, 6: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := func(id uint64) []byte {
+		b := make([]byte, 24)
+		binary.LittleEndian.PutUint32(b, RecordSample)
+		binary.LittleEndian.PutUint16(b[6:], 24)
+		binary.LittleEndian.PutUint64(b[8:], id)
+		binary.LittleEndian.PutUint64(b[16:], 0x401000)
+		return b
+	}
+	var rec Record
+	if err := d.Decode(sample(77), 0, &rec); !errors.Is(err, ErrUnknownID) {
+		t.Fatalf("sample of an unknown id: %v, want ErrUnknownID", err)
+	}
+	if err := d.Decode(sample(6), 0, &rec); err != nil || rec.Attr != a1 || rec.Sample.IP != 0x401000 {
+		t.Fatalf("sample of id 6: %v, attr %p (want %p), ip %#x", err, rec.Attr, a1, rec.Sample.IP)
+	}
 }

@@ -3,6 +3,7 @@ package perfdata
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/rewindstack/rewind/internal/fileerr"
@@ -57,13 +58,10 @@ const (
 	RegsABI64   = 2
 )
 
-// Error is a decoding error: the file ("" for ring-buffer data), the byte
-// offset of the bad data in the file or stream, and what is wrong. It is
-// the FormatError of every rewind parser (cfi, sframe, elfobj, corefile
+// FormatError is a decoding error: the file ("" for ring-buffer data), the
+// byte offset of the bad data in the file or stream, and what is wrong. It
+// is the FormatError of every rewind parser (cfi, sframe, elfobj, corefile
 // report theirs with the same type).
-type Error = fileerr.FormatError
-
-// FormatError is Error under the name every rewind parser gives it.
 type FormatError = fileerr.FormatError
 
 // SampleIDFields are the identification fields of a sample, also appended
@@ -233,7 +231,7 @@ type reader struct {
 
 func (r *reader) fail(msg string) {
 	if r.err == nil {
-		r.err = &Error{Pkg: "perfdata", Offset: uint64(r.at + int64(r.off)), Msg: msg}
+		r.err = &FormatError{Pkg: "perfdata", Offset: uint64(r.at + int64(r.off)), Msg: msg}
 	}
 }
 
@@ -299,13 +297,13 @@ func (r *reader) cstring(end int, what string) string {
 func (d *Decoder) Decode(b []byte, offset int64, rec *Record) error {
 	*rec = Record{Raw: b}
 	if len(b) < recordHeaderSize {
-		return &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record of %d bytes is shorter than its header", len(b))}
+		return &FormatError{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record of %d bytes is shorter than its header", len(b))}
 	}
 	le := binary.LittleEndian
 	rec.Type = le.Uint32(b)
 	rec.Misc = le.Uint16(b[4:])
 	if size := int(le.Uint16(b[6:])); size != len(b) {
-		return &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record size %d, have %d bytes", size, len(b))}
+		return &FormatError{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record size %d, have %d bytes", size, len(b))}
 	}
 	r := reader{b: b, off: recordHeaderSize, at: offset}
 	switch rec.Type {
@@ -324,7 +322,7 @@ func (d *Decoder) Decode(b []byte, offset int64, rec *Record) error {
 		rec.Attr = a
 		end := len(b) - a.idTrailerSize()
 		if end < recordHeaderSize {
-			return &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record of %d bytes too short for its sample_id trailer", len(b))}
+			return &FormatError{Pkg: "perfdata", Offset: uint64(offset), Msg: fmt.Sprintf("record of %d bytes too short for its sample_id trailer", len(b))}
 		}
 		d.decodeOther(&r, end, rec)
 		if r.err == nil {
@@ -365,7 +363,7 @@ func (d *Decoder) attrOfTrailer(b []byte, offset int64) (*Attr, error) {
 
 func (d *Decoder) attrByID(b []byte, pos int, offset int64) (*Attr, error) {
 	if pos < recordHeaderSize || pos+8 > len(b) {
-		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset), Msg: "record too short for its event id"}
+		return nil, &FormatError{Pkg: "perfdata", Offset: uint64(offset), Msg: "record too short for its event id"}
 	}
 	id := binary.LittleEndian.Uint64(b[pos:])
 	a := d.ids[id]
@@ -376,10 +374,15 @@ func (d *Decoder) attrByID(b []byte, pos int, offset int64) (*Attr, error) {
 		return d.attrs[0], nil
 	}
 	if a == nil {
-		return nil, &Error{Pkg: "perfdata", Offset: uint64(offset + int64(pos)), Msg: fmt.Sprintf("unknown event id %d", id)}
+		return nil, &FormatError{Pkg: "perfdata", Offset: uint64(offset + int64(pos)), Msg: fmt.Sprintf("id %d", id), Err: ErrUnknownID}
 	}
 	return a, nil
 }
+
+// ErrUnknownID is wrapped by the error for a record whose event id names
+// none of the file's event attributes (File.Records skips such records and
+// counts them).
+var ErrUnknownID = errors.New("unknown event id")
 
 func (d *Decoder) decodeTrailer(r *reader, a *Attr, id *SampleIDFields) {
 	st := a.SampleType

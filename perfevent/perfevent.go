@@ -128,6 +128,11 @@ type Recorder struct {
 	closed  bool
 	rec     perfdata.Record
 	scratch []byte
+	// opt are the options the events were opened with, stackSize the
+	// stack copy of the newest ones (see GrowStack).
+	opt       Options
+	stackSize int
+	copies    map[int]*copyStats
 }
 
 // Attr returns the attribute the recorder's events were opened with.
@@ -219,7 +224,7 @@ func openEvents(attr *perfdata.Attr, evs []eventTarget, opt Options) (*Recorder,
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{attr: attr}
+	r := &Recorder{attr: attr, opt: opt, stackSize: opt.StackSize}
 	ok := false
 	defer func() {
 		if !ok {
@@ -359,6 +364,7 @@ func (r *Recorder) Read(fn func(rec *perfdata.Record) error) error {
 				r.lost.Add(r.rec.Lost)
 			case perfdata.RecordSample:
 				r.samples.Add(1)
+				r.noteCopy(r.rec.Sample)
 			}
 			return fn(&r.rec)
 		}); err != nil {

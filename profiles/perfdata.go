@@ -3,11 +3,10 @@ package profiles
 import (
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/locate"
 
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
@@ -35,7 +34,8 @@ func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, er
 // ReadPerfDataOpen is ReadPerfData with the recorded objects opened by
 // open, given each path and the build-id (hex) the recording saw for it
 // ("" when none): for looking files up elsewhere (a sysroot, debuginfod;
-// see package locate). A nil open opens the path, then perf's copy.
+// see package locate). A nil open opens the recorded path, then perf's
+// copy in its build-id cache.
 func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(path, buildID string) (*elfobj.File, error)) (*PerfData, error) {
 	f, err := perfdata.Open(path)
 	if err != nil {
@@ -66,43 +66,48 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 			want[b.Filename] = hex.EncodeToString(b.ID)
 		}
 	}
-	c.Objects.Open = func(path string) (*elfobj.File, error) { return openRecorded(path, want[path], warn) }
-	if open != nil {
-		c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
+	if open == nil {
+		// The recorded path, then perf's build-id cache (~/.debug).
+		r := &locate.Resolver{Warn: warn, BuildIDDirs: locate.PerfBuildIDDirs()}
+		open = func(path, buildID string) (*elfobj.File, error) {
+			r.Expect(path, buildID)
+			return r.Open(path)
+		}
 	}
+	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	c.warmObjects(f.BuildIDs)
-	err = f.Records(func(r *perfdata.Record) error { c.Add(r); return nil })
+	// A file of several events (perf record -e a,b) is profiled by the
+	// event of its first sample; the others' samples are counted, as
+	// their values (cycles, instructions, ...) cannot be added up.
+	var event *perfdata.Attr
+	others := 0
+	err = f.Records(func(r *perfdata.Record) error {
+		if r.Type == perfdata.RecordSample && len(f.Attrs) > 1 && !isDummy(r.Attr) {
+			if event == nil {
+				event = r.Attr
+			} else if r.Attr != event {
+				others++
+				return nil
+			}
+		}
+		c.Add(r)
+		return nil
+	})
+	if warn != nil && others > 0 {
+		warn(fmt.Sprintf("%s has %d events: the profile is of the first sample's event; %d samples of the other events were left out", path, len(f.Attrs), others))
+	}
+	if warn != nil && f.UnknownIDs > 0 {
+		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", path, f.UnknownIDs))
+	}
 	return p, err
+}
+
+// isDummy reports whether a is the software dummy event perf adds for
+// side-band records; the few samples it takes are the main event's
+// (perf script lists them with the rest).
+func isDummy(a *perfdata.Attr) bool {
+	return a.Type == 1 && a.Config == 9 // PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY
 }
 
 // Close releases the file.
 func (p *PerfData) Close() error { return p.File.Close() }
-
-// openRecorded opens the object a recording saw at path: the file itself
-// when its build-id is the recorded one, else perf's copy in its build-id
-// cache (~/.debug/.build-id/xx/yyyy/elf). A file that changed since the
-// recording (rebuilt, upgraded) is not used: its symbols would be wrong.
-func openRecorded(path, buildID string, warn func(string)) (*elfobj.File, error) {
-	f, err := elfobj.Open(path)
-	if buildID == "" || (err == nil && f.BuildIDHex() == buildID) {
-		return f, err
-	}
-	why := err
-	if err == nil {
-		why = fmt.Errorf("%s changed since the recording: build-id %s, recorded %s", path, f.BuildIDHex(), buildID)
-		f.Close()
-	}
-	if home, herr := os.UserHomeDir(); herr == nil && len(buildID) > 2 {
-		cached := filepath.Join(home, ".debug", ".build-id", buildID[:2], buildID[2:], "elf")
-		if cf, cerr := elfobj.Open(cached); cerr == nil {
-			if cf.BuildIDHex() == buildID {
-				if warn != nil {
-					warn(fmt.Sprintf("%v; using perf's copy %s", why, cached))
-				}
-				return cf, nil
-			}
-			cf.Close()
-		}
-	}
-	return nil, why
-}

@@ -107,3 +107,45 @@ func TestSystemWideComm(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralEvents: a recording of two events is profiled by the first
+// one, with as many samples as perf script shows for it, and says that
+// the other event's samples were left out.
+func TestSeveralEvents(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	data := filepath.Join(t.TempDir(), "e.data")
+	prog := perftest.BuildCPU(t, "-fno-omit-frame-pointer")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock,task-clock", "-F", "499", "-g", "-o", data, "--", prog, "0.3", "1").CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	out, err := exec.Command(perf, "script", "-i", data, "-F", "event").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	perEvent := map[string]int{}
+	var first string
+	for _, line := range strings.Split(string(out), "\n") {
+		if e := strings.TrimSuffix(strings.TrimSpace(line), ":"); e != "" {
+			if first == "" {
+				first = e
+			}
+			perEvent[e]++
+		}
+	}
+	if len(perEvent) < 2 {
+		t.Skipf("perf recorded samples of %d events: %v", len(perEvent), perEvent)
+	}
+	var warns []string
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { warns = append(warns, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto"), Symbolizer: &symbolize.Symbolizer{}})
+	pd.Close()
+	if len(p.Stacks) != perEvent[first] {
+		t.Errorf("%d samples, perf script shows %d of %s (%v); warnings %q", len(p.Stacks), perEvent[first], first, perEvent, warns)
+	}
+	if w := strings.Join(warns, "\n"); !strings.Contains(w, "other events were left out") {
+		t.Errorf("no warning about the other event's samples: %q", warns)
+	}
+}

@@ -2,14 +2,12 @@ package sframe_test
 
 import (
 	"bytes"
-	"debug/elf"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/elfedit"
 	"github.com/rewindstack/rewind/sframe"
 )
 
@@ -41,12 +39,7 @@ func TestGenReadelf(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				typ := elf.SHT_PROGBITS
-				if v == 3 {
-					typ = elf.SectionType(0x6ffffff4) // SHT_GNU_SFRAME
-				}
-				out, res, err := elfedit.AddSection(raw, elfedit.Section{Name: ".sframe", Type: typ, Align: 8,
-					Size: uint64(g.Size()), Contents: g.Encode, Load: true, Segment: elf.ProgType(0x6474e554), SegmentAlign: 8})
+				out, res, err := sframe.AddToELF(raw, g)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -253,11 +253,6 @@ type Section struct {
 // "sframe: SECTION+0xOFFSET: MSG".
 type FormatError = fileerr.FormatError
 
-// ParseError is the former name of FormatError.
-//
-// Deprecated: use FormatError.
-type ParseError = FormatError
-
 // ErrNotSFrame is wrapped by the FormatError for data without the magic.
 var ErrNotSFrame = errors.New("not SFrame data")
 

@@ -58,7 +58,7 @@ func runDump(args []string) error {
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
-	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) to stderr")
+	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -183,6 +183,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	tm.mark("symbolize")
 	pause := snap.Pause.Microseconds()
 	rep.PauseUS = &pause
+	tm.pause(snap)
 	return rep, nil
 }
 

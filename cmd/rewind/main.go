@@ -24,6 +24,8 @@ Usage:
                                    frame-pointer and DWARF stacks side by side
   rewind dump PID [flags]          print every thread's stack of a running process
   rewind dump --core FILE [flags]  print every thread's stack of a core file
+  rewind dump PID --goroutines     print every goroutine of a Go program (live or --core),
+                                   in Go's own traceback format
   rewind table FILE...             compile objects' DWARF CFI into unwind tables and
                                    print their size and build time
   rewind sframe dump FILE...       print .sframe sections exactly as readelf --sframe does

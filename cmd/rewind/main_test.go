@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -269,5 +270,11 @@ func TestDumpQuietOnDataMappings(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "runtime.") {
 		t.Errorf("no thread shows the Go runtime:\n%s", stdout)
+	}
+	// --stats says how long the target was stopped and which thread was
+	// slowest to stop (issue 13.8).
+	_, stderr, code = run(t, "dump", "--stats", strconv.Itoa(cmd.Process.Pid))
+	if code != 0 || !regexp.MustCompile(`rewind: pause [0-9.]+ ms: threads stopped after [0-9.]+ ms \(slowest: [0-9]+ `).MatchString(stderr) {
+		t.Errorf("dump --stats: exit %d, no pause line:\n%s", code, stderr)
 	}
 }

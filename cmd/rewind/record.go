@@ -22,7 +22,9 @@ rewind record [flags] -- CMD ARGS   run CMD and sample it from its exec
 
 Samples every thread (and threads and children created later) with the
 cpu-clock event of perf_event_open, copying each sample's user registers
-and the top of its user stack (--stack-size bytes). After recording, rewind
+and the top of its user stack (--stack-size bytes; when a process's
+samples show deeper stacks the copy doubles while recording, up to the
+kernel's 65528, unless --stack-size is given). After recording, rewind
 unwinds the copies itself (--method), adds kernel frames from the kernel's
 callchain, symbolizes every unique address once, prints per unwind method
 the share of samples whose stack reaches the thread's root, and writes the
@@ -80,7 +82,8 @@ func runRecord(args []string) error {
 	freq := fs.Int("F", 99, "sampling frequency in `HZ` per thread")
 	dur := new(durationFlag)
 	fs.Var(dur, "d", "stop after `DURATION`: seconds (5) or a Go duration (1.5s, 2m) (default: until Ctrl-C or the command or process exits)")
-	stackSize := fs.Int("stack-size", 16<<10, "`BYTES` of user stack copied per sample (a multiple of 8, below 65536)")
+	stackSize := fs.Int("stack-size", 16<<10, "`BYTES` of user stack copied per sample (a multiple of 8, below 65536); "+
+		"unless given, the copy doubles (up to 65528) when a process's samples show deeper stacks")
 	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
 	offCPU := fs.Bool("off-cpu", false, "record where threads block instead of where they run: the sched_switch tracepoint with stack copies, "+
 		"each stack weighted by the time its thread was off CPU (needs root or CAP_PERFMON and tracefs)")
@@ -156,11 +159,24 @@ func runRecord(args []string) error {
 	}
 	tty := isTerminal(2)
 	lastProgress := time.Time{}
+	// Unless --stack-size was given, the copy grows when samples show a
+	// process needs more (see perfevent.Recorder.GrowStack).
+	growStack := !flagSet(fs, "stack-size")
+	lastGrow := time.Now()
 	why := ""
 	var cmdErr error
 	reaped := false
 	pump := &profiles.Pump{Source: rec, Collector: col, Builder: build, PendingLimit: pendingLimit, Warn: warn}
 	pump.Check = func(hup bool) string {
+		if growStack && time.Since(lastGrow) > time.Second {
+			lastGrow = time.Now()
+			if size, p, err := rec.GrowStack(); err != nil {
+				warn(fmt.Sprintf("copying more stack per sample: %v", err))
+				growStack = false
+			} else if size > 0 {
+				fmt.Fprintf(os.Stderr, "\rrewind: process %d has stacks deeper than the copy: copying %d bytes per sample from now on\n", p, size)
+			}
+		}
 		if tty && time.Since(lastProgress) > 250*time.Millisecond {
 			lastProgress = time.Now()
 			fmt.Fprintf(os.Stderr, "\rrewind: %d samples, %d lost, %.1fs ", rec.Samples(), rec.Lost(), time.Since(start).Seconds())

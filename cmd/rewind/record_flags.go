@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,4 +78,12 @@ func checkOutputDir(out string) error {
 		return fmt.Errorf("-o %s: directory %s is not writable: %w", out, dir, err)
 	}
 	return nil
+}
+
+// flagSet reports whether the flag called name was given on the command
+// line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

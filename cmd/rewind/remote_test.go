@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -463,5 +464,81 @@ func TestDumpStaticKernelCoreMovedExe(t *testing.T) {
 	}
 	if strings.Contains(out, "?? (prog)") {
 		t.Errorf("unsymbolized frames:\n%s", out)
+	}
+}
+
+// TestDumpCoreDebugDir: a stripped executable's separate debug file is
+// found under --debug-dir in the .build-id layout, giving its static
+// functions and file:line.
+func TestDumpCoreDebugDir(t *testing.T) {
+	exe := fixture.Build(t, "threads", fixture.Variants[3])
+	runDir := t.TempDir()
+	prog := filepath.Join(runDir, "prog")
+	copyFile(t, exe, prog)
+	f, err := elfobj.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.BuildIDHex()
+	f.Close()
+	if len(id) < 3 {
+		t.Fatalf("fixture has no build-id")
+	}
+	debugDir := t.TempDir()
+	dbg := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
+	if err := os.MkdirAll(filepath.Dir(dbg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"objcopy", "--only-keep-debug", prog, dbg}, {"strip", prog}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	p := fixture.Start(t, prog)
+	core := fixture.Gcore(t, p)
+	env := isolatedEnv(t)
+	if out, _, _ := runIn(t, "", env, "dump", "--core", core); strings.Contains(out, "t16_start") {
+		t.Fatalf("the stripped executable is symbolized without its debug file: the test proves nothing\n%s", out)
+	}
+	out, errOut, code := runIn(t, "", env, "dump", "--core", core, "--debug-dir", debugDir)
+	if code != 0 || !strings.Contains(out, "t16_start") || !strings.Contains(out, "threads.c:") {
+		t.Errorf("--debug-dir: exit %d, stderr %s\n%s", code, errOut, out)
+	}
+}
+
+// TestReportPerfBuildIDDir: perf's build-id cache named by
+// $PERF_BUILDID_DIR alone (no ~/.debug) supplies a deleted executable.
+func TestReportPerfBuildIDDir(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	built := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "cpu")
+	copyFile(t, built, exe)
+	// perf record fills $HOME/.debug; the cache is then moved where
+	// only $PERF_BUILDID_DIR names it.
+	home := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	rec := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096",
+		"-o", data, "--", exe, "0.5", "1")
+	rec.Env = append(os.Environ(), "HOME="+home)
+	if out, err := rec.CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	os.Remove(exe)
+	cache := filepath.Join(t.TempDir(), "buildid")
+	if err := os.Rename(filepath.Join(home, ".debug"), cache); err != nil {
+		t.Skipf("perf record kept no build-id cache: %v", err)
+	}
+	env := append(isolatedEnv(t), "PERF_BUILDID_DIR="+cache)
+	folded := filepath.Join(t.TempDir(), "out.folded")
+	_, errOut, code := runIn(t, "", env, "report", "-q", "--fidelity=false", "-o", folded, data)
+	b, _ := os.ReadFile(folded)
+	if code != 0 || !strings.Contains(string(b), "level2") {
+		t.Errorf("report with the executable only in $PERF_BUILDID_DIR: exit %d, stderr %s\n%.2000s", code, errOut, b)
+	}
+	noCache := append(slices.Clone(env), "PERF_BUILDID_DIR="+t.TempDir())
+	_, _, _ = runIn(t, "", noCache, "report", "-q", "--fidelity=false", "-o", folded, data)
+	if b, _ := os.ReadFile(folded); strings.Contains(string(b), "level2") {
+		t.Errorf("symbolized without the build-id cache: the test proves nothing")
 	}
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/elfedit"
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/sframe"
@@ -73,12 +70,6 @@ named by --readelf.`)
 	return nil
 }
 
-// ELF constants debug/elf does not name.
-const (
-	shtGNUSFrame = elf.SectionType(0x6ffffff4) // SHT_GNU_SFRAME (binutils 2.45+)
-	ptGNUSFrame  = elf.ProgType(0x6474e554)    // PT_GNU_SFRAME
-)
-
 func runSFrameGen(args []string) error {
 	fs := newFlags("sframe gen", `rewind sframe gen IN -o OUT: compile IN's .eh_frame (or .debug_frame) into
 an .sframe section and write a copy of IN with the section added, as
@@ -134,7 +125,7 @@ address given by --addr (0: a section that is not loaded).`)
 	var out []byte
 	secAddr := *addr
 	if *separate {
-		if out, err = g.Encode(*addr); err != nil {
+		if out, err = g.EncodeChecked(*addr); err != nil {
 			return err
 		}
 	} else {
@@ -142,27 +133,11 @@ address given by --addr (0: a section that is not loaded).`)
 		if err != nil {
 			return err
 		}
-		typ := elf.SHT_PROGBITS
-		if *version >= 3 {
-			typ = shtGNUSFrame
-		}
-		var res *elfedit.Result
-		out, res, err = elfedit.AddSection(raw, elfedit.Section{
-			Name: ".sframe", Type: typ, Align: 8, Size: uint64(g.Size()),
-			Contents: g.Encode, Load: true, Segment: ptGNUSFrame, SegmentAlign: 8,
-		})
-		if err != nil {
+		var ins sframe.Insertion
+		if out, ins, err = sframe.AddToELF(raw, g); err != nil {
 			return fmt.Errorf("%s: %w", in, err)
 		}
-		secAddr = res.Addr
-		if !res.Loaded {
-			note = "note: .sframe added but not loaded (no PT_GNU_SFRAME): " + res.Note
-		}
-	}
-	// Read back what is about to be written: a generator bug must not
-	// produce a file that readers reject.
-	if err := readBack(out, *separate, secAddr, *outPath); err != nil {
-		return fmt.Errorf("internal error: the generated file does not read back: %w", err)
+		secAddr, note = ins.Addr, ins.Note
 	}
 	if err := os.WriteFile(*outPath, out, 0o666); err != nil {
 		return err
@@ -188,22 +163,7 @@ address given by --addr (0: a section that is not loaded).`)
 	}
 	fmt.Printf(".sframe: %d bytes at %#x; .eh_frame + .eh_frame_hdr: %d bytes%s\n", g.Size(), secAddr, cfiBytes, ratio)
 	if note != "" {
-		fmt.Println(note)
+		fmt.Println("note: " + note)
 	}
 	return nil
-}
-
-// readBack parses the section just generated, from the bytes about to be
-// written.
-func readBack(out []byte, separate bool, addr uint64, name string) error {
-	if separate {
-		_, err := sframe.Parse(out, addr, name)
-		return err
-	}
-	f, err := elf.NewFile(bytes.NewReader(out))
-	if err != nil {
-		return err
-	}
-	_, err = sframe.FromELF(f, name, ".sframe", false)
-	return err
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
+	"github.com/rewindstack/rewind/internal/textesc"
+	"github.com/rewindstack/rewind/live"
 )
 
 // timings records how long each phase of a command took, for --stats. A
@@ -15,6 +19,7 @@ type timings struct {
 	start, last time.Time
 	phases      []string
 	durs        []time.Duration
+	notes       []string // more lines, printed after the phases
 }
 
 func newTimings() *timings {
@@ -45,6 +50,33 @@ func (t *timings) print() {
 	}
 	fmt.Fprintf(&b, "total %.2f ms", float64(time.Since(t.start).Microseconds())/1000)
 	fmt.Fprintf(os.Stderr, "rewind: %s\n", b.String())
+	for _, n := range t.notes {
+		fmt.Fprintf(os.Stderr, "rewind: %s\n", n)
+	}
+}
+
+// pause notes how long a live target was stopped and what for: waiting
+// for its threads to stop (the slowest ones named), then copying and
+// resuming.
+func (t *timings) pause(snap *live.Snapshot) {
+	if t == nil || snap == nil {
+		return
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+	th := slices.Clone(snap.Threads)
+	slices.SortFunc(th, func(a, b live.Thread) int { return cmp.Compare(b.StopLatency, a.StopLatency) })
+	var slow []string
+	for _, x := range th[:min(3, len(th))] {
+		if x.StopLatency > 0 {
+			slow = append(slow, fmt.Sprintf("%d %s %s", x.TID, textesc.String(x.Name), ms(x.StopLatency)))
+		}
+	}
+	n := fmt.Sprintf("pause %s: threads stopped after %s", ms(snap.Pause), ms(snap.StopWait))
+	if len(slow) > 0 {
+		n += " (slowest: " + strings.Join(slow, ", ") + ")"
+	}
+	n += ", then copying and resuming " + ms(snap.Pause-snap.StopWait)
+	t.notes = append(t.notes, n)
 }
 
 // cacheDirHelp says where the persistent symbolization cache lives.

@@ -191,6 +191,13 @@ func serve() {
 			fmt.Println(time.Since(start).Nanoseconds())
 		case "churned":
 			fmt.Println(churned.Load())
+		case "gc":
+			// A collection marks the parked goroutines' waitsince
+			// with the end of the cycle before it (0 before the
+			// first): two make it nonzero.
+			runtime.GC()
+			runtime.GC()
+			fmt.Println("ok")
 		}
 	}
 }
