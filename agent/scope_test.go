@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,25 +62,32 @@ func runFor(t *testing.T, cfg Config, d time.Duration) *collect {
 // command name: its off-CPU samples arrive, the CPU fixture's do not.
 func TestAgentComm(t *testing.T) {
 	requireOffCPU(t)
-	cpuPID, sleepPID := fixtures(t)
-	c := runFor(t, Config{Comm: regexp.MustCompile(`^sleep`), OffCPU: true}, 2500*time.Millisecond)
+	cpuPID, _ := fixtures(t)
+	// A name no other process has.
+	name := fmt.Sprintf("rwsl%d", os.Getpid()%100000)
+	exe := filepath.Join(t.TempDir(), name)
+	b, err := os.ReadFile(buildSleeper(t))
+	if err == nil {
+		err = os.WriteFile(exe, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepPID := start(t, exe, "0.1").Process.Pid
+	re := "^" + name + "$"
+	c := runFor(t, Config{Comm: regexp.MustCompile(re), OffCPU: true}, 2500*time.Millisecond)
 	off, cpu := c.pids(TypeOffCPU), c.pids(TypeCPU)
 	if off[sleepPID] == 0 {
 		t.Errorf("no off-CPU samples of the sleeper (pid %d): %v", sleepPID, off)
 	}
 	for pid := range off {
-		if pid != sleepPID && !commMatches(pid, `^sleep`) {
-			t.Errorf("off-CPU samples of process %d, which --comm ^sleep excludes", pid)
+		if pid != sleepPID {
+			t.Errorf("off-CPU samples of process %d, which --comm %s excludes", pid, re)
 		}
 	}
 	if cpu[cpuPID] != 0 {
-		t.Errorf("CPU samples of the CPU fixture (pid %d), which --comm ^sleep excludes", cpuPID)
+		t.Errorf("CPU samples of the CPU fixture (pid %d), which --comm %s excludes", cpuPID, re)
 	}
-}
-
-func commMatches(pid int, re string) bool {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return regexp.MustCompile(re).Match(b)
 }
 
 // TestAgentCgroup profiles one cgroup (v2) holding the CPU fixture only.
