@@ -118,7 +118,9 @@ type Agent struct {
 	ksyms   *profiles.Kallsyms
 	// jobs carries periods to the goroutine that unwinds, symbolizes and
 	// exports them, so that the ring buffers are read meanwhile.
-	jobs chan buildJob
+	jobs        chan buildJob
+	lastPartial time.Time
+	builders    map[string]*profiles.Builder // the current period's, on the builder goroutine
 	// stats
 	periods int
 	last    struct{ samples, lost, switches, switchesLost uint64 }
@@ -146,7 +148,7 @@ func (c *Config) fill() {
 // (up to 10 s) for the exporters to send what they hold, and returns.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.fill()
-	a := &Agent{cfg: cfg, seq: map[string]int{}}
+	a := &Agent{cfg: cfg, seq: map[string]int{}, builders: map[string]*profiles.Builder{}, lastPartial: time.Now()}
 	u, err := unwind.ByName(cfg.Method)
 	if err != nil {
 		return err
@@ -220,6 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if ctx.Err() != nil {
 			return "stopped"
 		}
+		a.partial()
 		if now := time.Now(); !now.Before(next) {
 			mono := perfevent.Now()
 			a.flush(start, now, startMono, mono)
@@ -251,12 +254,46 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// buildJob is one period's samples of one type, for the builder goroutine.
+// buildJob is samples of one type, for the builder goroutine: a part of
+// the current period, or (final) its last part, after which the period's
+// profile is exported.
 type buildJob struct {
 	typ        string
 	start, end time.Time
 	samples    []*profiles.Sample
 	col        *profiles.Collector
+	final      bool
+}
+
+// Partial builds: every partialEvery, or when a collector holds more than
+// partialBytes of stack copies, the samples older than partialLag are
+// handed to the builder, so that a period's stack copies do not pile up.
+var (
+	partialEvery = 5 * time.Second
+	partialBytes = 16 << 20
+	partialLag   = 2 * time.Second
+)
+
+// partial hands the samples old enough to the builder goroutine.
+func (a *Agent) partial() {
+	big := a.cpuCol.PendingBytes() > partialBytes || (a.offCol != nil && a.offCol.PendingBytes() > partialBytes)
+	if !big && time.Since(a.lastPartial) < partialEvery {
+		return
+	}
+	a.lastPartial = time.Now()
+	now := perfevent.Now()
+	if now < uint64(partialLag) {
+		return
+	}
+	before := now - uint64(partialLag)
+	if s := a.cpuCol.Take(before); len(s) > 0 {
+		a.jobs <- buildJob{typ: TypeCPU, samples: s, col: a.cpuCol}
+	}
+	if a.off != nil {
+		if s := a.off.Take(before); len(s) > 0 {
+			a.jobs <- buildJob{typ: TypeOffCPU, samples: s, col: a.offCol}
+		}
+	}
 }
 
 func (a *Agent) newCollector() *profiles.Collector {
@@ -312,10 +349,10 @@ func (a *Agent) keep(pid, tid int) bool {
 // flush builds and exports the period [start, end).
 func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 	a.periods++
-	a.jobs <- buildJob{TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol}
+	a.jobs <- buildJob{TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol, true}
 	a.cpuCol.Prune(alive)
 	if a.off != nil {
-		a.jobs <- buildJob{TypeOffCPU, start, end, a.off.Flush(endMono), a.offCol}
+		a.jobs <- buildJob{TypeOffCPU, start, end, a.off.Flush(endMono), a.offCol, true}
 		a.offCol.Prune(alive)
 	}
 	if a.cfg.Log != nil {
@@ -343,8 +380,16 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 // collector's address spaces are built there, while the pump goroutine
 // only adds records and takes samples.
 func (a *Agent) export(j buildJob) {
-	b := profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
+	b := a.builders[j.typ]
+	if b == nil {
+		b = profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
+		a.builders[j.typ] = b
+	}
 	b.Add(j.samples)
+	if !j.final {
+		return
+	}
+	delete(a.builders, j.typ)
 	prof := b.Profile()
 	prof.OffCPU = j.typ == TypeOffCPU
 	a.seq[j.typ]++

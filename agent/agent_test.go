@@ -125,6 +125,9 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 // local pprof files, and compares both.
 func TestAgentOTLP(t *testing.T) {
 	requireOffCPU(t)
+	// Periods are built in parts (see partial): the parts add up.
+	defer func(e, l time.Duration) { partialEvery, partialLag = e, l }(partialEvery, partialLag)
+	partialEvery, partialLag = 300*time.Millisecond, 200*time.Millisecond
 	cpuPID, sleepPID := fixtures(t)
 
 	lis, err := netListen()

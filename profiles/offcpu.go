@@ -107,7 +107,7 @@ type OffCPU struct {
 	col     *Collector
 	format  SwitchFormat
 	pending map[int]*Sample // tid -> switched-out sample, Period 0 until it runs again
-	carried []*Sample       // blocked threads' continuations from the last period
+	held    []*Sample       // taken from the collector (or continued) while their thread is still blocked
 	keep    func(pid, tid int) bool
 	bad     int
 }
@@ -166,19 +166,45 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 	o.pending[int(prev)] = s
 }
 
+// Take returns the off-CPU samples older than before (the recording's
+// clock) whose threads have run again, so that a long period is unwound
+// piece by piece; samples of threads still blocked are held until they
+// run or the period ends.
+func (o *OffCPU) Take(before uint64) []*Sample {
+	return o.sort(append(o.col.Take(before), o.takeHeld()...))
+}
+
+func (o *OffCPU) takeHeld() []*Sample {
+	h := o.held
+	o.held = nil
+	return h
+}
+
+// sort keeps the finished samples of out and holds the pending ones.
+func (o *OffCPU) sort(out []*Sample) []*Sample {
+	keep := out[:0]
+	for _, s := range out {
+		switch {
+		case s.Period > 0:
+			keep = append(keep, s)
+		case o.pending[s.TID] == s:
+			o.held = append(o.held, s)
+		}
+	}
+	return keep
+}
+
 // Flush ends a period at now (the recording's clock, perfevent.Now for
 // perfevent.ClockID): threads still blocked get the time until now, and
 // continue in the next period from now. It returns the period's off-CPU
-// samples, taken from the collector.
+// samples not returned by Take, taken from the collector.
 func (o *OffCPU) Flush(now uint64) []*Sample {
 	for _, s := range o.pending {
 		if s.Period == 0 {
 			s.Period = max(1, now-min(now, s.Time))
 		}
 	}
-	out := o.col.Take(now + 1)
-	out = append(out, o.carried...)
-	o.carried = o.carried[:0:0]
+	out := o.sort(append(o.col.Take(now+1), o.takeHeld()...))
 	for tid, s := range o.pending {
 		c := s.Continue(now)
 		if c == nil {
@@ -186,13 +212,7 @@ func (o *OffCPU) Flush(now uint64) []*Sample {
 			continue
 		}
 		o.pending[tid] = c
-		o.carried = append(o.carried, c)
+		o.held = append(o.held, c)
 	}
-	keep := out[:0]
-	for _, s := range out {
-		if s.Period > 0 {
-			keep = append(keep, s)
-		}
-	}
-	return keep
+	return out
 }

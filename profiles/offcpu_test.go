@@ -124,3 +124,21 @@ func TestCollectorPrune(t *testing.T) {
 		t.Errorf("after pruning all but 20: %d processes, comm(20) %q, comm(10) %q", c.Processes(), c.Comm(20), c.Comm(10))
 	}
 }
+
+func TestOffCPUTake(t *testing.T) {
+	c := NewCollector(regs.AMD64)
+	o := NewOffCPU(c, DefaultSwitchFormat, nil)
+	o.Add(switchRecord(10, 10, 0, 1, 1000))
+	if got := o.Take(2000); len(got) != 0 {
+		t.Fatalf("took %d samples of a thread still blocked", len(got))
+	}
+	o.Add(switchRecord(20, 20, 10, 1, 3000)) // 10 runs; 20 blocks
+	got := o.Take(4000)
+	if len(got) != 1 || got[0].TID != 10 || got[0].Period != 2000 {
+		t.Fatalf("took %+v, want thread 10's 2000 ns", got)
+	}
+	got = o.Flush(5000)
+	if len(got) != 1 || got[0].TID != 20 || got[0].Period != 2000 {
+		t.Fatalf("flushed %+v, want thread 20's 2000 ns so far", got)
+	}
+}
