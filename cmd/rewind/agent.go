@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -131,6 +132,11 @@ func runAgent(args []string) error {
 	if len(cfg.Exporters) == 0 {
 		return fmt.Errorf("nowhere to send profiles: give --otlp, --otlp-http, --pyroscope or --out-dir")
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A long-running agent on a host with large binaries: collect
+		// garbage harder as the heap nears this, rather than double it.
+		debug.SetMemoryLimit(agentMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if dur.set {
@@ -140,6 +146,10 @@ func runAgent(args []string) error {
 	}
 	return agent.Run(ctx, cfg)
 }
+
+// agentMemoryLimit is the agent's soft memory limit (the Go runtime's;
+// GOMEMLIMIT overrides it).
+const agentMemoryLimit = 160 << 20
 
 func dirExists(p string) bool {
 	st, err := os.Stat(p)
