@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"os"
+
+	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"reflect"
 	"strings"
 	"testing"
@@ -72,4 +75,22 @@ func TestParseCgroup(t *testing.T) {
 			t.Errorf("parseCgroup(%q) = %q, %q; want %q, %q", c.in, p, id, c.path, c.id)
 		}
 	}
+}
+
+// FuzzParseCgroup: any /proc/PID/cgroup text gives a path and maybe a
+// 64-hex-digit container id, never a panic.
+func FuzzParseCgroup(f *testing.F) {
+	seed := "0::/system.slice/docker-" + hex64 + ".scope\n"
+	if _, err := os.Stat("testdata/fuzz/FuzzParseCgroup/seed"); err != nil {
+		if err := fuzzcorpus.Write("testdata/fuzz/FuzzParseCgroup", "seed", seed); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, s string) {
+		_, id := parseCgroup(s)
+		if id != "" && (len(id) != 64 || !isHex(id)) {
+			t.Fatalf("container id %q", id)
+		}
+	})
 }

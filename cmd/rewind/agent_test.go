@@ -186,3 +186,24 @@ func TestAgentDropsPrivileges(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent"}, "nowhere to send profiles"},
+		{[]string{"agent", "-p", "x", "--out-dir", "/tmp"}, "bad process ID"},
+		{[]string{"agent", "-p", "1", "--cgroup", "/", "--out-dir", "/tmp"}, "not both"},
+		{[]string{"agent", "--cgroup", "no/such/cgroup", "--out-dir", "/tmp"}, "no such cgroup"},
+		{[]string{"agent", "--comm", "(", "--out-dir", "/tmp"}, "--comm"},
+		{[]string{"agent", "-F", "0", "--out-dir", "/tmp"}, "greater than 0"},
+		{[]string{"agent", "--otlp-http", "ftp://x", "--out-dir", "/tmp"}, "want http://"},
+		{[]string{"agent", "--pyroscope", "nohost"}, "want http://"},
+	} {
+		_, stderr, code := run(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("rewind %s: exit %d, stderr %q; want an error with %q", strings.Join(c.args, " "), code, stderr, c.want)
+		}
+	}
+}
