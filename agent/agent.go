@@ -382,7 +382,7 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 func (a *Agent) export(j buildJob) {
 	b := a.builders[j.typ]
 	if b == nil {
-		b = profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel})
+		b = profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel, NoSymbols: a.cfg.NoSymbolize})
 		a.builders[j.typ] = b
 	}
 	b.Add(j.samples)

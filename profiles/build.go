@@ -30,6 +30,11 @@ type Options struct {
 	// sample has kernel frames (nil, or a nil result: kernel frames are
 	// addresses).
 	Kernel func() *Kallsyms
+	// NoSymbols leaves user locations unnamed (an address in a mapping
+	// with its build-id and file offset), for a consumer that symbolizes
+	// itself; no symbol table or debug information is read. Stacks are
+	// then never Complete: the root functions are not known.
+	NoSymbols bool
 	// FidelitySamples, when positive, bounds the number of samples the
 	// methods after the first walk for the fidelity table: when the first
 	// batch (a perf.data file's only one) has more samples, those methods
@@ -383,7 +388,11 @@ func (b *Builder) userLoc(f *unwind.Frame) *Location {
 	}
 	lines, ok := b.lines[k]
 	if !ok {
-		lines = b.sym.Frame(um, f.PC, f.Exact)
+		if b.opt.NoSymbols {
+			lines = []symbolize.Location{{}}
+		} else {
+			lines = b.sym.Frame(um, f.PC, f.Exact)
+		}
 		b.lines[k] = lines
 	}
 	l := b.newLoc(pc, m, false, lines)
@@ -422,6 +431,9 @@ func reachesRoot(locs []*Location) bool {
 // DWARF (for inlined calls and lines) costs as much as unwinding thousands
 // of samples, and overlaps with it when another core is free.
 func (b *Builder) prefetch(samples []*Sample) {
+	if b.opt.NoSymbols {
+		return
+	}
 	type job struct {
 		space *target.AddressSpace
 		pc    uint64

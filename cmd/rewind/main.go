@@ -34,6 +34,8 @@ Usage:
                                    write a flame graph, pprof or folded stacks
   rewind report perf.data [-o F]   unwind perf's recording (--call-graph dwarf) with rewind and
                                    write the same outputs as record
+  rewind agent [flags]             profile the host continuously (on- and off-CPU) and send
+                                   OTLP profiles, Pyroscope pushes or pprof files every period
   rewind goshadow overlay          write a Go build overlay adding software shadow stacks
 
 Run 'rewind COMMAND --help' for a command's flags.
