@@ -3,7 +3,8 @@
 # --call-graph dwarf` at the same rate: CPU time of the profiler as a share
 # of one core, and its peak RSS, while the host runs a CPU-bound workload
 # (the perftest fixture on every core) and, in the second scenario, 500
-# more processes. Runs are interleaved pairs; medians are printed. The
+# more processes; the agent symbolizing on the host and with
+# --no-symbolize. Runs are interleaved; medians are printed. The
 # agent's CPU time includes its start (reading every process's mappings)
 # and the unwinding and symbolization of every period; perf record's
 # excludes the unwinding, which perf report does later.
@@ -36,22 +37,23 @@ measure() { # NAME CMD...: prints "cpu_percent_of_one_core rss_mb"
 
 run_pairs() { # LABEL
 	local label=$1
-	: > "$tmp/res.agent"; : > "$tmp/res.perf"
+	: > "$tmp/res.agent"; : > "$tmp/res.nosym"; : > "$tmp/res.perf"
 	for i in $(seq "$pairs"); do
 		REWIND_CACHE_DIR="$tmp/cache" measure agent "$tmp/rewind" agent -F "$hz" --period 10s -d "${secs}s" --out-dir "$tmp/out" >> "$tmp/res.agent"
+		REWIND_CACHE_DIR="$tmp/cache" measure nosym "$tmp/rewind" agent -F "$hz" --period 10s -d "${secs}s" --out-dir "$tmp/out" --no-symbolize >> "$tmp/res.nosym"
 		measure perf perf record -a -F "$hz" --call-graph dwarf -o "$tmp/perf.data" -- sleep "$secs" >> "$tmp/res.perf"
 	done
-	python3 - "$label" "$tmp/res.agent" "$tmp/res.perf" <<'PY'
+	python3 - "$label" "$tmp/res.agent" "$tmp/res.nosym" "$tmp/res.perf" <<'PY'
 import statistics, sys
 label = sys.argv[1]
 def load(p):
     rows = [list(map(float, l.split())) for l in open(p) if l.strip()]
     return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows), rows
-a_cpu, a_rss, a = load(sys.argv[2])
-p_cpu, p_rss, p = load(sys.argv[3])
-print(f"{label}: rewind agent {a_cpu:.2f}% of one core, {a_rss:.0f} MB RSS; "
-      f"perf record -a --call-graph dwarf {p_cpu:.2f}% of one core, {p_rss:.0f} MB RSS (medians of {len(a)} interleaved pairs)")
-print(f"  runs agent: {a}\n  runs perf:  {p}")
+print(f"{label} (medians of interleaved runs):")
+for name, path in (("rewind agent", sys.argv[2]), ("rewind agent --no-symbolize", sys.argv[3]),
+                   ("perf record -a --call-graph dwarf", sys.argv[4])):
+    cpu, rss, rows = load(path)
+    print(f"  {name:34s} {cpu:5.2f}% of one core, {rss:5.0f} MB RSS   runs (cpu%, MB): {[(r[0], r[1]) for r in rows]}")
 PY
 }
 
