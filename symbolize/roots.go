@@ -65,9 +65,9 @@ var rootsKey = target.NewMemoKey()
 
 // RootRanges returns the extents of the thread-entry and Go top-frame
 // functions in a module (StartFunctions are not included: stacks
-// continue above them), from its symbol tables and those of its separate
-// debug file in DefaultDebugDir (glibc's __clone3 is a local symbol). It
-// is computed once per module.
+// continue above them), from the symbol tables of its separate debug file
+// in DefaultDebugDir when it has one (glibc's __clone3 is a local
+// symbol), else its own. It is computed once per module.
 func RootRanges(mod *target.Module) []RootRange {
 	if mod == nil || mod.File == nil {
 		return nil
@@ -76,9 +76,12 @@ func RootRanges(mod *target.Module) []RootRange {
 }
 
 func findRoots(mod *target.Module) any {
+	// One table: the separate debug file's when there is one (its
+	// .symtab has every name, __clone3 included), as the symbolizer
+	// uses; building a second table costs as much as the first.
 	files := []*elfobj.File{mod.File}
 	if df := moduleDebugFile(mod); df != nil {
-		files = append(files, df)
+		files[0] = df
 	}
 	var out []RootRange
 	seen := map[uint64]bool{}

@@ -196,6 +196,8 @@ func openDir(root, rel string, create bool) (int, string, error) {
 // missing file is an error satisfying errors.Is(err, fs.ErrNotExist); a
 // damaged one or one written for another key wraps ErrCorrupt; a symbolic
 // link, FIFO, device or a file or directory of another user is refused.
+// The returned bytes may be a read-only mapping of the file: callers must
+// not modify them.
 func Read(root, rel, key string, max int64) ([]byte, error) {
 	dfd, name, err := openDir(root, rel, false)
 	if err != nil {
@@ -225,15 +227,41 @@ func Read(root, rel, key string, max int64) ([]byte, error) {
 	if st.Size < int64(trailerLen) || st.Size-int64(trailerLen) > max {
 		return nil, fmt.Errorf("cache %s: %w: implausible size %d", path, ErrCorrupt, st.Size)
 	}
-	data := make([]byte, st.Size)
-	if _, err := io.ReadFull(f, data); err != nil {
+	data, mapped, err := load(f, fd, st.Size)
+	if err != nil {
 		return nil, fmt.Errorf("cache %s: %w", path, err)
 	}
 	body, tr := data[:len(data)-trailerLen], data[len(data)-trailerLen:]
 	if !bytes.Equal(tr, trailer(key, body)) {
+		if mapped {
+			unix.Munmap(data)
+		}
 		return nil, fmt.Errorf("cache %s: %w", path, ErrCorrupt)
 	}
 	return body, nil
+}
+
+// mapMin is the size from which Read maps a file instead of reading it.
+const mapMin = 64 << 10
+
+// load returns the file's size bytes. A large file is mapped (read-only,
+// populated from the page cache): a DWARF index of a megabyte or two is
+// then neither copied nor written into fresh, zeroed pages, which cost
+// more than the rest of reading it. The mapping lives as long as the
+// process (the caller keeps slices of it, and must not write to them);
+// the cache's files are replaced by rename, never rewritten in place, so
+// it does not change under it.
+func load(f *os.File, fd int, size int64) (data []byte, mapped bool, err error) {
+	if size >= mapMin && size == int64(int(size)) {
+		if b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE); err == nil {
+			return b, true, nil
+		}
+	}
+	data = make([]byte, size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, false, err
+	}
+	return data, false, nil
 }
 
 // Write stores data under rel below root for key, creating the directories
