@@ -80,12 +80,15 @@ func (p *Profile) WriteFile(path string, opt WriteOptions) error {
 // writeFlame writes an HTML or SVG flame graph, one box per frame
 // (inlined calls too), kernel frames suffixed "_[k]".
 func (p *Profile) writeFlame(w io.Writer, svg bool, title string) error {
-	folded := p.Fold(FoldOptions{KernelSuffix: "_[k]", Count: true})
+	folded := p.Fold(FoldOptions{KernelSuffix: "_[k]", Count: !p.OffCPU})
 	samples := make([]flamegraph.Sample, len(folded))
 	for i, s := range folded {
 		samples[i] = flamegraph.Sample{Stack: s.Stack, Value: s.Value}
 	}
 	opt := flamegraph.Options{Title: title, Unit: "samples", Subtitle: p.flameSubtitle()}
+	if p.OffCPU {
+		opt.Unit = "ns off CPU" // weighted by the time blocked
+	}
 	if svg {
 		return flamegraph.WriteSVG(w, samples, opt)
 	}

@@ -3,11 +3,13 @@ package profiles
 import (
 	"encoding/binary"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/symbolize"
 )
 
 // switchFormatText is sched_switch's format file of a 6.x kernel.
@@ -140,5 +142,28 @@ func TestOffCPUTake(t *testing.T) {
 	got = o.Flush(5000)
 	if len(got) != 1 || got[0].TID != 20 || got[0].Period != 2000 {
 		t.Fatalf("flushed %+v, want thread 20's 2000 ns so far", got)
+	}
+}
+
+// TestOffCPUFolded: an off-CPU profile's folded stacks and flame graph
+// weigh stacks by the time blocked, not by their number.
+func TestOffCPUFolded(t *testing.T) {
+	l := &Location{ID: 1, Lines: []symbolize.Location{{Function: "wait"}}}
+	p := &Profile{OffCPU: true, Locations: []*Location{l}, Stacks: []Stack{
+		{PID: 1, TID: 1, Locations: []*Location{l}, Value: 1500},
+		{PID: 1, TID: 1, Locations: []*Location{l}, Value: 500},
+	}}
+	var b strings.Builder
+	if err := p.WriteFolded(&b); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.HasSuffix(got, "wait 2000\n") {
+		t.Errorf("folded %q, want wait 2000", got)
+	}
+	p.OffCPU = false
+	b.Reset()
+	p.WriteFolded(&b)
+	if got := b.String(); !strings.HasSuffix(got, "wait 2\n") {
+		t.Errorf("on-CPU folded %q, want a count of 2", got)
 	}
 }

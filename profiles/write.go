@@ -118,10 +118,11 @@ var foldedName = strings.NewReplacer(";", ":", "\n", " ", "\r", " ")
 
 // WriteFolded writes Brendan Gregg's folded stack format, one line per
 // unique stack, "root;caller;...;leaf COUNT", counting samples (what
-// flamegraph.pl and speedscope expect).
+// flamegraph.pl and speedscope expect); an off-CPU profile's COUNT is the
+// nanoseconds blocked.
 func (p *Profile) WriteFolded(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	for _, f := range p.Fold(FoldOptions{KernelSuffix: "_[k]", Count: true}) {
+	for _, f := range p.Fold(FoldOptions{KernelSuffix: "_[k]", Count: !p.OffCPU}) {
 		for i, n := range f.Stack {
 			if i > 0 {
 				bw.WriteByte(';')
