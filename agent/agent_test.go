@@ -62,10 +62,11 @@ func requireOffCPU(t *testing.T) {
 	}
 }
 
-// fixtures starts the CPU-bound fixture (2 threads in burn -> level1 ->
-// ... -> hash_block/sort_block) and the sleeping one.
+// fixtures starts the CPU-bound fixture (one thread in burn -> level1 ->
+// ... -> hash_block/sort_block, so that the tests of other packages
+// running meanwhile keep a core) and the sleeping one.
 func fixtures(t *testing.T) (cpuPID, sleepPID int) {
-	cpu := start(t, perftest.BuildCPU(t, "-fno-omit-frame-pointer"), "600", "2")
+	cpu := start(t, perftest.BuildCPU(t, "-fno-omit-frame-pointer"), "600", "1")
 	sl := start(t, buildSleeper(t), "0.2")
 	time.Sleep(100 * time.Millisecond) // past exec and the dynamic loader
 	return cpu.Process.Pid, sl.Process.Pid

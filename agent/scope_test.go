@@ -144,7 +144,7 @@ func TestAgentChurn(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	<-ready
-	cmd := start(t, exe, "2", "2")
+	cmd := start(t, exe, "2", "1")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
