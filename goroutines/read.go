@@ -465,18 +465,7 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout, prev *
 // whose first field is a []struct{key, value string}. Two batches: the
 // slice headers with their arrays, then the strings.
 func (s *snapshot) readLabels(rd batchReader) {
-	var idx []int
-	var reads []live.Read
-	for i := range s.gs {
-		if s.gs[i].labelsPtr != 0 {
-			idx = append(idx, i)
-			reads = append(reads, live.Read{Addr: s.gs[i].labelsPtr, Buf: make([]byte, 16)})
-		}
-	}
-	if len(reads) == 0 {
-		return
-	}
-	rd.ReadBatch(reads)
+	idx, reads := s.labelPointers(rd, 16)
 	var arrays []live.Read
 	var owners []int
 	for k, r := range reads {
@@ -492,8 +481,7 @@ func (s *snapshot) readLabels(rd batchReader) {
 	}
 	rd.ReadBatch(arrays)
 	var strs []live.Read
-	type kv struct{ g, pair int }
-	var slots []kv
+	var slots []int // owner g per key/value pair
 	for k, a := range arrays {
 		if a.N != len(a.Buf) {
 			continue
@@ -506,20 +494,43 @@ func (s *snapshot) readLabels(rd batchReader) {
 				}
 				strs = append(strs, live.Read{Addr: ptr, Buf: make([]byte, ln)})
 			}
-			slots = append(slots, kv{owners[k], p})
+			slots = append(slots, owners[k])
 		}
 	}
+	s.storeLabels(rd, strs, slots)
+}
+
+// labelPointers reads size bytes at g.labels of every goroutine that has
+// labels, in one batch; it returns the goroutines' indexes and the reads.
+func (s *snapshot) labelPointers(rd batchReader, size int) ([]int, []live.Read) {
+	var owners []int
+	var reads []live.Read
+	for i := range s.gs {
+		if s.gs[i].labelsPtr != 0 {
+			owners = append(owners, i)
+			reads = append(reads, live.Read{Addr: s.gs[i].labelsPtr, Buf: make([]byte, size)})
+		}
+	}
+	if len(reads) > 0 {
+		rd.ReadBatch(reads)
+	}
+	return owners, reads
+}
+
+// storeLabels reads the label strings, a key then its value per pair, in
+// one batch and stores each complete pair in the labels of the goroutine
+// owner[pair].
+func (s *snapshot) storeLabels(rd batchReader, strs []live.Read, owner []int) {
 	rd.ReadBatch(strs)
-	for i, sl := range slots {
+	for i, g := range owner {
 		key, val := strs[2*i], strs[2*i+1]
 		if key.N != len(key.Buf) || val.N != len(val.Buf) {
 			continue
 		}
-		g := &s.gs[sl.g]
-		if g.labels == nil {
-			g.labels = map[string]string{}
+		if s.gs[g].labels == nil {
+			s.gs[g].labels = map[string]string{}
 		}
-		g.labels[string(key.Buf)] = string(val.Buf)
+		s.gs[g].labels[string(key.Buf)] = string(val.Buf)
 	}
 }
 
@@ -545,18 +556,7 @@ const (
 // pointers, the hmap headers, the buckets (then overflow buckets), the
 // strings.
 func (s *snapshot) readLabelMaps(rd batchReader) {
-	var owners []int
-	var reads []live.Read
-	for i := range s.gs {
-		if s.gs[i].labelsPtr != 0 {
-			owners = append(owners, i)
-			reads = append(reads, live.Read{Addr: s.gs[i].labelsPtr, Buf: make([]byte, 8)})
-		}
-	}
-	if len(reads) == 0 {
-		return
-	}
-	rd.ReadBatch(reads)
+	owners, reads := s.labelPointers(rd, 8)
 	var hdrs []live.Read
 	var hOwners []int
 	for k, r := range reads {
@@ -619,15 +619,5 @@ func (s *snapshot) readLabelMaps(rd batchReader) {
 		}
 		buckets, bOwners = more, mOwners
 	}
-	rd.ReadBatch(strs)
-	for i, g := range slots {
-		key, val := strs[2*i], strs[2*i+1]
-		if key.N != len(key.Buf) || val.N != len(val.Buf) {
-			continue
-		}
-		if s.gs[g].labels == nil {
-			s.gs[g].labels = map[string]string{}
-		}
-		s.gs[g].labels[string(key.Buf)] = string(val.Buf)
-	}
+	s.storeLabels(rd, strs, slots)
 }
