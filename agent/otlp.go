@@ -231,26 +231,22 @@ func (d *dict) str(s string) int32 {
 }
 
 func (d *dict) attr(key, val string) int32 {
-	k := key + "\x00s" + val
-	if i, ok := d.attrs[k]; ok {
-		return i
-	}
-	a := d.dict.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(d.str(key))
-	a.Value().SetStr(val)
-	i := int32(d.dict.AttributeTable().Len() - 1)
-	d.attrs[k] = i
-	return i
+	return d.attribute(key+"\x00s"+val, key, func(v pcommon.Value) { v.SetStr(val) })
 }
 
 func (d *dict) attrInt(key string, val int64) int32 {
-	k := key + "\x00i" + strconv.FormatInt(val, 10)
+	return d.attribute(key+"\x00i"+strconv.FormatInt(val, 10), key, func(v pcommon.Value) { v.SetInt(val) })
+}
+
+// attribute is the index of the attribute memoized as k, appended to the
+// table with key and the value set by set when it is new.
+func (d *dict) attribute(k, key string, set func(pcommon.Value)) int32 {
 	if i, ok := d.attrs[k]; ok {
 		return i
 	}
 	a := d.dict.AttributeTable().AppendEmpty()
 	a.SetKeyStrindex(d.str(key))
-	a.Value().SetInt(val)
+	set(a.Value())
 	i := int32(d.dict.AttributeTable().Len() - 1)
 	d.attrs[k] = i
 	return i
