@@ -101,29 +101,23 @@ func openScope(attr *perfdata.Attr, scope Scope, opt Options) (*Recorder, error)
 			return nil, fmt.Errorf("cgroup %s: %w", scope.Cgroup, err)
 		}
 		defer unix.Close(fd)
-		attr.Flags &^= perfdata.FlagInherit
-		cpus, err := onlineCPUs()
-		if err != nil {
-			return nil, err
-		}
-		var evs []eventTarget
-		for _, c := range cpus {
-			evs = append(evs, eventTarget{pid: fd, cpu: c, cgroup: true})
-		}
-		r, err := openEvents(attr, evs, opt)
-		if err != nil {
-			return nil, err
-		}
-		return r, r.Enable()
+		return openPerCPU(attr, eventTarget{pid: fd, cgroup: true}, opt)
 	}
+	return openPerCPU(attr, eventTarget{pid: -1}, opt)
+}
+
+// openPerCPU opens and enables one event like et on every online CPU: the
+// whole system (pid -1) or a cgroup. Inheritance does not apply there.
+func openPerCPU(attr *perfdata.Attr, et eventTarget, opt Options) (*Recorder, error) {
 	attr.Flags &^= perfdata.FlagInherit
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
 	}
-	var evs []eventTarget
+	evs := make([]eventTarget, 0, len(cpus))
 	for _, c := range cpus {
-		evs = append(evs, eventTarget{pid: -1, cpu: c})
+		et.cpu = c
+		evs = append(evs, et)
 	}
 	r, err := openEvents(attr, evs, opt)
 	if err != nil {
