@@ -305,44 +305,66 @@ func dupName(prev []rawSym, r *rawSym, name func(*rawSym) []byte) bool {
 // readSymbols appends the function symbols of symbol table s to raw, and its
 // string table to tabs.
 func (f *File) readSymbols(s *secInfo, raw []rawSym, tabs [][]byte) ([]rawSym, [][]byte, error) {
-	if s.comp {
+	if len(tabs) > math.MaxUint8 {
 		return raw, tabs, nil
+	}
+	tab := uint8(len(tabs))
+	if n := s.size / 24; n <= maxSymbols {
+		raw = slices.Grow(raw, int(n))
+	}
+	strs, err := f.eachFunction(s, func(r rawSym, _ []byte) error {
+		if len(raw) >= maxSymbols {
+			return fmt.Errorf("elfobj: %s: too many symbols", f.Path)
+		}
+		r.tab = tab
+		raw = append(raw, r)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if strs != nil {
+		tabs = append(tabs, strs)
+	}
+	return raw, tabs, nil
+}
+
+// eachFunction calls fn with every function symbol of symbol table s (as
+// Symbolize keeps them; tab unset) and the table's strings, and returns
+// the strings (nil for a compressed table, which is skipped).
+func (f *File) eachFunction(s *secInfo, fn func(r rawSym, strs []byte) error) ([]byte, error) {
+	if s.comp {
+		return nil, nil
 	}
 	entsz := uint64(24)
 	if f.Class == elf.ELFCLASS32 {
 		entsz = 16
 	}
 	if s.entsz != 0 && s.entsz != entsz {
-		return nil, nil, f.formatf(s.name, 0, nil, "symbol entry size %d, want %d", s.entsz, entsz)
+		return nil, f.formatf(s.name, 0, nil, "symbol entry size %d, want %d", s.entsz, entsz)
 	}
 	count := s.size / entsz
 	if count > maxSymbols {
-		return nil, nil, f.formatf(s.name, 0, nil, "%d symbols, too many", count)
+		return nil, f.formatf(s.name, 0, nil, "%d symbols, too many", count)
 	}
 	if s.link == 0 || int(s.link) >= len(f.secs) {
-		return nil, nil, f.formatf(s.name, 0, nil, "invalid string table link %d", s.link)
+		return nil, f.formatf(s.name, 0, nil, "invalid string table link %d", s.link)
 	}
 	strSec := &f.secs[s.link]
 	if strSec.typ != elf.SHT_STRTAB || strSec.comp {
-		return nil, nil, f.formatf(s.name, 0, nil, "linked section %d is not a string table", s.link)
+		return nil, f.formatf(s.name, 0, nil, "linked section %d is not a string table", s.link)
 	}
 	if strSec.size > math.MaxUint32 {
-		return nil, nil, f.formatf(strSec.name, 0, nil, "string table too large")
+		return nil, f.formatf(strSec.name, 0, nil, "string table too large")
 	}
 	data, err := f.readAt(s.offset, count*entsz)
 	if err != nil {
-		return nil, nil, f.formatf(s.name, 0, err, "reading its contents")
+		return nil, f.formatf(s.name, 0, err, "reading its contents")
 	}
 	strs, err := f.readAt(strSec.offset, strSec.size)
 	if err != nil {
-		return nil, nil, f.formatf(strSec.name, 0, err, "reading its contents")
+		return nil, f.formatf(strSec.name, 0, err, "reading its contents")
 	}
-	if len(tabs) > math.MaxUint8 {
-		return raw, tabs, nil
-	}
-	tab := uint8(len(tabs))
-	tabs = append(tabs, strs)
-	raw = slices.Grow(raw, int(count))
 	bo := f.ByteOrder
 	// Entry 0 is the reserved null symbol.
 	for i := uint64(1); i < count; i++ {
@@ -402,13 +424,89 @@ func (f *File) readSymbols(s *secInfo, raw []rawSym, tabs [][]byte) ([]rawSym, [
 		if secEnd < sec.addr || value < sec.addr || value >= secEnd {
 			secEnd = value + 1 // outside its section: cover one byte at most
 		}
-		if len(raw) >= maxSymbols {
-			return nil, nil, fmt.Errorf("elfobj: %s: too many symbols", f.Path)
+		if err := fn(rawSym{addr: value, size: size, secEnd: secEnd, bind: bind, nameOff: nameOff, nameLen: uint32(n)}, strs); err != nil {
+			return nil, err
 		}
-		raw = append(raw, rawSym{
-			addr: value, size: size, secEnd: secEnd, tab: tab, bind: bind,
-			nameOff: nameOff, nameLen: uint32(n),
-		})
 	}
-	return raw, tabs, nil
+	return strs, nil
+}
+
+// Extent is the address range [Start, End) of a function.
+type Extent struct{ Start, End uint64 }
+
+// FunctionExtents returns, for each of names that is the name of a
+// function symbol (with or without a symbol version: "clone" matches
+// "clone@GLIBC_2.2.5"), the extent of the lowest-addressed one. Unlike
+// SymbolExtent it does not build the symbol table unless one of the
+// symbols found has no size: one pass over .symtab and .dynsym comparing
+// names, which for a few names in a large table (libc's debug file) costs
+// a small fraction of building it. A sized symbol's extent is [value,
+// value+size).
+func (f *File) FunctionExtents(names []string) (map[string]Extent, error) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]Extent{}
+	add := func(name []byte, e Extent) {
+		if at := bytes.IndexByte(name, '@'); at > 0 {
+			name = name[:at]
+		}
+		if !want[string(name)] {
+			return
+		}
+		if old, ok := out[string(name)]; !ok || e.Start < old.Start {
+			out[string(name)] = e
+		}
+	}
+	unsized := false
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		for i := range f.secs {
+			s := &f.secs[i]
+			if s.typ != typ {
+				continue
+			}
+			_, err := f.eachFunction(s, func(r rawSym, strs []byte) error {
+				end := r.addr + r.size
+				if end < r.addr {
+					end = math.MaxUint64
+				}
+				if r.size == 0 {
+					n := strs[r.nameOff : r.nameOff+r.nameLen]
+					if at := bytes.IndexByte(n, '@'); at > 0 {
+						n = n[:at]
+					}
+					unsized = unsized || want[string(n)]
+					return nil
+				}
+				add(strs[r.nameOff:r.nameOff+r.nameLen], Extent{r.addr, end})
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			break // one table of each type
+		}
+	}
+	if !unsized {
+		return out, nil
+	}
+	// Unsized symbols end where the table says: at the next function.
+	if err := f.LoadSymbols(); err != nil {
+		return nil, err
+	}
+	clear(out)
+	t := f.syms
+	for i := range t.heads {
+		e := &t.heads[i]
+		add([]byte(t.names[e.off:e.off+e.n]), Extent{e.addr, e.end})
+	}
+	for i := range t.aliases { // an alias covers its head's extent
+		e := &t.aliases[i]
+		h := sort.Search(len(t.heads), func(k int) bool { return t.heads[k].addr >= e.addr })
+		if h < len(t.heads) && t.heads[h].addr == e.addr {
+			add([]byte(t.names[e.off:e.off+e.n]), Extent{e.addr, t.heads[h].end})
+		}
+	}
+	return out, nil
 }

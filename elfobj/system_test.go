@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -684,5 +685,100 @@ func BenchmarkOpenSymbols(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestFunctionExtentsMatchNm: FunctionExtents, which scans the symbol
+// tables for a few names without building the table, gives each sized
+// function the lowest address and the size nm -S prints for it, on
+// libc, libc's separate debug file when installed, and a compiled PIE.
+func TestFunctionExtentsMatchNm(t *testing.T) {
+	need(t, "nm", "readelf")
+	paths := []string{libcPath}
+	if dbg := run(t, "sh", "-c", "f=/usr/lib/debug/.build-id/$(readelf -n "+libcPath+" | awk '/Build ID/{print substr($3,1,2) \"/\" substr($3,3)}').debug; [ -f $f ] && echo $f || true"); strings.TrimSpace(dbg) != "" {
+		paths = append(paths, strings.TrimSpace(dbg))
+	} else {
+		t.Log("libc6-dbg not installed: libc's debug file not checked")
+	}
+	paths = append(paths, compileC(t, t.TempDir(), "prog", testProgram, "-O1", "-g"))
+	for _, path := range paths {
+		needFile(t, path)
+		dynamic := path == libcPath // stripped: only .dynsym
+		args := []string{"-S", "--defined-only", path}
+		if dynamic {
+			args = append([]string{"-D"}, args...)
+		}
+		type sym struct{ addr, size uint64 }
+		want := map[string]sym{}
+		for _, line := range strings.Split(run(t, "nm", args...), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) != 4 || !strings.ContainsAny(fields[2], "TtWi") {
+				continue
+			}
+			name, _, _ := strings.Cut(fields[3], "@")
+			s := sym{hex64(t, fields[0]), hex64(t, fields[1])}
+			if old, ok := want[name]; (!ok || s.addr < old.addr) && s.size > 0 {
+				want[name] = s
+			}
+		}
+		var names []string
+		for name := range want {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		if len(names) > 400 {
+			step := len(names) / 400
+			var some []string
+			for i := 0; i < len(names); i += step {
+				some = append(some, names[i])
+			}
+			names = some
+		}
+		f := mustOpen(t, path)
+		got, err := f.FunctionExtents(names)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, name := range names {
+			w := want[name]
+			if e, ok := got[name]; !ok || e.Start != w.addr || e.End != w.addr+w.size {
+				t.Errorf("%s: FunctionExtents(%q) = %#x-%#x %v; nm -S: %#x size %#x", path, name, e.Start, e.End, ok, w.addr, w.size)
+			}
+		}
+		if _, ok := got["no such function"]; ok {
+			t.Errorf("%s: a name that is not there was found", path)
+		}
+		t.Logf("%s: %d functions checked", path, len(names))
+	}
+}
+
+// TestFunctionExtentsUnsized: an assembly function without a size ends at
+// the next function, as Symbolize attributes addresses, and its alias
+// (a second name at the same address) gets the same extent.
+func TestFunctionExtentsUnsized(t *testing.T) {
+	src := `
+__asm__(".text\n.globl nosize\n.globl nosize_alias\n.type nosize,@function\n.type nosize_alias,@function\n"
+	"nosize:\nnosize_alias:\n nop\n nop\n ret\n"
+	".globl after\n.type after,@function\nafter:\n ret\n.size after, 1\n");
+int main(void) { return 0; }
+`
+	f := mustOpen(t, compileC(t, t.TempDir(), "unsized", src, "-O1"))
+	after, _, ok := f.SymbolExtent("after")
+	if !ok {
+		t.Fatal("no symbol after")
+	}
+	got, err := f.FunctionExtents([]string{"nosize", "nosize_alias", "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, _, _ := f.SymbolExtent("nosize")
+	if e := got["nosize"]; e.Start != lo || e.End != after {
+		t.Errorf("nosize: FunctionExtents %#x-%#x, want %#x-%#x (up to the next function)", e.Start, e.End, lo, after)
+	}
+	if got["nosize_alias"] != got["nosize"] {
+		t.Errorf("alias %v, function %v", got["nosize_alias"], got["nosize"])
+	}
+	if m, ok := got["main"]; !ok || m.End <= m.Start {
+		t.Errorf("main: %v %v", m, ok)
 	}
 }

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/rewindstack/rewind/elfobj"
@@ -78,25 +79,28 @@ func RootRanges(mod *target.Module) []RootRange {
 func findRoots(mod *target.Module) any {
 	// One table: the separate debug file's when there is one (its
 	// .symtab has every name, __clone3 included), as the symbolizer
-	// uses; building a second table costs as much as the first.
-	files := []*elfobj.File{mod.File}
+	// uses. The names are looked up without building the table.
+	f := mod.File
 	if df := moduleDebugFile(mod); df != nil {
-		files[0] = df
+		f = df
+	}
+	var names []string
+	for name, kind := range rootFunctions {
+		if kind == ThreadEntry || (kind == GoTopFrame && mod.File.Go) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names) // a deterministic choice among aliases
+	ext, err := f.FunctionExtents(names)
+	if err != nil {
+		return []RootRange(nil)
 	}
 	var out []RootRange
 	seen := map[uint64]bool{}
-	for name, kind := range rootFunctions {
-		if kind != ThreadEntry && kind != GoTopFrame {
-			continue
-		}
-		if kind == GoTopFrame && !mod.File.Go {
-			continue
-		}
-		for _, f := range files {
-			if lo, hi, ok := f.SymbolExtent(name); ok && hi > lo && !seen[lo] {
-				seen[lo] = true
-				out = append(out, RootRange{Start: lo, End: hi, Kind: kind})
-			}
+	for _, name := range names {
+		if e, ok := ext[name]; ok && e.End > e.Start && !seen[e.Start] {
+			seen[e.Start] = true
+			out = append(out, RootRange{Start: e.Start, End: e.End, Kind: rootFunctions[name]})
 		}
 	}
 	return out

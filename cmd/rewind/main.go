@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/gcdefer"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -45,6 +46,11 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
+	}
+	if os.Args[1] != "agent" {
+		// Commands other than the agent are short-lived: most finish
+		// before a 64 MB heap, and collecting earlier only costs time.
+		gcdefer.Until(64 << 20)
 	}
 	if path := os.Getenv("REWIND_CPUPROFILE"); path != "" {
 		// For tuning rewind itself: a pprof CPU profile of this run.
