@@ -48,7 +48,7 @@ const maxSymbols = 1 << 26
 // (and report failure as "not found"); call it directly to see why.
 func (f *File) LoadSymbols() error {
 	f.symOnce.Do(func() {
-		f.syms, f.symErr = f.buildSymbols()
+		f.syms, f.symErr = f.loadSymbols()
 	})
 	return f.symErr
 }
@@ -211,6 +211,12 @@ func (f *File) buildSymbols() (*symtab, error) {
 		i = j
 	}
 	t.names = sb.String()
+	t.fillMaxEnd()
+	return t, nil
+}
+
+// fillMaxEnd sets maxEnd when some head's extent overlaps the next head.
+func (t *symtab) fillMaxEnd() {
 	overlap := false
 	for i := 0; i+1 < len(t.heads); i++ {
 		if t.heads[i].end > t.heads[i+1].addr {
@@ -226,7 +232,6 @@ func (f *File) buildSymbols() (*symtab, error) {
 			t.maxEnd[i] = m
 		}
 	}
-	return t, nil
 }
 
 // sortRaw sorts symbols by address and, at equal addresses, by preference:
@@ -436,76 +441,90 @@ type Extent struct{ Start, End uint64 }
 
 // FunctionExtents returns, for each of names that is the name of a
 // function symbol (with or without a symbol version: "clone" matches
-// "clone@GLIBC_2.2.5"), the extent of the lowest-addressed one. Unlike
-// SymbolExtent it does not build the symbol table unless one of the
-// symbols found has no size: one pass over .symtab and .dynsym comparing
-// names, which for a few names in a large table (libc's debug file) costs
-// a small fraction of building it. A sized symbol's extent is [value,
-// value+size).
+// "clone@GLIBC_2.2.5"), the extent of the lowest-addressed one, as
+// Symbolize attributes addresses (a sized symbol covers [value,
+// value+size)). Unless the symbol table is cached (CacheSymbols) or one of
+// the symbols found has no size, it does not build the table: one pass
+// over .symtab and .dynsym comparing names, which for a few names in a
+// large table (libc's debug file) costs a fraction of building it.
 func (f *File) FunctionExtents(names []string) (map[string]Extent, error) {
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
 	}
 	out := map[string]Extent{}
-	add := func(name []byte, e Extent) {
-		if at := bytes.IndexByte(name, '@'); at > 0 {
+	// match returns name without its version if it is wanted.
+	match := func(name string) (string, bool) {
+		if at := strings.IndexByte(name, '@'); at > 0 {
 			name = name[:at]
 		}
-		if !want[string(name)] {
-			return
-		}
-		if old, ok := out[string(name)]; !ok || e.Start < old.Start {
-			out[string(name)] = e
+		return name, want[name]
+	}
+	add := func(name string, e Extent) {
+		if old, ok := out[name]; !ok || e.Start < old.Start {
+			out[name] = e
 		}
 	}
-	unsized := false
-	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
-		for i := range f.secs {
-			s := &f.secs[i]
-			if s.typ != typ {
-				continue
-			}
-			_, err := f.eachFunction(s, func(r rawSym, strs []byte) error {
-				end := r.addr + r.size
-				if end < r.addr {
-					end = math.MaxUint64
+	if f.symbolCacheDir() == "" {
+		unsized := false
+		for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+			for i := range f.secs {
+				s := &f.secs[i]
+				if s.typ != typ {
+					continue
 				}
-				if r.size == 0 {
-					n := strs[r.nameOff : r.nameOff+r.nameLen]
-					if at := bytes.IndexByte(n, '@'); at > 0 {
-						n = n[:at]
+				_, err := f.eachFunction(s, func(r rawSym, strs []byte) error {
+					b := strs[r.nameOff : r.nameOff+r.nameLen]
+					if at := bytes.IndexByte(b, '@'); at > 0 {
+						b = b[:at]
 					}
-					unsized = unsized || want[string(n)]
+					if !want[string(b)] {
+						return nil
+					}
+					if r.size == 0 {
+						unsized = true
+						return nil
+					}
+					end := r.addr + r.size
+					if end < r.addr {
+						end = math.MaxUint64
+					}
+					add(string(b), Extent{r.addr, end})
 					return nil
+				})
+				if err != nil {
+					return nil, err
 				}
-				add(strs[r.nameOff:r.nameOff+r.nameLen], Extent{r.addr, end})
-				return nil
-			})
-			if err != nil {
-				return nil, err
+				break // one table of each type
 			}
-			break // one table of each type
 		}
+		if !unsized {
+			return out, nil
+		}
+		clear(out) // unsized symbols end where the table says
 	}
-	if !unsized {
-		return out, nil
-	}
-	// Unsized symbols end where the table says: at the next function.
+	// The table: read from the cache (or built, and cached for the next
+	// run, which then pays less than the scan), or needed for an unsized
+	// symbol's end.
 	if err := f.LoadSymbols(); err != nil {
 		return nil, err
 	}
-	clear(out)
 	t := f.syms
 	for i := range t.heads {
 		e := &t.heads[i]
-		add([]byte(t.names[e.off:e.off+e.n]), Extent{e.addr, e.end})
+		if name, ok := match(t.names[e.off : e.off+e.n]); ok {
+			add(name, Extent{e.addr, e.end})
+		}
 	}
 	for i := range t.aliases { // an alias covers its head's extent
 		e := &t.aliases[i]
+		name, ok := match(t.names[e.off : e.off+e.n])
+		if !ok {
+			continue
+		}
 		h := sort.Search(len(t.heads), func(k int) bool { return t.heads[k].addr >= e.addr })
 		if h < len(t.heads) && t.heads[h].addr == e.addr {
-			add([]byte(t.names[e.off:e.off+e.n]), Extent{e.addr, t.heads[h].end})
+			add(name, Extent{e.addr, t.heads[h].end})
 		}
 	}
 	return out, nil

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"sync"
 
-	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
 )
@@ -60,12 +59,8 @@ func NewPersistentCache(dir string) *Cache {
 // modification time) gets a new index.
 func indexKey(buildID, src string) (rel, key string) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s", indexMagic, src)
-	var st unix.Stat_t
-	if unix.Stat(src, &st) == nil {
-		fmt.Fprintf(h, "\x00%d\x00%d\x00%d\x00%d.%d\x00%d.%d", st.Dev, st.Ino, st.Size,
-			st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
-	}
+	fmt.Fprintf(h, "%s", indexMagic)
+	cachefile.Identity(h, src)
 	sum := hex.EncodeToString(h.Sum(nil)[:12])
 	return "dwarf/" + buildID[:2] + "/" + buildID[2:] + "-" + sum, indexMagic + buildID + sum
 }

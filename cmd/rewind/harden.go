@@ -30,6 +30,7 @@ func cacheDir(disabled bool) string {
 		warn(fmt.Sprintf("%v; running without the cache", err))
 		return ""
 	}
+	elfobj.CacheSymbols(dir)
 	return dir
 }
 

@@ -366,3 +366,18 @@ func TakeNotes() (untrusted, other []string) {
 	notes.untrusted, notes.other, notes.seen = nil, nil, nil
 	return untrusted, other
 }
+
+// Identity writes to h what identifies the file at path as it is now: the
+// path, device, inode, size, modification and change times. A key that
+// includes it names the very file an entry was built from: a file
+// replaced or rewritten in place (even with the same size, build-id and
+// modification time) gets a new entry, because the change time cannot be
+// set back by an unprivileged user.
+func Identity(h io.Writer, path string) {
+	fmt.Fprintf(h, "\x00%s", path)
+	var st unix.Stat_t
+	if unix.Stat(path, &st) == nil {
+		fmt.Fprintf(h, "\x00%d\x00%d\x00%d\x00%d.%d\x00%d.%d", st.Dev, st.Ino, st.Size,
+			st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+	}
+}
