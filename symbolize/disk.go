@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"sync"
 
-
 	"github.com/rewindstack/rewind/internal/cachefile"
 )
 
