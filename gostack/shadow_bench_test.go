@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,13 +26,14 @@ import (
 // capture is called directly from the recursive function, as in the article.
 
 const (
-	modeFP = iota
+	modePlain = iota
+	modeFP
 	modeShadow
 	modeEager
 	modeCallers
 )
 
-var modeNames = []string{"FP", "Shadow", "Eager", "Callers"}
+var modeNames = []string{"Plain", "FP", "Shadow", "Eager", "Callers"}
 
 var benchDepths = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 
@@ -48,6 +50,10 @@ func bestCase(n, mode int, pcs []uintptr, b *testing.B) {
 	start := threadCPU()
 	s := 0
 	switch mode {
+	case modePlain:
+		for range b.N {
+			s += plainFP(pcs)
+		}
 	case modeFP:
 		for range b.N {
 			s += CallersFP(1, pcs)
@@ -68,6 +74,21 @@ func bestCase(n, mode int, pcs []uintptr, b *testing.B) {
 	b.StopTimer()
 	reportCPU(b, start)
 	sink += s
+}
+
+// plainFP is the baseline of the source article: the Go runtime's
+// fpTracebackPCs, a loop over frame records with no checks at all.
+//
+//go:noinline
+//go:nocheckptr
+func plainFP(pcs []uintptr) int {
+	fp := getfp()
+	i := 0
+	for ; i < len(pcs) && fp != nil; i++ {
+		pcs[i] = *(*uintptr)(unsafe.Add(fp, unsafe.Sizeof(uintptr(0))))
+		fp = *(*unsafe.Pointer)(fp)
+	}
+	return i
 }
 
 // threadCPU reads the CPU time of the calling thread: unlike the wall
@@ -92,6 +113,8 @@ func reportCPU(b *testing.B, start int64) {
 func worstCase(n, mode int, pcs []uintptr) int {
 	s := 0
 	switch mode {
+	case modePlain:
+		s += plainFP(pcs)
 	case modeFP:
 		s += CallersFP(1, pcs)
 	case modeShadow:
@@ -105,6 +128,8 @@ func worstCase(n, mode int, pcs []uintptr) int {
 		s += worstCase(n-1, mode, pcs)
 	}
 	switch mode {
+	case modePlain:
+		s += plainFP(pcs)
 	case modeFP:
 		s += CallersFP(1, pcs)
 	case modeShadow:
@@ -178,8 +203,9 @@ var (
 // Every cell is measured -shadowrounds times, interleaved with the others;
 // the methods of a cell run back to back and each round gives a ratio, of
 // which the table shows the median (the machine is shared). Ratios are
-// CallersFP's time divided by the method's: above 1 is faster than the
-// plain walk.
+// the plain loop's time (Plain: the runtime's fpTracebackPCs, the source
+// article's baseline) divided by the method's: above 1 is faster than the
+// plain loop.
 func TestShadowBenchTable(t *testing.T) {
 	if !*shadowTable {
 		t.Skip("pass -shadowtable to run the benchmarks")
@@ -195,9 +221,9 @@ func TestShadowBenchTable(t *testing.T) {
 		return !slices.Contains(strings.Split(*shadowCases, ","), c.name)
 	})
 	// ns[case][depth][mode][round]
-	ns := make([][][4][]float64, len(cases))
+	ns := make([][][5][]float64, len(cases))
 	for i := range ns {
-		ns[i] = make([][4][]float64, len(benchDepths))
+		ns[i] = make([][5][]float64, len(benchDepths))
 	}
 	for range *shadowRounds {
 		for ci, c := range cases {
@@ -217,12 +243,12 @@ func TestShadowBenchTable(t *testing.T) {
 	}
 	for ci, c := range cases {
 		var out strings.Builder
-		fmt.Fprintf(&out, "\n%s case: median thread-CPU ns/op of %d rounds; ratio = median over rounds of FP time / method time\n", c.name, *shadowRounds)
-		fmt.Fprintf(&out, "%6s %10s %10s %10s %10s %8s %8s %8s\n", "depth", "FP", "Shadow", "Eager", "Callers", "Shadow", "Eager", "Callers")
+		fmt.Fprintf(&out, "\n%s case: median thread-CPU ns/op of %d rounds; ratio = median over rounds of Plain time / method time\n", c.name, *shadowRounds)
+		fmt.Fprintf(&out, "%6s %9s %9s %9s %9s %10s %8s %8s %8s %8s\n", "depth", "Plain", "FP", "Shadow", "Eager", "Callers", "FP", "Shadow", "Eager", "Callers")
 		for di, depth := range benchDepths {
 			v := ns[ci][di]
-			var med [4]float64
-			var ratio [4]float64
+			var med [5]float64
+			var ratio [5]float64
 			for mode := range modeNames {
 				med[mode] = median(v[mode])
 				rs := make([]float64, len(v[mode]))
@@ -231,8 +257,8 @@ func TestShadowBenchTable(t *testing.T) {
 				}
 				ratio[mode] = median(rs)
 			}
-			fmt.Fprintf(&out, "%6d %10.1f %10.1f %10.1f %10.1f %7.2fx %7.2fx %7.2fx\n", depth, med[0], med[1], med[2], med[3],
-				ratio[1], ratio[2], ratio[3])
+			fmt.Fprintf(&out, "%6d %9.1f %9.1f %9.1f %9.1f %10.1f %7.2fx %7.2fx %7.2fx %7.2fx\n", depth, med[0], med[1], med[2], med[3], med[4],
+				ratio[1], ratio[2], ratio[3], ratio[4])
 		}
 		t.Log(out.String())
 	}
