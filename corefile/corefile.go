@@ -59,6 +59,9 @@ type Thread struct {
 	Regs regs.Regs
 	// Signal is pr_cursig, the signal the thread was handling (0 if none).
 	Signal int
+	// TP is the thread pointer from pr_reg (fs_base on amd64), 0 when
+	// the register set does not hold it.
+	TP uint64
 }
 
 // Core is an opened core dump.
@@ -476,6 +479,7 @@ func (c *Core) parsePrstatus(d []byte) error {
 			return fmt.Errorf("NT_PRSTATUS: %w", err)
 		}
 		t.Regs = r
+		t.TP = regs.ThreadPointer(c.Arch, words)
 	}
 	c.Threads = append(c.Threads, t)
 	return nil

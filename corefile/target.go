@@ -39,7 +39,9 @@ func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) 
 	}
 	ctxs := make([]target.Context, 0, len(c.Threads))
 	for _, th := range c.Threads {
-		ctxs = append(ctxs, target.Thread(th.TID, "", th.Regs))
+		ctx := target.Thread(th.TID, "", th.Regs)
+		ctx.TP = th.TP
+		ctxs = append(ctxs, ctx)
 	}
 	return target.New(target.Config{
 		PID:      c.PID,

@@ -70,7 +70,13 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		s.copyStacks()
 		s.copySwitched()
 		if s.during != nil {
-			s.during(&Reader{tid: s.memTID()})
+			rd := &Reader{tid: s.memTID()}
+			for _, th := range s.threads {
+				if th.stopped && th.tp != 0 {
+					rd.tps = append(rd.tps, th.tp)
+				}
+			}
+			s.during(rd)
 		}
 		s.mark(markCopied)
 		if testHookStopped != nil {
@@ -223,6 +229,7 @@ type tstate struct {
 	probed   bool // found stopped by a register read, not by wait4
 	stopAt   time.Time
 	regs     regs.Regs
+	tp       uint64
 	stack    target.Region
 	switched []target.Region // other stacks its frame pointers lead to (copySwitched)
 	err      error
@@ -525,6 +532,7 @@ func (s *session) readRegs(th *tstate) error {
 		return fmt.Errorf("PTRACE_GETREGSET of thread %d: %w", th.tid, err)
 	}
 	th.regs, err = convertRegs(s.regBuf[:], n)
+	th.tp = regs.ThreadPointer(hostArch, s.regBuf[:n/8])
 	return err
 }
 
@@ -702,6 +710,7 @@ func (s *session) snapshot() *Snapshot {
 		}
 		if th.err == nil {
 			t.Regs = th.regs
+			t.TP = th.tp
 			t.Stack = th.stack
 			if len(th.stack.Data) > 0 {
 				regions = append(regions, th.stack)

@@ -9,7 +9,7 @@ import (
 
 // hostArch is the architecture of the register sets ptrace returns: this
 // program's own (rewind captures processes of its own architecture).
-var hostArch = map[string]regs.Arch{"amd64": regs.AMD64, "arm64": regs.ARM64}[runtime.GOARCH]
+var hostArch = HostArch
 
 // userRegsWords bounds the size of the kernel's register set in 64-bit
 // words on every architecture (regs.UserRegsWords gives the exact one).

@@ -66,6 +66,9 @@ type Thread struct {
 	// Regs are the registers at the stop, in DWARF numbering (PC in the
 	// return address column).
 	Regs regs.Regs
+	// TP is the thread pointer (fs_base on amd64; 0 where the register
+	// set does not hold it): libc's TCB, where its pointer guard is.
+	TP uint64
 	// Stack is the copy of the thread's stack; Addr is the first copied
 	// byte (SP-128 unless that lies below the stack's mapping). Empty for
 	// WithStopped, and when SP is in no readable mapping.

@@ -2,9 +2,15 @@ package live
 
 import (
 	"fmt"
+	"runtime"
 
+	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )
+
+// HostArch is the architecture of the processes Capture captures: this
+// program's own (regs.Unknown on one rewind does not unwind).
+var HostArch = map[string]regs.Arch{"amd64": regs.AMD64, "arm64": regs.ARM64}[runtime.GOARCH]
 
 // Target makes a target of the snapshot: its threads (those captured; a
 // thread that could not be is reported through warn) over its memory and
@@ -27,7 +33,9 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 			}
 			continue
 		}
-		ctxs = append(ctxs, target.Thread(th.TID, th.Name, th.Regs))
+		ctx := target.Thread(th.TID, th.Name, th.Regs)
+		ctx.TP = th.TP
+		ctxs = append(ctxs, ctx)
 	}
 	return target.New(target.Config{
 		PID:      s.PID,

@@ -27,19 +27,11 @@ func GroupThreads(r *Report) []Group {
 	var order []*Group
 	for i := range r.Threads {
 		t := &r.Threads[i]
-		var key strings.Builder
-		for _, f := range t.Frames {
-			key.WriteString(strconv.FormatUint(f.PC, 16))
-			if f.Inlined {
-				key.WriteString("i")
-			}
-			key.WriteByte(' ')
-		}
-		key.WriteString(t.End)
-		g := byKey[key.String()]
+		key := stackKey(t.Frames, t.End)
+		g := byKey[key]
 		if g == nil {
 			g = &Group{Thread: t}
-			byKey[key.String()] = g
+			byKey[key] = g
 			order = append(order, g)
 		}
 		g.TIDs = append(g.TIDs, t.TID)
@@ -71,9 +63,57 @@ func WriteGrouped(w io.Writer, r *Report) error {
 			}
 		}
 		fmt.Fprintln(bw)
-		writeFrames(bw, g.Thread)
+		writeFrames(bw, g.Thread.Frames, g.Thread.End, g.Thread.EndDetail)
 	}
+	writeGroupedFibers(bw, r)
 	return bw.Flush()
+}
+
+// writeGroupedFibers prints identical fiber stacks once, headed by how
+// many fibers share them and which (by id, else by context address).
+func writeGroupedFibers(bw *bufio.Writer, r *Report) {
+	byKey := map[string][]*Fiber{}
+	var order []string
+	for i := range r.Fibers {
+		f := &r.Fibers[i]
+		k := stackKey(f.Frames, f.End)
+		if byKey[k] == nil {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], f)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(byKey[order[i]]) > len(byKey[order[j]]) })
+	for _, k := range order {
+		fs := byKey[k]
+		fmt.Fprintf(bw, "%d fiber", len(fs))
+		if len(fs) > 1 {
+			fmt.Fprint(bw, "s")
+		}
+		fmt.Fprint(bw, ":")
+		for _, f := range fs {
+			if f.ID != nil {
+				fmt.Fprintf(bw, " %d", *f.ID)
+			} else {
+				fmt.Fprintf(bw, " %s@%#x", f.Kind, f.Context)
+			}
+		}
+		fmt.Fprintln(bw)
+		writeFrames(bw, fs[0].Frames, fs[0].End, fs[0].EndDetail)
+	}
+}
+
+// stackKey identifies a stack for grouping: its PCs, inlined marks and end.
+func stackKey(frames []Frame, end string) string {
+	var key strings.Builder
+	for _, f := range frames {
+		key.WriteString(strconv.FormatUint(f.PC, 16))
+		if f.Inlined {
+			key.WriteString("i")
+		}
+		key.WriteByte(' ')
+	}
+	key.WriteString(end)
+	return key.String()
 }
 
 func writeHeader(bw *bufio.Writer, r *Report) {
@@ -90,9 +130,9 @@ func writeHeader(bw *bufio.Writer, r *Report) {
 // writeFrames numbers every entry, inlined ones included, as eu-stack -i
 // and gdb do; an inlined entry repeats the PC of the physical frame it
 // was inlined into and says "inlined" where other frames name their method.
-func writeFrames(bw *bufio.Writer, t *Thread) {
-	for j := range t.Frames {
-		f := &t.Frames[j]
+func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
+	for j := range frames {
+		f := &frames[j]
 		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, textesc.String(f.Name()))
 		if f.Module != "" {
 			fmt.Fprintf(bw, " (%s)", textesc.String(filepath.Base(f.Module)))
@@ -106,9 +146,9 @@ func writeFrames(bw *bufio.Writer, t *Thread) {
 			fmt.Fprintf(bw, " [%s]\n", f.Method)
 		}
 	}
-	fmt.Fprintf(bw, "    end: %s", t.End)
-	if t.EndDetail != "" {
-		fmt.Fprintf(bw, " (%s)", textesc.String(t.EndDetail))
+	fmt.Fprintf(bw, "    end: %s", end)
+	if detail != "" {
+		fmt.Fprintf(bw, " (%s)", textesc.String(detail))
 	}
 	fmt.Fprintln(bw)
 }

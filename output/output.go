@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/rewindstack/rewind/internal/textesc"
 )
@@ -22,6 +23,49 @@ type Report struct {
 	// Source describes where the stacks came from ("core FILE", "pid").
 	Source  string   `json:"source,omitempty"`
 	Threads []Thread `json:"threads"`
+	// Fibers are the inactive fibers and coroutines unwound from their
+	// saved contexts; omitted when none were asked for.
+	Fibers []Fiber `json:"fibers,omitempty"`
+}
+
+// Fiber is one inactive fiber's (or coroutine's) stack.
+type Fiber struct {
+	// Thread is the thread the fiber belongs to (Tarantool: its cord's);
+	// null when unknown.
+	Thread *int `json:"thread"`
+	// Kind is what saved its context: "tarantool", "ucontext",
+	// "fcontext", "coro", "jmpbuf" or "regs".
+	Kind string `json:"kind"`
+	// ID and Name are the runtime's, null when it has none.
+	ID   *int64  `json:"id"`
+	Name *string `json:"name"`
+	// Context is the address of the memory holding the saved context (the
+	// ucontext_t, the variable holding the fcontext_t, the coro_context,
+	// the jmp_buf); 0 for registers given directly.
+	Context uint64 `json:"context"`
+	// End says why the walk stopped, as for threads;
+	// "unreadable-context" when the context itself could not be read.
+	End       string  `json:"end"`
+	EndDetail string  `json:"end_detail,omitempty"`
+	Frames    []Frame `json:"frames"`
+}
+
+// title is the fiber's heading line in text output.
+func (f *Fiber) title() string {
+	var b strings.Builder
+	b.WriteString("fiber")
+	if f.ID != nil {
+		fmt.Fprintf(&b, " %d", *f.ID)
+	}
+	if f.Name != nil {
+		fmt.Fprintf(&b, " %s", textesc.String(*f.Name))
+	}
+	if f.Context != 0 {
+		fmt.Fprintf(&b, " (%s, context %#x)", f.Kind, f.Context)
+	} else {
+		fmt.Fprintf(&b, " (%s)", f.Kind)
+	}
+	return b.String()
 }
 
 // Thread is one thread's stack.
@@ -77,9 +121,29 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(bw, " %s", textesc.String(t.Name))
 		}
 		fmt.Fprintln(bw)
-		writeFrames(bw, t)
+		writeFrames(bw, t.Frames, t.End, t.EndDetail)
+		writeFibers(bw, r, &t.TID)
 	}
+	writeFibers(bw, r, nil)
 	return bw.Flush()
+}
+
+// writeFibers prints the fibers of thread tid, or with tid nil those of no
+// known thread (under a heading of their own).
+func writeFibers(bw *bufio.Writer, r *Report, tid *int) {
+	heading := tid == nil
+	for i := range r.Fibers {
+		f := &r.Fibers[i]
+		if (tid == nil) != (f.Thread == nil) || (tid != nil && *f.Thread != *tid) {
+			continue
+		}
+		if heading {
+			fmt.Fprintln(bw, "Fibers of no known thread:")
+			heading = false
+		}
+		fmt.Fprintf(bw, "  %s:\n", f.title())
+		writeFrames(bw, f.Frames, f.End, f.EndDetail)
+	}
 }
 
 // WriteSideBySide prints two reports of the same threads in two columns,

@@ -22,6 +22,16 @@ var amd64UserRegs = [...]int{
 // user_regs_struct.
 const AMD64UserFSBase = 21
 
+// ThreadPointer returns the thread pointer (the TCB address: fs_base on
+// amd64) from the kernel's register set of arch, 0 when the set does not
+// hold it (arm64 keeps TPIDR_EL0 in a register set of its own).
+func ThreadPointer(arch Arch, words []uint64) uint64 {
+	if arch == AMD64 && len(words) > AMD64UserFSBase {
+		return words[AMD64UserFSBase]
+	}
+	return 0
+}
+
 // UserRegsWords is the number of 64-bit words in arch's kernel register
 // set (0 for an architecture rewind does not unwind).
 func UserRegsWords(arch Arch) int {

@@ -18,16 +18,20 @@ type Options struct {
 	Threads []int
 }
 
-// Walked is one thread's walk, not yet symbolized.
+// Walked is one thread's or fiber's walk, not yet symbolized.
 type Walked struct {
 	TID   int
 	Name  string
 	Stack unwind.Stack
+	// Fiber is the fiber's context (nil for a thread); its Err is set when
+	// the context could not be read, and Stack is then empty.
+	Fiber *target.Context
 }
 
-// Walk unwinds every selected thread. It reads the target's memory but no
-// files beyond the unwind tables, so a live target can be resumed right
-// after it (see --lazy).
+// Walk unwinds every selected thread, and every fiber (target.KindFiber
+// contexts, all of them whatever threads are selected). It reads the
+// target's memory but no files beyond the unwind tables, so a live target
+// can be resumed right after it (see --lazy).
 func Walk(t *target.Target, opt Options) []Walked {
 	want := map[int]bool{}
 	for _, tid := range opt.Threads {
@@ -36,6 +40,14 @@ func Walk(t *target.Target, opt Options) []Walked {
 	var out []Walked
 	for i := range t.Contexts {
 		c := &t.Contexts[i]
+		if c.Kind == target.KindFiber {
+			w := Walked{TID: c.TID, Name: c.Name, Fiber: c}
+			if c.Err == nil {
+				w.Stack = opt.Unwinder.Walk(c.Regs, t.Memory(c), t.Space)
+			}
+			out = append(out, w)
+			continue
+		}
 		if c.Kind != target.KindThread || c.Err != nil || (len(want) > 0 && !want[c.TID]) {
 			continue
 		}
@@ -49,7 +61,12 @@ func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output
 	rep := &output.Report{PID: t.PID, Source: t.Source, Threads: make([]output.Thread, 0, len(walks))}
 	for i := range walks {
 		w := &walks[i]
-		rep.Threads = append(rep.Threads, Symbolize(w.TID, w.Name, &w.Stack, sym))
+		th := Symbolize(w.TID, w.Name, &w.Stack, sym)
+		if w.Fiber == nil {
+			rep.Threads = append(rep.Threads, th)
+			continue
+		}
+		rep.Fibers = append(rep.Fibers, fiberOutput(w.Fiber, th))
 	}
 	return rep
 }
@@ -105,4 +122,26 @@ func Complete(r *output.Report) int {
 		}
 	}
 	return n
+}
+
+// fiberOutput is a fiber's report entry: its identity from the context,
+// its stack from th.
+func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
+	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail, Frames: th.Frames}
+	if c.TID != 0 {
+		tid := c.TID
+		f.Thread = &tid
+	}
+	if c.HasID {
+		id := c.ID
+		f.ID = &id
+	}
+	if c.Name != "" {
+		name := c.Name
+		f.Name = &name
+	}
+	if c.Err != nil {
+		f.End, f.EndDetail = "unreadable-context", c.Err.Error()
+	}
+	return f
 }

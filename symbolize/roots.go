@@ -35,6 +35,12 @@ const (
 var rootFunctions = map[string]RootKind{
 	"_start": ThreadEntry, "clone": ThreadEntry, "__clone": ThreadEntry,
 	"clone3": ThreadEntry, "__clone3": ThreadEntry, "__clone_internal": NotRoot,
+	// glibc's makecontext makes a context return into __start_context,
+	// which switches to uc_link or exits: the root of a ucontext fiber.
+	"__start_context": ThreadEntry,
+	// boost.context's make_fcontext plants its own trampoline as the
+	// return address of a new fcontext's entry function.
+	"make_fcontext": ThreadEntry,
 	"__libc_start_main": StartFunction, "__libc_start_main_impl": StartFunction,
 	"__libc_start_call_main": StartFunction, "start_thread": StartFunction,
 	"runtime.goexit": GoTopFrame, "runtime.goexit.abi0": GoTopFrame,

@@ -62,6 +62,14 @@ type Context struct {
 	Name string
 	// Regs are the registers the walk starts from.
 	Regs regs.Regs
+	// TP is a thread's thread pointer (fs_base on amd64): its libc TCB.
+	// 0 when unknown.
+	TP uint64
+	// Runtime names what saved a fiber's context ("ucontext",
+	// "fcontext", "coro", "jmpbuf", "regs", "tarantool"); Saved is the
+	// address of the memory holding that context, 0 when none.
+	Runtime string
+	Saved   uint64
 	// Mem, when not nil, is the memory this context's walk reads instead
 	// of the Target's (a fiber stack copied apart, for example).
 	Mem Memory

@@ -52,14 +52,19 @@ func (mc *modCache) get(m *target.Mapping) *modInfo {
 
 // rootAt classifies the function holding lookup address pc of mapping m
 // (whose modInfo is info), by the extents of the thread-root functions in
-// its module's symbol tables.
-func rootAt(info *modInfo, m *target.Mapping, pc uint64) rootKind {
+// its module's symbol tables; ret is the frame's PC as found (pc+1 for a
+// return address).
+func rootAt(info *modInfo, m *target.Mapping, pc, ret uint64) rootKind {
 	if info == nil {
 		return rootNone
 	}
 	vaddr := pc - m.Bias
+	// A return address at the very start of a thread entry is one a
+	// context switch library planted (makecontext's __start_context):
+	// nothing called from there, and pc (ret-1) is in another function.
+	rvaddr := ret - m.Bias
 	for _, r := range info.roots {
-		if vaddr >= r.Start && vaddr < r.End {
+		if vaddr >= r.Start && vaddr < r.End || ret != pc && rvaddr == r.Start && r.Kind == symbolize.ThreadEntry {
 			if r.Kind == symbolize.GoTopFrame {
 				return rootGo
 			}

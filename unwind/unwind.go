@@ -293,7 +293,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
 		c.CallerExact, c.Method, c.stackSwitch = false, 0, false
-		root := rootAt(info, m, lookup)
+		root := rootAt(info, m, lookup, pc)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
 			return

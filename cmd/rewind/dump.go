@@ -2,17 +2,18 @@ package main
 
 import (
 	"fmt"
-	"github.com/rewindstack/rewind/target"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/fibers"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 )
 
 var dumpHelp = `rewind dump PID [flags]            every thread of a running process
@@ -40,6 +41,16 @@ and symbols) the goroutines are listed instead, in Go's own traceback
 format (--json: a "goroutines" list; --group: identical stacks folded);
 a live process is paused once for its threads and goroutines together.
 
+With --fiber KIND@ADDR (repeatable) the inactive fiber or coroutine whose
+context is saved at ADDR is unwound too, listed after the threads under
+"Fibers of no known thread" (--json: a "fibers" list): KIND is ucontext
+(a glibc ucontext_t at ADDR), fcontext (ADDR holds a boost.context
+fcontext_t; the record's layout is read from the process's jump_fcontext),
+coro (ADDR holds a libcoro coro_context), jmpbuf (a glibc jmp_buf, its
+mangled registers demangled with the process's pointer guard), or
+regs@pc=ADDR,sp=ADDR[,fp=ADDR]. A live target's contexts and the used part
+of each fiber's stack are copied in the same pause as the threads.
+
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for processes of the same user.
 ` + locateHelp
@@ -60,9 +71,19 @@ func runDump(args []string) error {
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
+	var fiberFlags pathsFlag
+	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	var specs []fibers.Spec
+	for _, f := range fiberFlags {
+		sp, err := fibers.ParseSpec(f)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, sp)
 	}
 	u, err := unwinderFor(*method, *maxDepth)
 	if err != nil {
@@ -94,7 +115,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, specs, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -105,7 +126,7 @@ func runDump(args []string) error {
 		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, specs, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -128,7 +149,7 @@ func writeDump(rep *output.Report, asJSON, group bool) error {
 	return output.WriteText(os.Stdout, rep)
 }
 
-func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, specs []fibers.Spec, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	c, err := corefile.Open(path)
 	if err != nil {
 		return nil, err
@@ -144,6 +165,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	}
 	tm.mark("open")
 	warnUnreadable(tg.Space)
+	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, specs, nil)...)
 	walks := stacks.Walk(tg, opt)
 	tm.mark("unwind")
 	rep := stacks.Report(tg, walks, sym)
@@ -151,8 +173,18 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	return rep, nil
 }
 
-func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, specs []fibers.Spec, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads, MaxStopped: maxStopped}
+	var fc *fibers.Copier
+	if len(specs) > 0 {
+		fc = &fibers.Copier{Specs: specs, Arch: live.HostArch}
+		lopt.During = fc.During
+	}
+	addFibers := func(tg *target.Target) {
+		if fc != nil {
+			tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, specs, fc.Memory(tg.Mem))...)
+		}
+	}
 	var tg *target.Target
 	var walks []stacks.Walked
 	var snap *live.Snapshot
@@ -161,6 +193,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 		err = live.WithStopped(pid, lopt, func(s *live.Snapshot) error {
 			snap = s
 			tg = s.Target(objs, warn)
+			addFibers(tg)
 			walks = stacks.Walk(tg, opt)
 			return nil
 		})
@@ -171,6 +204,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 		if err == nil {
 			tg = snap.Target(objs, warn)
 			tm.mark("open")
+			addFibers(tg)
 			walks = stacks.Walk(tg, opt)
 			tm.mark("unwind")
 		}

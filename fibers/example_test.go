@@ -1,0 +1,36 @@
+package fibers_test
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/rewindstack/rewind/fibers"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// Unwinding a coroutine parked in another process, whose libcoro
+// coro_context is at a known address (from a debugger, a log line or the
+// program's own symbols), together with the process's threads: the
+// context and the used part of its stack are copied in the same pause.
+func ExampleExplicit() {
+	pid := 1234 // the process
+	spec, err := fibers.ParseSpec("coro@0x55d0c0de1000")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fc := &fibers.Copier{Specs: []fibers.Spec{spec}, Arch: live.HostArch}
+	snap, err := live.Capture(pid, live.Options{During: fc.During})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tg := snap.Target(nil, nil)
+	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, fc.Specs, fc.Memory(tg.Mem))...)
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, &symbolize.Symbolizer{Inlines: true})
+	output.WriteText(os.Stdout, rep) // threads, then "Fibers of no known thread"
+}

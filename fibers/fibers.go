@@ -1,0 +1,291 @@
+// Package fibers turns the saved execution contexts of inactive fibers and
+// coroutines into unwindable contexts (target.Context of kind
+// target.KindFiber), read from outside the process: from a live snapshot or
+// a core file.
+//
+// A fiber that is not running is a register set its switch routine saved
+// in memory, and a stack. Unwinding it needs only the resumed PC, SP and
+// frame pointer, plus the callee-saved registers CFI rules may refer to;
+// the same unwinder core then walks it with every method. The kinds, named
+// as in `rewind dump --fiber KIND@ADDR`:
+//
+//   - ucontext: ADDR is a glibc ucontext_t (getcontext, swapcontext,
+//     makecontext). swapcontext saved the return address into its caller,
+//     so frame #0 is the function that switched away.
+//   - fcontext: ADDR holds a boost.context fcontext_t, the stack pointer
+//     jump_fcontext saved. The record it points at changed between boost
+//     releases (a stack-guard slot since 1.81, an optional CET shadow-stack
+//     slot), so its size and the slots of rbp and rbx are read from the
+//     process's own jump_fcontext code, never assumed.
+//   - coro: ADDR holds a libcoro coro_context (Tarantool's fibers), whose
+//     first word is the saved stack pointer: on x86-64, r15 r14 r13 r12 rbx
+//     rbp and the return address, the resumed SP 56 bytes above.
+//   - jmpbuf: ADDR is a glibc jmp_buf or sigjmp_buf. glibc mangles the
+//     saved rbp, rsp and PC with the pointer guard; it is read from the TCB
+//     of one of the process's threads (fs_base + 0x30 on x86-64).
+//   - regs: no memory at all, the registers given (pc=…,sp=…,fp=…).
+//
+// A context that cannot be read (unmapped, a guard it cannot find, an
+// unknown layout) becomes a context with Err set: it is reported, not
+// unwound, and never fails the dump. A bad context that reads (garbage
+// registers) ends its own walk with a stop reason like any stack.
+//
+// Only x86-64 layouts are checked against real programs here; the arm64
+// tables follow glibc's, libcoro's and boost's headers and sources.
+package fibers
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
+)
+
+// Kinds of explicit contexts.
+const (
+	UContext = "ucontext"
+	FContext = "fcontext"
+	Coro     = "coro"
+	JmpBuf   = "jmpbuf"
+	Regs     = "regs"
+)
+
+// Spec names one saved context: KIND@ADDR, or regs@pc=…,sp=…,fp=….
+type Spec struct {
+	Kind string
+	// Addr is the address of the memory holding the context (the
+	// ucontext_t, the variable holding the fcontext_t, the coro_context,
+	// the jmp_buf); 0 for regs.
+	Addr uint64
+	// PC, SP and FP are the registers of a regs spec (FP 0 when not
+	// given).
+	PC, SP, FP uint64
+}
+
+// ParseSpec parses KIND@ADDR (ADDR in hex with 0x, or decimal) or
+// regs@pc=ADDR,sp=ADDR[,fp=ADDR].
+func ParseSpec(s string) (Spec, error) {
+	kind, arg, ok := strings.Cut(s, "@")
+	if !ok || arg == "" {
+		return Spec{}, fmt.Errorf("fiber %q: want KIND@ADDR (KIND: ucontext, fcontext, coro, jmpbuf) or regs@pc=ADDR,sp=ADDR,fp=ADDR", s)
+	}
+	sp := Spec{Kind: kind}
+	switch kind {
+	case UContext, FContext, Coro, JmpBuf:
+		a, err := strconv.ParseUint(arg, 0, 64)
+		if err != nil || a == 0 {
+			return Spec{}, fmt.Errorf("fiber %q: %q is not an address", s, arg)
+		}
+		sp.Addr = a
+	case Regs:
+		for _, kv := range strings.Split(arg, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseUint(v, 0, 64)
+			if err != nil {
+				return Spec{}, fmt.Errorf("fiber %q: %q is not REG=ADDR", s, kv)
+			}
+			switch k {
+			case "pc":
+				sp.PC = n
+			case "sp":
+				sp.SP = n
+			case "fp":
+				sp.FP = n
+			default:
+				return Spec{}, fmt.Errorf("fiber %q: unknown register %q (pc, sp, fp)", s, k)
+			}
+		}
+		if sp.PC == 0 || sp.SP == 0 {
+			return Spec{}, fmt.Errorf("fiber %q: regs needs pc= and sp=", s)
+		}
+	default:
+		return Spec{}, fmt.Errorf("fiber %q: unknown kind %q (ucontext, fcontext, coro, jmpbuf, regs)", s, kind)
+	}
+	return sp, nil
+}
+
+// String renders s as ParseSpec reads it.
+func (s Spec) String() string {
+	if s.Kind == Regs {
+		return fmt.Sprintf("regs@pc=%#x,sp=%#x,fp=%#x", s.PC, s.SP, s.FP)
+	}
+	return fmt.Sprintf("%s@%#x", s.Kind, s.Addr)
+}
+
+// slot is one saved register: DWARF number, byte offset in the record,
+// and whether glibc mangled it with the pointer guard.
+type slot struct {
+	reg     int
+	off     uint64
+	mangled bool
+}
+
+// record is where a kind keeps its registers. The record starts at the
+// spec's address (direct) or at the pointer stored there; the resumed SP is
+// either a slot (spSlot >= 0) or the record's start plus spAdd.
+type record struct {
+	indirect bool
+	size     uint64
+	slots    []slot
+	pcSlot   int // index in slots of the PC (or LR)
+	spSlot   int // index in slots of the SP, -1 when spAdd applies
+	spAdd    uint64
+}
+
+// Fixed layouts (fcontext's is derived from the process's code: see
+// fcontextRecord).
+var layouts = map[regs.Arch]map[string]record{
+	regs.AMD64: {
+		// glibc 2.36 sysdeps/unix/sysv/linux/x86_64: uc_mcontext.gregs at
+		// 40; REG_R12..R15, RBP, RBX, RSP, RIP.
+		UContext: {size: 176, slots: []slot{
+			{12, 72, false}, {13, 80, false}, {14, 88, false}, {15, 96, false},
+			{regs.AMD64RBP, 120, false}, {regs.AMD64RBX, 128, false},
+			{regs.AMD64RSP, 160, false}, {regs.AMD64RIP, 168, false},
+		}, pcSlot: 7, spSlot: 6},
+		Coro: {indirect: true, size: 56, slots: []slot{
+			{15, 0, false}, {14, 8, false}, {13, 16, false}, {12, 24, false},
+			{regs.AMD64RBX, 32, false}, {regs.AMD64RBP, 40, false}, {regs.AMD64RIP, 48, false},
+		}, pcSlot: 6, spSlot: -1, spAdd: 56},
+		// __jmpbuf: rbx, rbp*, r12..r15, rsp*, pc* (* mangled).
+		JmpBuf: {size: 64, slots: []slot{
+			{regs.AMD64RBX, 0, false}, {regs.AMD64RBP, 8, true},
+			{12, 16, false}, {13, 24, false}, {14, 32, false}, {15, 40, false},
+			{regs.AMD64RSP, 48, true}, {regs.AMD64RIP, 56, true},
+		}, pcSlot: 7, spSlot: 6},
+	},
+	regs.ARM64: {
+		// uc_mcontext at 176: fault_address, regs[31] at 184, sp 432, pc 440.
+		UContext: {size: 448, slots: append(arm64Callee(184+19*8, 8),
+			slot{regs.ARM64SP, 432, false}, slot{regs.ARM64PC, 440, false}),
+			pcSlot: 12, spSlot: 11},
+		// libcoro: x19..x28, x29, x30 (the return address) at 0..0x58,
+		// d8..d15 after; 160 bytes.
+		Coro: {indirect: true, size: 160, slots: append(arm64Callee(0, 8), slot{regs.ARM64PC, 0x58, false}),
+			pcSlot: 11, spSlot: -1, spAdd: 160},
+		// boost.context: d8..d15, x19..x28 at 0x40, fp 0x90, lr 0x98, pc 0xa0.
+		FContext: {indirect: true, size: 0xb0, slots: append(arm64Callee(0x40, 8), slot{regs.ARM64PC, 0xa0, false}),
+			pcSlot: 11, spSlot: -1, spAdd: 0xb0},
+	},
+}
+
+// arm64Callee is the slots of x19..x30 from off, step apart.
+func arm64Callee(off, step uint64) []slot {
+	var s []slot
+	for r := 19; r <= 30; r++ {
+		s = append(s, slot{r, off + uint64(r-19)*step, false})
+	}
+	return s
+}
+
+// ErrNoGuard is returned for a jmp_buf when no thread's pointer guard can
+// be read.
+var ErrNoGuard = errors.New("pointer guard unknown (no thread's TCB is readable), so the jmp_buf's rbp, rsp and pc cannot be demangled")
+
+// Explicit reads the contexts specs name from mem (a Copier's Memory; nil
+// for tg's own) and returns one fiber context per spec (Err set for those
+// that cannot be read), to be appended to tg.Contexts; their walks read
+// mem too. Their TID is 0: an explicit context belongs to no known thread.
+func Explicit(tg *target.Target, specs []Spec, mem target.Memory) []target.Context {
+	if mem == nil {
+		mem = tg.Mem
+	}
+	out := make([]target.Context, 0, len(specs))
+	for _, sp := range specs {
+		c := target.Context{Kind: target.KindFiber, Runtime: sp.Kind, Saved: sp.Addr, Mem: mem}
+		r, err := Read(tg, mem, sp)
+		if err != nil {
+			c.Err = err
+		} else {
+			c.Regs = r
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Read returns the registers of the context sp names, reading mem (the
+// target's memory, or copies over it) and tg's mapped objects.
+func Read(tg *target.Target, mem target.Memory, sp Spec) (regs.Regs, error) {
+	r := regs.New(tg.Arch)
+	if sp.Kind == Regs {
+		r.Set(tg.Arch.PC(), sp.PC)
+		r.Set(tg.Arch.SP(), sp.SP)
+		if sp.FP != 0 {
+			r.Set(tg.Arch.FP(), sp.FP)
+		}
+		return r, nil
+	}
+	rec, ok := layouts[tg.Arch][sp.Kind]
+	if sp.Kind == FContext && tg.Arch == regs.AMD64 {
+		var err error
+		if rec, err = fcontextRecord(tg); err != nil {
+			return r, err
+		}
+		ok = true
+	}
+	if !ok {
+		return r, fmt.Errorf("%s contexts on %s are not supported", sp.Kind, tg.Arch)
+	}
+	base := sp.Addr
+	if rec.indirect {
+		var b [8]byte
+		if err := mem.ReadMemory(sp.Addr, b[:]); err != nil {
+			return r, fmt.Errorf("%s at %#x: %w", sp.Kind, sp.Addr, err)
+		}
+		if base = binary.LittleEndian.Uint64(b[:]); base == 0 {
+			return r, fmt.Errorf("%s at %#x: the saved stack pointer is 0 (the context was never saved)", sp.Kind, sp.Addr)
+		}
+	}
+	buf := make([]byte, rec.size)
+	if err := mem.ReadMemory(base, buf); err != nil {
+		return r, fmt.Errorf("%s at %#x: saved registers at %#x: %w", sp.Kind, sp.Addr, base, err)
+	}
+	var guard uint64
+	for _, s := range rec.slots {
+		if s.mangled {
+			g, err := pointerGuard(tg, mem)
+			if err != nil {
+				return r, err
+			}
+			guard = g
+			break
+		}
+	}
+	for _, s := range rec.slots {
+		v := binary.LittleEndian.Uint64(buf[s.off:])
+		if s.mangled {
+			v = demangle(v, guard)
+		}
+		r.Set(s.reg, v)
+	}
+	if rec.spSlot < 0 {
+		r.Set(tg.Arch.SP(), base+rec.spAdd)
+	}
+	return r, nil
+}
+
+// demangle undoes glibc's PTR_MANGLE on x86-64: xor with the guard, then
+// rotate left by 0x11; so rotate right, then xor.
+func demangle(v, guard uint64) uint64 { return bits.RotateLeft64(v, -0x11) ^ guard }
+
+// pointerGuard reads glibc's pointer guard from the TCB of the first
+// thread whose thread pointer is known (every thread holds the same one).
+func pointerGuard(tg *target.Target, mem target.Memory) (uint64, error) {
+	for i := range tg.Contexts {
+		c := &tg.Contexts[i]
+		if c.Kind != target.KindThread || c.TP == 0 {
+			continue
+		}
+		var b [8]byte
+		if mem.ReadMemory(c.TP+0x30, b[:]) == nil {
+			return binary.LittleEndian.Uint64(b[:]), nil
+		}
+	}
+	return 0, ErrNoGuard
+}

@@ -1,0 +1,293 @@
+package fibers_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/fibers"
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// parked is what the fixture says of one fiber: its kind, the address of
+// its context, and backtrace()'s return addresses taken just before it
+// switched away (the callers of KIND_park).
+type parked struct {
+	kind string
+	addr uint64
+	ret  []uint64
+}
+
+// startFibers builds testdata/fibers.cc with extra flags and runs it.
+func startFibers(t *testing.T, flags ...string) (*fixture.Proc, []parked) {
+	t.Helper()
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("the fixture's contexts are x86-64 (this is %s)", live.HostArch)
+	}
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("g++ not installed")
+	}
+	if _, err := os.Stat("/usr/include/boost/context/detail/fcontext.hpp"); err != nil {
+		t.Skip("boost.context not installed (Debian: libboost-context-dev)")
+	}
+	exe := filepath.Join(t.TempDir(), "fibers")
+	args := append([]string{"-g", "-o", exe, "testdata/fibers.cc", "-lboost_context"}, flags...)
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
+		t.Fatalf("g++ %v: %v\n%s", args, err, out)
+	}
+	p := fixture.Start(t, exe)
+	var ps []parked
+	for _, line := range strings.Split(p.Stderr(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "fiber" {
+			continue
+		}
+		pk := parked{kind: f[1], addr: hex(t, f[2])}
+		for _, s := range f[3:] {
+			pk.ret = append(pk.ret, hex(t, s))
+		}
+		ps = append(ps, pk)
+	}
+	if len(ps) != 4 {
+		t.Fatalf("fixture printed %d fibers, want 4:\n%s", len(ps), p.Stderr())
+	}
+	return p, ps
+}
+
+func hex(t *testing.T, s string) uint64 {
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return v
+}
+
+func specs(ps []parked) []fibers.Spec {
+	var out []fibers.Spec
+	for _, p := range ps {
+		out = append(out, fibers.Spec{Kind: p.kind, Addr: p.addr})
+	}
+	return out
+}
+
+// dumpLive captures the fixture with its fibers copied in the pause.
+func dumpLive(t *testing.T, pid int, ps []parked, method string) (*target.Target, *output.Report) {
+	t.Helper()
+	fc := &fibers.Copier{Specs: specs(ps), Arch: live.HostArch}
+	snap, err := live.Capture(pid, live.Options{During: fc.During})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := snap.Target(nil, nil)
+	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, fc.Specs, fc.Memory(tg.Mem))...)
+	return tg, unwindAll(t, tg, method)
+}
+
+func unwindAll(t *testing.T, tg *target.Target, method string) *output.Report {
+	u, err := unwind.ByName(method)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: u}), &symbolize.Symbolizer{})
+}
+
+// checkBacktrace: the frames above #0 are the return addresses backtrace()
+// saw just before the switch, all of them, and #0 is in KIND_park.
+func checkBacktrace(t *testing.T, rep *output.Report, ps []parked) {
+	t.Helper()
+	if len(rep.Fibers) != len(ps) {
+		t.Fatalf("%d fibers in the report, want %d", len(rep.Fibers), len(ps))
+	}
+	for i, f := range rep.Fibers {
+		p := ps[i]
+		if f.Kind != p.kind || f.Context != p.addr || f.Thread != nil {
+			t.Errorf("fiber %d: kind %q context %#x thread %v, want %q %#x null", i, f.Kind, f.Context, f.Thread, p.kind, p.addr)
+		}
+		var got []uint64
+		for _, fr := range f.Frames[min(1, len(f.Frames)):] {
+			got = append(got, fr.PC)
+		}
+		park := map[string]string{"ucontext": "uc_park", "jmpbuf": "jb_park", "coro": "coro_park", "fcontext": "fc_park"}[p.kind]
+		if len(f.Frames) == 0 || f.Frames[0].Function != park || fmt.Sprint(got) != fmt.Sprint(p.ret) {
+			t.Errorf("%s fiber: frames %s (end %s %s)\nbacktrace() in %s: %x", p.kind, names(f.Frames), f.End, f.EndDetail, park, p.ret)
+		}
+		if f.End != "outermost" {
+			t.Errorf("%s fiber: walk ended %s (%s), want outermost at the fiber's entry", p.kind, f.End, f.EndDetail)
+		}
+	}
+}
+
+func names(fs []output.Frame) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, " %#x %s [%s]", f.PC, f.Name(), f.Method)
+	}
+	return b.String()
+}
+
+// TestExplicitLive: every kind of saved context, read from a live process
+// in the pause, unwinds to exactly the return addresses backtrace()
+// recorded before the switch, with every method that can (frame pointers
+// with -fno-omit-frame-pointer, CFI and the default chain without).
+func TestExplicitLive(t *testing.T) {
+	for _, c := range []struct {
+		flags   []string
+		methods []string
+	}{
+		{[]string{"-O1", "-fno-omit-frame-pointer"}, []string{"auto", "dwarf"}},
+		{[]string{"-O2", "-fomit-frame-pointer"}, []string{"auto", "dwarf"}},
+	} {
+		t.Run(strings.Join(c.flags, ""), func(t *testing.T) {
+			p, ps := startFibers(t, c.flags...)
+			for _, m := range c.methods {
+				_, rep := dumpLive(t, p.PID, ps, m)
+				checkBacktrace(t, rep, ps)
+			}
+		})
+	}
+}
+
+// TestExplicitCore: the same contexts from a gcore core file, read from
+// the core (no live process involved), give the same frames.
+func TestExplicitCore(t *testing.T) {
+	p, ps := startFibers(t, "-O1", "-fno-omit-frame-pointer")
+	core := fixture.Gcore(t, p)
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, p.Exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, specs(ps), nil)...)
+	checkBacktrace(t, unwindAll(t, tg, "auto"), ps)
+}
+
+var gdbFrame = regexp.MustCompile(`^#(\d+)\s+(?:0x([0-9a-f]+) in )?(\S+) \(`)
+
+// TestExplicitMatchesGdb: gdb, given each fiber's registers as rewind read
+// them (set, bt, restored before it detaches), shows the same functions
+// at the same return addresses.
+func TestExplicitMatchesGdb(t *testing.T) {
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb not installed")
+	}
+	p, ps := startFibers(t, "-O1", "-fno-omit-frame-pointer")
+	tg, rep := dumpLive(t, p.PID, ps, "auto")
+	var fiberCtx []*target.Context
+	for i := range tg.Contexts {
+		if tg.Contexts[i].Kind == target.KindFiber {
+			fiberCtx = append(fiberCtx, &tg.Contexts[i])
+		}
+	}
+	names := map[int]string{regs.AMD64RSP: "rsp", regs.AMD64RIP: "rip", regs.AMD64RBP: "rbp", regs.AMD64RBX: "rbx", 12: "r12", 13: "r13", 14: "r14", 15: "r15"}
+	for i, c := range fiberCtx {
+		args := []string{"-nx", "-batch", "-p", strconv.Itoa(p.PID)}
+		var restore []string
+		for n, name := range names {
+			v, ok := c.Regs.Get(n)
+			if !ok {
+				continue
+			}
+			args = append(args, "-ex", fmt.Sprintf("set $o_%s=$%s", name, name), "-ex", fmt.Sprintf("set $%s=%#x", name, v))
+			restore = append(restore, "-ex", fmt.Sprintf("set $%s=$o_%s", name, name))
+		}
+		args = append(append(args, "-ex", "bt"), restore...)
+		out, err := exec.Command("gdb", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gdb: %v\n%s", err, out)
+		}
+		var want []string
+		for _, line := range strings.Split(string(out), "\n") {
+			m := gdbFrame.FindStringSubmatch(line)
+			if m == nil || m[2] == "0000000000000000" {
+				continue
+			}
+			want = append(want, m[3])
+		}
+		f := rep.Fibers[i]
+		var got []string
+		for _, fr := range f.Frames {
+			got = append(got, fr.Function)
+		}
+		if len(want) < 4 || !sameFunctions(got, want) {
+			t.Errorf("%s fiber: rewind %v\ngdb %v\n%s", f.Kind, got, want, out)
+		}
+	}
+	// The process still runs its main thread where it was: nothing was
+	// left modified.
+	_, after := dumpLive(t, p.PID, ps, "auto")
+	if fmt.Sprint(after.Threads[0].Frames) != fmt.Sprint(rep.Threads[0].Frames) {
+		t.Errorf("main thread changed after gdb restored it:\n%s\n%s", names2(rep.Threads[0].Frames), names2(after.Threads[0].Frames))
+	}
+}
+
+func names2(fs []output.Frame) string { return names(fs) }
+
+// sameFunctions compares function names as rewind prints them (symbol
+// names, C++ with parameters) with gdb's (no parameters; "??" unknown).
+func sameFunctions(got, want []string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if j := strings.IndexByte(g, '('); j > 0 {
+			g = g[:j]
+		}
+		if g == "" {
+			g = "??"
+		}
+		if g != w {
+			return false
+		}
+	}
+	return true
+}
+
+// TestJSON: the report's "fibers" list has the issue's field names, with
+// null thread, id and name for explicit contexts.
+func TestJSON(t *testing.T) {
+	p, ps := startFibers(t, "-O1")
+	_, rep := dumpLive(t, p.PID, ps, "auto")
+	var buf bytes.Buffer
+	if err := output.WriteJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Fibers []map[string]json.RawMessage `json:"fibers"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Fibers) != 4 {
+		t.Fatalf("%d fibers in JSON", len(doc.Fibers))
+	}
+	for _, f := range doc.Fibers {
+		for _, k := range []string{"thread", "kind", "id", "name", "context", "end", "frames"} {
+			if _, ok := f[k]; !ok {
+				t.Errorf("fiber object lacks %q: %v", k, f)
+			}
+		}
+		if string(f["thread"]) != "null" || string(f["id"]) != "null" || string(f["name"]) != "null" {
+			t.Errorf("explicit fiber: thread %s id %s name %s, want null", f["thread"], f["id"], f["name"])
+		}
+	}
+}

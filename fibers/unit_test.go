@@ -1,0 +1,124 @@
+package fibers
+
+import (
+	"math/bits"
+	"testing"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+func TestParseSpec(t *testing.T) {
+	for in, want := range map[string]Spec{
+		"ucontext@0x7ffd1000":        {Kind: UContext, Addr: 0x7ffd1000},
+		"fcontext@4096":              {Kind: FContext, Addr: 4096},
+		"coro@0x10":                  {Kind: Coro, Addr: 0x10},
+		"jmpbuf@0xabc":               {Kind: JmpBuf, Addr: 0xabc},
+		"regs@pc=0x401000,sp=0x7ff0": {Kind: Regs, PC: 0x401000, SP: 0x7ff0},
+		"regs@pc=0x1,sp=0x2,fp=0x3":  {Kind: Regs, PC: 1, SP: 2, FP: 3},
+	} {
+		got, err := ParseSpec(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSpec(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if back, err := ParseSpec(got.String()); err != nil || back != got {
+			t.Errorf("%q: String() %q parses to %+v, %v", in, got.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "ucontext", "ucontext@", "ucontext@zz", "ucontext@0", "tls@0x10",
+		"regs@pc=1", "regs@sp=1", "regs@pc=1,sp=2,xx=3", "regs@pc"} {
+		if sp, err := ParseSpec(bad); err == nil {
+			t.Errorf("ParseSpec(%q) = %+v, want an error", bad, sp)
+		}
+	}
+}
+
+// jumpFcontext174 is the start of boost 1.74's x86-64 jump_fcontext, as
+// Debian bookworm's libboost_context.so.1.74.0 has it.
+var jumpFcontext174 = []byte{
+	0x48, 0x8d, 0x64, 0x24, 0xc8, // lea -0x38(%rsp),%rsp
+	0x0f, 0xae, 0x1c, 0x24, // stmxcsr (%rsp)
+	0xd9, 0x7c, 0x24, 0x04, // fnstcw 0x4(%rsp)
+	0x4c, 0x89, 0x64, 0x24, 0x08, // mov %r12,0x8(%rsp)
+	0x4c, 0x89, 0x6c, 0x24, 0x10, // mov %r13,0x10(%rsp)
+	0x4c, 0x89, 0x74, 0x24, 0x18, // mov %r14,0x18(%rsp)
+	0x4c, 0x89, 0x7c, 0x24, 0x20, // mov %r15,0x20(%rsp)
+	0x48, 0x89, 0x5c, 0x24, 0x28, // mov %rbx,0x28(%rsp)
+	0x48, 0x89, 0x6c, 0x24, 0x30, // mov %rbp,0x30(%rsp)
+	0x48, 0x89, 0xe0, // mov %rsp,%rax
+	0x48, 0x89, 0xfc, // mov %rdi,%rsp
+}
+
+// jumpFcontext181 is the layout with the stack-guard slot (boost 1.81 and
+// later): endbr64, a 0x40-byte record, every register 8 bytes higher.
+var jumpFcontext181 = []byte{
+	0xf3, 0x0f, 0x1e, 0xfa, // endbr64
+	0x48, 0x8d, 0x64, 0x24, 0xc0, // lea -0x40(%rsp),%rsp
+	0x0f, 0xae, 0x1c, 0x24, // stmxcsr (%rsp)
+	0xd9, 0x7c, 0x24, 0x04, // fnstcw 0x4(%rsp)
+	0x64, 0x48, 0x8b, 0x0c, 0x25, 0x28, 0x00, 0x00, 0x00, // mov %fs:0x28,%rcx
+	0x48, 0x89, 0x4c, 0x24, 0x08, // mov %rcx,0x8(%rsp): the guard
+	0x4c, 0x89, 0x64, 0x24, 0x10,
+	0x4c, 0x89, 0x6c, 0x24, 0x18,
+	0x4c, 0x89, 0x74, 0x24, 0x20,
+	0x4c, 0x89, 0x7c, 0x24, 0x28,
+	0x48, 0x89, 0x5c, 0x24, 0x30,
+	0x48, 0x89, 0x6c, 0x24, 0x38,
+	0x48, 0x89, 0xe0,
+}
+
+func TestDecodeJumpFcontext(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		code     []byte
+		n        uint64
+		rbp, r12 uint64
+	}{
+		{"1.74", jumpFcontext174, 0x38, 0x30, 0x08},
+		{"1.81", jumpFcontext181, 0x40, 0x38, 0x10},
+	} {
+		n, stores, err := decodeJumpFcontext(c.code)
+		if err != nil || n != c.n || stores[regs.AMD64RBP] != c.rbp || stores[12] != c.r12 {
+			t.Errorf("%s: n %#x stores %v err %v; want n %#x rbp %#x r12 %#x", c.name, n, stores, err, c.n, c.rbp, c.r12)
+		}
+		if _, ok := stores[1]; ok {
+			t.Errorf("%s: the guard's store (rcx) taken as a callee-saved register", c.name)
+		}
+	}
+	if _, _, err := decodeJumpFcontext([]byte{0xc3}); err == nil {
+		t.Errorf("a bare ret decoded")
+	}
+}
+
+func TestDemangle(t *testing.T) {
+	const guard = 0x1234_5678_9abc_def0
+	for _, v := range []uint64{0, 0x7ffd_0000_1000, 0x5555_5555_4000} {
+		mangled := bits.RotateLeft64(v^guard, 0x11) // glibc's PTR_MANGLE
+		if got := demangle(mangled, guard); got != v {
+			t.Errorf("demangle(mangle(%#x)) = %#x", v, got)
+		}
+	}
+}
+
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"ucontext@0x1000", "regs@pc=1,sp=2,fp=3", "coro@", "@"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if sp, err := ParseSpec(s); err == nil {
+			if back, err := ParseSpec(sp.String()); err != nil || back != sp {
+				t.Errorf("%q: %+v does not round-trip: %+v %v", s, sp, back, err)
+			}
+		}
+	})
+}
+
+func FuzzDecodeJumpFcontext(f *testing.F) {
+	f.Add(jumpFcontext174)
+	f.Add(jumpFcontext181)
+	f.Fuzz(func(t *testing.T, code []byte) {
+		n, stores, err := decodeJumpFcontext(code)
+		if err == nil && (n == 0 || len(stores) == 0) {
+			t.Errorf("decoded n %d stores %v without an error", n, stores)
+		}
+	})
+}
