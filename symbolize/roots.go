@@ -40,7 +40,7 @@ var rootFunctions = map[string]RootKind{
 	"__start_context": ThreadEntry,
 	// boost.context's make_fcontext plants its own trampoline as the
 	// return address of a new fcontext's entry function.
-	"make_fcontext": ThreadEntry,
+	"make_fcontext":     ThreadEntry,
 	"__libc_start_main": StartFunction, "__libc_start_main_impl": StartFunction,
 	"__libc_start_call_main": StartFunction, "start_thread": StartFunction,
 	"runtime.goexit": GoTopFrame, "runtime.goexit.abi0": GoTopFrame,
