@@ -81,12 +81,15 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 	offByStart := map[int64]int64{}
 	durations := map[int64]int64{}
 	var offFull int
+	others := map[string]int64{}
 	for _, s := range got {
 		switch {
 		case s.Type == "cpu" && s.PID == int64(cpuPID):
 			cpuTotal += s.Value
 			if len(s.Funcs) > 0 && strings.Contains("hash_block sort_block cmp_u32", s.Funcs[0]) && strings.Contains(strings.Join(s.Funcs, ";"), "level1;burn") {
 				cpuHits += s.Value
+			} else {
+				others[strings.Join(s.Funcs, ";")] += s.Value
 			}
 		case s.Type == "off_cpu" && s.PID == int64(sleepPID):
 			st := strings.Join(s.Funcs, ";")
@@ -100,7 +103,7 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 		}
 	}
 	if cpuTotal == 0 || float64(cpuHits) < 0.8*float64(cpuTotal) {
-		t.Errorf("CPU fixture: %d of %d ns with hash_block/sort_block on top under burn, want most", cpuHits, cpuTotal)
+		t.Errorf("CPU fixture: %d of %d ns with hash_block/sort_block on top under burn, want most; the others: %v", cpuHits, cpuTotal, others)
 	}
 	if offFull == 0 {
 		t.Fatalf("no off-CPU sample of the sleeper with its full stack")
