@@ -2,7 +2,10 @@ package fibers
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
 
+	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
@@ -29,6 +32,13 @@ type Copier struct {
 	// StackCopy bounds the bytes copied per fiber stack (0:
 	// DefaultStackCopy).
 	StackCopy int
+	// Tarantool, when set, finds the process's Tarantool fibers in the
+	// pause (Bias: its executable's load bias); Found and FindErr are
+	// what it found.
+	Tarantool *Tarantool
+	Bias      uint64
+	Found     []TarantoolFiber
+	FindErr   error
 
 	regions []target.Region
 }
@@ -43,8 +53,15 @@ func (c *Copier) During(r *live.Reader) {
 		size = DefaultStackCopy
 	}
 	var first []live.Read
-	if tps := r.ThreadPointers(); len(tps) > 0 {
-		first = append(first, live.Read{Addr: tps[0] + 0x30, Buf: make([]byte, 8)})
+	tp := uint64(0)
+	for _, th := range r.Threads() {
+		if th.TP != 0 {
+			tp = th.TP
+			break
+		}
+	}
+	if tp != 0 {
+		first = append(first, live.Read{Addr: tp + 0x30, Buf: make([]byte, 8)})
 	}
 	for _, sp := range c.Specs {
 		switch {
@@ -59,10 +76,8 @@ func (c *Copier) During(r *live.Reader) {
 	r.ReadBatch(first)
 	c.keep(first)
 	guard, haveGuard := uint64(0), false
-	if tps := r.ThreadPointers(); len(tps) > 0 && first[0].N == 8 {
-		guard, haveGuard = binary.LittleEndian.Uint64(first[0].Buf), true
-		first = first[1:]
-	} else if len(r.ThreadPointers()) > 0 {
+	if tp != 0 {
+		guard, haveGuard = binary.LittleEndian.Uint64(first[0].Buf), first[0].N == 8
 		first = first[1:]
 	}
 	var second []live.Read
@@ -89,6 +104,38 @@ func (c *Copier) During(r *live.Reader) {
 	}
 	r.ReadBatch(second)
 	c.keep(second)
+	if c.Tarantool != nil {
+		c.Found, c.FindErr = c.Tarantool.Find(r, c.Bias, r.Threads())
+		c.copyCoro(r, size)
+	}
+}
+
+// copyCoro copies the found fibers' libcoro contexts and, from each saved
+// stack pointer, the used part of its stack: two batches.
+func (c *Copier) copyCoro(r *live.Reader, size int) {
+	ptrs := make([]live.Read, len(c.Found))
+	for i, f := range c.Found {
+		ptrs[i] = live.Read{Addr: f.Context, Buf: make([]byte, 8)}
+	}
+	r.ReadBatch(ptrs)
+	c.keep(ptrs)
+	var stacks []live.Read
+	for i, p := range ptrs {
+		if p.N != 8 {
+			continue
+		}
+		sp := binary.LittleEndian.Uint64(p.Buf)
+		if sp == 0 {
+			continue
+		}
+		n := uint64(size)
+		if hi := c.Found[i].StackHi; hi > sp && hi-sp < n {
+			n = hi - sp // only the used part
+		}
+		stacks = append(stacks, live.Read{Addr: sp, Buf: make([]byte, n)})
+	}
+	r.ReadBatch(stacks)
+	c.keep(stacks)
 }
 
 // directSP is the saved stack pointer of a context stored in place.
@@ -121,4 +168,88 @@ func (c *Copier) keep(reads []live.Read) {
 // do not cover go to next.
 func (c *Copier) Memory(next target.Memory) target.Memory {
 	return &target.Snapshot{Regions: c.regions, Next: next}
+}
+
+// NewCopier prepares the copying of a live process's fibers: the explicit
+// contexts specs name and, with auto, those of the fiber runtimes rewind
+// recognizes (Tarantool), whose layout it reads from the executable now,
+// before anything stops. Problems that leave fibers out (an unrecognized
+// runtime, a layout without debug information) go to warn.
+func NewCopier(pid int, specs []Spec, auto bool, warn func(string)) *Copier {
+	c := &Copier{Specs: specs, Arch: live.HostArch}
+	if !auto {
+		return c
+	}
+	procExe := fmt.Sprintf("/proc/%d/exe", pid)
+	t, err := NewTarantool(procExe)
+	switch {
+	case err != nil:
+		warn(fmt.Sprintf("fibers: %v", err))
+	case t == nil:
+		warn("fibers: no fiber runtime recognized in the executable (rewind finds Tarantool's fibers by itself; give other saved contexts with --fiber KIND@ADDR)")
+	default:
+		c.Tarantool = t
+		if t.pie {
+			exe, _ := os.Readlink(procExe)
+			maps, _ := procmaps.Read(pid)
+			c.Bias = t.biasIn(maps, exe)
+		}
+	}
+	return c
+}
+
+// Contexts returns the fiber contexts the copies hold, for tg (the
+// snapshot's target): the explicit ones, then the runtime's, each over
+// the copies; a runtime's problem goes to warn.
+func (c *Copier) Contexts(tg *target.Target, warn func(string)) []target.Context {
+	mem := c.Memory(tg.Mem)
+	out := Explicit(tg, c.Specs, mem)
+	if c.FindErr != nil {
+		warn(fmt.Sprintf("fibers: %v", c.FindErr))
+	}
+	return append(out, TarantoolContexts(tg, c.Found, mem)...)
+}
+
+// FromCore returns the fiber contexts of a core's target: the explicit
+// ones specs name and, with auto, those of a recognized runtime
+// (Tarantool), read from the core.
+func FromCore(tg *target.Target, specs []Spec, auto bool, warn func(string)) []target.Context {
+	out := Explicit(tg, specs, nil)
+	if !auto {
+		return out
+	}
+	exe := executable(tg)
+	if exe == nil || exe.Module == nil {
+		warn("fibers: the core's executable is unknown")
+		return out
+	}
+	t, err := NewTarantool(exe.Module.Path)
+	switch {
+	case err != nil:
+		warn(fmt.Sprintf("fibers: %v", err))
+		return out
+	case t == nil:
+		warn("fibers: no fiber runtime recognized in the executable (rewind finds Tarantool's fibers by itself; give other saved contexts with --fiber KIND@ADDR)")
+		return out
+	}
+	var threads []live.StoppedThread
+	for _, ctx := range tg.Threads() {
+		threads = append(threads, live.StoppedThread{TID: ctx.TID, TP: ctx.TP})
+	}
+	found, err := t.Find(tg.Mem, exe.Bias, threads)
+	if err != nil {
+		warn(fmt.Sprintf("fibers: %v", err))
+	}
+	return append(out, TarantoolContexts(tg, found, nil)...)
+}
+
+// executable is the mapping of the target's executable: the lowest
+// file mapping with a module (executables load below their libraries).
+func executable(tg *target.Target) *target.Mapping {
+	for _, m := range tg.Space.Mappings() {
+		if m.Module != nil && m.IsFile() {
+			return m
+		}
+	}
+	return nil
 }

@@ -1,10 +1,12 @@
 package fibers
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"testing"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -120,5 +122,24 @@ func FuzzDecodeJumpFcontext(f *testing.F) {
 		if err == nil && (n == 0 || len(stores) == 0) {
 			t.Errorf("decoded n %d stores %v without an error", n, stores)
 		}
+	})
+}
+
+// FuzzTarantoolFind: cords and fiber lists in hostile memory (loops that
+// miss the head, null and wild pointers) end with an error or a list,
+// never a hang or a panic.
+func FuzzTarantoolFind(f *testing.F) {
+	// A cord at 0x1000 whose list holds one fiber at 0x2000 (link at
+	// +0x10), then back to the head.
+	seed := make([]byte, 0x2000)
+	le := binary.LittleEndian
+	le.PutUint64(seed[0x18:], 0x2010)   // cord.alive.next -> fiber.link
+	le.PutUint64(seed[0x1018:], 0x1010) // fiber.link.next -> cord.alive
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr := &Tarantool{mainCord: 0x1000, fiberSize: 0x40, fCtx: 0, fFid: 8, fCsw: 12, fLink: 0x10, fName: 0x20,
+			nameLen: 16, cordSize: 0x40, cFiber: 0, cID: 8, cAlive: 0x10, cSched: 0x20}
+		mem := &target.Snapshot{Regions: []target.Region{{Addr: 0x1000, Data: data}}}
+		tr.Find(mem, 0, nil)
 	})
 }

@@ -72,8 +72,8 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		if s.during != nil {
 			rd := &Reader{tid: s.memTID()}
 			for _, th := range s.threads {
-				if th.stopped && th.tp != 0 {
-					rd.tps = append(rd.tps, th.tp)
+				if th.stopped {
+					rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp})
 				}
 			}
 			s.during(rd)

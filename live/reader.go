@@ -3,14 +3,23 @@ package live
 // Reader reads a stopped process's memory during a capture (see
 // Options.During).
 type Reader struct {
-	tid int
-	tps []uint64
+	tid     int
+	threads []StoppedThread
 }
 
-// ThreadPointers returns the thread pointers (fs_base on amd64) of the
-// stopped threads that have one, during a capture; nil outside one. Each
-// points at the thread's libc TCB (glibc's pointer guard is at +0x30).
-func (r *Reader) ThreadPointers() []uint64 { return r.tps }
+// StoppedThread is a thread stopped for a capture, as Options.During
+// sees it.
+type StoppedThread struct {
+	TID int
+	// TP is the thread pointer (fs_base on amd64, 0 where unknown): the
+	// thread's libc TCB (glibc's pointer guard is at +0x30, and
+	// pthread_self() is TP).
+	TP uint64
+}
+
+// Threads returns the stopped threads during a capture (the main thread
+// first when it is stopped); nil outside one.
+func (r *Reader) Threads() []StoppedThread { return r.threads }
 
 // NewReader returns a Reader of process pid's memory outside a capture:
 // its reads race with the running process.

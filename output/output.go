@@ -47,7 +47,9 @@ type Fiber struct {
 	// "unreadable-context" when the context itself could not be read.
 	End       string  `json:"end"`
 	EndDetail string  `json:"end_detail,omitempty"`
-	Frames    []Frame `json:"frames"`
+	// NeverRan marks a fiber created but not started yet.
+	NeverRan bool    `json:"never_ran,omitempty"`
+	Frames   []Frame `json:"frames"`
 }
 
 // title is the fiber's heading line in text output.
@@ -64,6 +66,9 @@ func (f *Fiber) title() string {
 		fmt.Fprintf(&b, " (%s, context %#x)", f.Kind, f.Context)
 	} else {
 		fmt.Fprintf(&b, " (%s)", f.Kind)
+	}
+	if f.NeverRan {
+		b.WriteString(" never ran")
 	}
 	return b.String()
 }

@@ -127,7 +127,7 @@ func Complete(r *output.Report) int {
 // fiberOutput is a fiber's report entry: its identity from the context,
 // its stack from th.
 func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
-	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail, Frames: th.Frames}
+	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail, Frames: th.Frames, NeverRan: c.NeverRan}
 	if c.TID != 0 {
 		tid := c.TID
 		f.Thread = &tid

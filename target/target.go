@@ -70,6 +70,9 @@ type Context struct {
 	// address of the memory holding that context, 0 when none.
 	Runtime string
 	Saved   uint64
+	// NeverRan marks a fiber created but not started yet: its context is
+	// its runtime's start-up frame.
+	NeverRan bool
 	// Mem, when not nil, is the memory this context's walk reads instead
 	// of the Target's (a fiber stack copied apart, for example).
 	Mem Memory

@@ -41,9 +41,13 @@ and symbols) the goroutines are listed instead, in Go's own traceback
 format (--json: a "goroutines" list; --group: identical stacks folded);
 a live process is paused once for its threads and goroutines together.
 
-With --fiber KIND@ADDR (repeatable) the inactive fiber or coroutine whose
-context is saved at ADDR is unwound too, listed after the threads under
-"Fibers of no known thread" (--json: a "fibers" list): KIND is ucontext
+With --fibers, every inactive fiber of a runtime rewind recognizes
+(Tarantool: every cord's fibers, found through its DWARF types) is
+unwound too and listed under its thread, headed "fiber ID NAME (KIND,
+context 0x...)" (--json: a "fibers" list; --group folds identical fiber
+stacks). With --fiber KIND@ADDR (repeatable) the inactive fiber or
+coroutine whose context is saved at ADDR is unwound too, listed after the
+threads under "Fibers of no known thread": KIND is ucontext
 (a glibc ucontext_t at ADDR), fcontext (ADDR holds a boost.context
 fcontext_t; the record's layout is read from the process's jump_fcontext),
 coro (ADDR holds a libcoro coro_context), jmpbuf (a glibc jmp_buf, its
@@ -71,6 +75,7 @@ func runDump(args []string) error {
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
+	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
@@ -115,7 +120,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, specs, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -126,7 +131,7 @@ func runDump(args []string) error {
 		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, specs, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, fiberReq{specs, *allFibers}, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -149,7 +154,16 @@ func writeDump(rep *output.Report, asJSON, group bool) error {
 	return output.WriteText(os.Stdout, rep)
 }
 
-func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, specs []fibers.Spec, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+// fiberReq is what the fiber flags ask for: explicit contexts, and every
+// fiber of a recognized runtime.
+type fiberReq struct {
+	specs []fibers.Spec
+	auto  bool
+}
+
+func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto }
+
+func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	c, err := corefile.Open(path)
 	if err != nil {
 		return nil, err
@@ -165,7 +179,9 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	}
 	tm.mark("open")
 	warnUnreadable(tg.Space)
-	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, specs, nil)...)
+	if fr.any() {
+		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
+	}
 	walks := stacks.Walk(tg, opt)
 	tm.mark("unwind")
 	rep := stacks.Report(tg, walks, sym)
@@ -173,16 +189,16 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	return rep, nil
 }
 
-func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, specs []fibers.Spec, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads, MaxStopped: maxStopped}
 	var fc *fibers.Copier
-	if len(specs) > 0 {
-		fc = &fibers.Copier{Specs: specs, Arch: live.HostArch}
+	if fr.any() {
+		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
 		lopt.During = fc.During
 	}
 	addFibers := func(tg *target.Target) {
 		if fc != nil {
-			tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, specs, fc.Memory(tg.Mem))...)
+			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, warn)...)
 		}
 	}
 	var tg *target.Target

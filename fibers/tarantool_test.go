@@ -1,0 +1,195 @@
+package fibers_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/fibers"
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
+)
+
+// startTarantool runs testdata/tarantool_app.lua in Debian's tarantool
+// and returns it with the path of its fiber.info() YAML.
+func startTarantool(t *testing.T) (*fixture.Proc, string) {
+	t.Helper()
+	bin, err := exec.LookPath("tarantool")
+	if err != nil {
+		t.Skip("tarantool not installed (Debian: tarantool)")
+	}
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("Tarantool's fibers are checked on x86-64 (this is %s)", live.HostArch)
+	}
+	dir := t.TempDir()
+	app, err := filepath.Abs("testdata/tarantool_app.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := filepath.Join(dir, "info.yaml")
+	cmd := exec.Command(bin, app)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FIBER_INFO="+info)
+	return fixture.StartCmd(t, cmd), info
+}
+
+// fiberInfo parses fiber.info()'s YAML: per fiber id, the addresses of its
+// C frames from #1 on (Tarantool's own #0 is where fiber.info() looked,
+// not where the fiber parked).
+func fiberInfo(t *testing.T, path string) map[int64][]uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64][]uint64{}
+	var fid int64
+	head := regexp.MustCompile(`^(\d+):$`)
+	cframe := regexp.MustCompile(`C: '#(\d+)\s+0x([0-9a-f]+) in `)
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := head.FindStringSubmatch(line); m != nil {
+			fid, _ = strconv.ParseInt(m[1], 10, 64)
+			out[fid] = []uint64{}
+			continue
+		}
+		if m := cframe.FindStringSubmatch(line); m != nil && m[1] != "0" {
+			pc, _ := strconv.ParseUint(m[2], 16, 64)
+			out[fid] = append(out[fid], pc)
+		}
+	}
+	return out
+}
+
+func tarantoolLive(t *testing.T, pid int) (*target.Target, *output.Report) {
+	t.Helper()
+	var warnings []string
+	fc := fibers.NewCopier(pid, nil, true, func(s string) { warnings = append(warnings, s) })
+	snap, err := live.Capture(pid, live.Options{During: fc.During})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := snap.Target(nil, nil)
+	tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { warnings = append(warnings, s) })...)
+	if len(warnings) > 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	return tg, unwindAll(t, tg, "auto")
+}
+
+// checkTarantool: every fiber the script made is found, named, under the
+// main thread, parked where it waits, with the C frames fiber.info()
+// printed for it below #0, down to libcoro's coro_init.
+func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]uint64) {
+	t.Helper()
+	byName := map[string]output.Fiber{}
+	for _, f := range rep.Fibers {
+		if f.Kind != "tarantool" || f.ID == nil || f.Name == nil {
+			t.Errorf("fiber %+v: want kind tarantool with an id and a name", f)
+			continue
+		}
+		byName[*f.Name] = f
+	}
+	want := map[string]string{"sleeper1": "lbox_fiber_sleep", "sleeper2": "lbox_fiber_sleep", "sleeper3": "lbox_fiber_sleep",
+		"waiter": "fiber_channel_get_msg_timeout"}
+	for name, fn := range want {
+		f, ok := byName[name]
+		if !ok {
+			t.Errorf("fiber %s not found; fibers: %v", name, keys(byName))
+			continue
+		}
+		if f.Thread == nil || *f.Thread != pid {
+			t.Errorf("fiber %s: thread %v, want the main thread %d", name, f.Thread, pid)
+		}
+		if len(f.Frames) < 3 || f.Frames[0].Function != "fiber_yield_timeout" || f.Frames[1].Function != fn ||
+			f.Frames[len(f.Frames)-1].Function != "coro_init" {
+			t.Errorf("fiber %s:%s", name, names(f.Frames))
+		}
+		var got []uint64
+		for _, fr := range f.Frames[1:] {
+			got = append(got, fr.PC)
+		}
+		if ws := info[*f.ID]; fmt.Sprint(got) != fmt.Sprint(ws) {
+			t.Errorf("fiber %s (%d): rewind %x, fiber.info() %x", name, *f.ID, got, ws)
+		}
+	}
+	if f, ok := byName["on_shutdown"]; !ok || !f.NeverRan {
+		t.Errorf("Tarantool's on_shutdown fiber: %+v, want it listed as never ran", f)
+	}
+}
+
+func keys(m map[string]output.Fiber) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestTarantoolLive: Debian's Tarantool, its fibers found in the pause
+// through its DWARF types, compared with its own fiber.info().
+func TestTarantoolLive(t *testing.T) {
+	p, infoPath := startTarantool(t)
+	_, rep := tarantoolLive(t, p.PID)
+	checkTarantool(t, rep, p.PID, fiberInfo(t, infoPath))
+}
+
+// TestTarantoolCore: the same from a gcore core.
+func TestTarantoolCore(t *testing.T) {
+	p, infoPath := startTarantool(t)
+	core := fixture.Gcore(t, p)
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, nil, true, func(s string) { warnings = append(warnings, s) })...)
+	if len(warnings) > 0 {
+		t.Errorf("warnings: %v", warnings)
+	}
+	checkTarantool(t, unwindAll(t, tg, "auto"), p.PID, fiberInfo(t, infoPath))
+}
+
+// TestTarantoolMatchesGdb: gdb, given each fiber's registers as rewind
+// read them from its libcoro context (set, bt, restored), shows the same
+// functions.
+func TestTarantoolMatchesGdb(t *testing.T) {
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb not installed")
+	}
+	p, _ := startTarantool(t)
+	tg, rep := tarantoolLive(t, p.PID)
+	var ctxs []*target.Context
+	for i := range tg.Contexts {
+		if tg.Contexts[i].Kind == target.KindFiber {
+			ctxs = append(ctxs, &tg.Contexts[i])
+		}
+	}
+	checked := 0
+	for i, c := range ctxs {
+		f := rep.Fibers[i]
+		if f.Name == nil || !strings.HasPrefix(*f.Name, "sleeper") && *f.Name != "waiter" {
+			continue
+		}
+		want, out := gdbBacktrace(t, p.PID, c.Regs)
+		if got := functions(f.Frames); len(want) < 4 || !sameFunctions(got, want) {
+			t.Errorf("fiber %s: rewind %v\ngdb %v\n%s", *f.Name, got, want, out)
+		}
+		checked++
+	}
+	if checked != 4 {
+		t.Errorf("%d fibers compared with gdb, want 4", checked)
+	}
+}
