@@ -1,9 +1,12 @@
 package fibers
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
+	"sort"
 
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
@@ -40,7 +43,16 @@ type Copier struct {
 	Found     []TarantoolFiber
 	FindErr   error
 
-	regions []target.Region
+	prior       []cordState // the main cord as scanned before the pause
+	priorStacks map[uint64]priorStack
+	regions     []target.Region
+}
+
+// priorStack is a fiber's stack as copied before the pause.
+type priorStack struct {
+	csw   uint32
+	sp    uint64
+	stack []byte
 }
 
 // During does the copying; see live.Options.During. Three batches: the
@@ -105,37 +117,49 @@ func (c *Copier) During(r *live.Reader) {
 	r.ReadBatch(second)
 	c.keep(second)
 	if c.Tarantool != nil {
-		c.Found, c.FindErr = c.Tarantool.Find(r, c.Bias, r.Threads())
+		t := c.Tarantool
+		states, err := t.rescan(r, c.prior, t.cords(r, c.Bias, r.Threads()))
+		c.Found, c.FindErr = t.collect(r, states, r.Threads()), err
 		c.copyCoro(r, size)
 	}
 }
 
-// copyCoro copies the found fibers' libcoro contexts and, from each saved
-// stack pointer, the used part of its stack: two batches.
+// copyCoro keeps the found fibers' saved stack pointers (read with their
+// fibers) and copies, from each, the used part of its stack (one batch),
+// unless the fiber has not run since its copy before the pause.
 func (c *Copier) copyCoro(r *live.Reader, size int) {
-	ptrs := make([]live.Read, len(c.Found))
-	for i, f := range c.Found {
-		ptrs[i] = live.Read{Addr: f.Context, Buf: make([]byte, 8)}
-	}
-	r.ReadBatch(ptrs)
-	c.keep(ptrs)
-	var stacks []live.Read
-	for i, p := range ptrs {
-		if p.N != 8 {
+	var changed []TarantoolFiber
+	for _, f := range c.Found {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], f.SP)
+		c.regions = append(c.regions, target.Region{Addr: f.Context, Data: b[:]})
+		if p, ok := c.priorStacks[f.Context]; ok && p.csw == f.csw && p.sp == f.SP {
+			c.regions = append(c.regions, target.Region{Addr: f.SP, Data: p.stack})
 			continue
 		}
-		sp := binary.LittleEndian.Uint64(p.Buf)
-		if sp == 0 {
+		changed = append(changed, f)
+	}
+	stacks := c.stackReads(changed, size)
+	r.ReadBatch(stacks)
+	c.keep(stacks)
+}
+
+// stackReads are the reads of the used part of each fiber's stack, from
+// its saved stack pointer to its top (at most size bytes); one per fiber,
+// empty for a fiber without a saved stack pointer.
+func (c *Copier) stackReads(fs []TarantoolFiber, size int) []live.Read {
+	reads := make([]live.Read, len(fs))
+	for i, f := range fs {
+		if f.SP == 0 {
 			continue
 		}
 		n := uint64(size)
-		if hi := c.Found[i].StackHi; hi > sp && hi-sp < n {
-			n = hi - sp // only the used part
+		if hi := f.StackHi; hi > f.SP && hi-f.SP < n {
+			n = hi - f.SP
 		}
-		stacks = append(stacks, live.Read{Addr: sp, Buf: make([]byte, n)})
+		reads[i] = live.Read{Addr: f.SP, Buf: make([]byte, n)}
 	}
-	r.ReadBatch(stacks)
-	c.keep(stacks)
+	return reads
 }
 
 // directSP is the saved stack pointer of a context stored in place.
@@ -165,9 +189,56 @@ func (c *Copier) keep(reads []live.Read) {
 }
 
 // Memory returns the copies over next (the snapshot's memory): reads they
-// do not cover go to next.
+// do not cover go to next. Thousands of fibers make thousands of copies,
+// so they are merged and searched by address (target.Snapshot's linear
+// scan suits a few thread stacks).
 func (c *Copier) Memory(next target.Memory) target.Memory {
-	return &target.Snapshot{Regions: c.regions, Next: next}
+	return newSortedMemory(c.regions, next)
+}
+
+// sortedMemory is disjoint copied regions sorted by address, over next.
+type sortedMemory struct {
+	regions []target.Region
+	next    target.Memory
+}
+
+// newSortedMemory merges overlapping or adjacent regions (copies made in
+// one pause agree where they overlap).
+func newSortedMemory(regions []target.Region, next target.Memory) *sortedMemory {
+	rs := slices.Clone(regions)
+	slices.SortFunc(rs, func(a, b target.Region) int { return cmp.Compare(a.Addr, b.Addr) })
+	var out []target.Region
+	for _, r := range rs {
+		if len(r.Data) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			end := last.Addr + uint64(len(last.Data))
+			if r.Addr <= end {
+				if rend := r.Addr + uint64(len(r.Data)); rend > end {
+					last.Data = append(slices.Clip(last.Data), r.Data[end-r.Addr:]...)
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return &sortedMemory{regions: out, next: next}
+}
+
+// ReadMemory reads from the region holding [addr, addr+len(p)), else from
+// next.
+func (m *sortedMemory) ReadMemory(addr uint64, p []byte) error {
+	i := sort.Search(len(m.regions), func(i int) bool { return m.regions[i].Addr > addr }) - 1
+	if i >= 0 && m.regions[i].Contains(addr, len(p)) {
+		copy(p, m.regions[i].Data[addr-m.regions[i].Addr:])
+		return nil
+	}
+	if m.next != nil {
+		return m.next.ReadMemory(addr, p)
+	}
+	return &target.MemoryError{Addr: addr}
 }
 
 // NewCopier prepares the copying of a live process's fibers: the explicit
@@ -193,6 +264,25 @@ func NewCopier(pid int, specs []Spec, auto bool, warn func(string)) *Copier {
 			exe, _ := os.Readlink(procExe)
 			maps, _ := procmaps.Read(pid)
 			c.Bias = t.biasIn(maps, exe)
+		}
+		// Read the main cord's fiber list while the process runs: in
+		// the pause, one batch re-reads those fibers and checks that
+		// they still link the same way, instead of a read per fiber.
+		// Their stacks are copied now too; in the pause only those of
+		// fibers that ran since (their switch count or saved stack
+		// pointer moved) are copied again. What other fibers may have
+		// written into a parked fiber's stack (a message for it) is data,
+		// not frames.
+		rd := live.NewReader(pid)
+		c.prior, _ = t.scan(rd, []uint64{t.mainCord + c.Bias})
+		pf := t.collect(rd, c.prior, nil)
+		stacks := c.stackReads(pf, DefaultStackCopy)
+		rd.ReadBatch(stacks)
+		c.priorStacks = map[uint64]priorStack{}
+		for i, f := range pf {
+			if stacks[i].N > 0 {
+				c.priorStacks[f.Context] = priorStack{f.csw, f.SP, stacks[i].Buf[:stacks[i].N]}
+			}
 		}
 	}
 	return c

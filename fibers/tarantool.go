@@ -187,6 +187,12 @@ type TarantoolFiber struct {
 	// context switch into it yet): its context is libcoro's start-up
 	// frame.
 	NeverRan bool
+	// SP is the stack pointer saved in the context (its coro_context's
+	// first word).
+	SP uint64
+	// csw counts the switches into the fiber: unchanged (with SP), the
+	// fiber has not run, so its frames are what an earlier read saw.
+	csw uint32
 	// StackHi is the top of the fiber's stack (it grows down from
 	// there), 0 when unknown (the scheduler fiber runs on the thread's).
 	StackHi uint64
@@ -198,15 +204,26 @@ type TarantoolFiber struct {
 // threads are the process's threads with their thread pointers. The
 // running fiber of each cord is left out: its stack is the thread's own.
 func (t *Tarantool) Find(mem target.Memory, bias uint64, threads []live.StoppedThread) ([]TarantoolFiber, error) {
-	byTP := map[uint64]int{}
+	states, err := t.scan(mem, t.cords(mem, bias, threads))
+	return t.collect(mem, states, threads), err
+}
+
+// cordState is one cord as read: its bytes, and its fibers (the scheduler
+// first, then the alive list in order) with their bytes.
+type cordState struct {
+	addr   uint64
+	cbuf   []byte
+	fibers []uint64
+	fbufs  [][]byte
+}
+
+// cords returns the cords' addresses: main_cord, then every thread's
+// cord_ptr.
+func (t *Tarantool) cords(mem target.Memory, bias uint64, threads []live.StoppedThread) []uint64 {
 	cords := []uint64{t.mainCord + bias}
 	seen := map[uint64]bool{t.mainCord + bias: true}
 	for _, th := range threads {
-		if th.TP == 0 {
-			continue
-		}
-		byTP[th.TP] = th.TID
-		if !t.hasTLS || t.tlsOffset == 0 {
+		if th.TP == 0 || !t.hasTLS || t.tlsOffset == 0 {
 			continue
 		}
 		p, err := readU64(mem, th.TP-t.tlsOffset+t.cordPtr)
@@ -215,46 +232,166 @@ func (t *Tarantool) Find(mem target.Memory, bias uint64, threads []live.StoppedT
 			cords = append(cords, p)
 		}
 	}
-	var out []TarantoolFiber
-	cbuf := make([]byte, t.cordSize)
+	return cords
+}
+
+// scan reads cords and chases their fiber lists, one read per fiber (its
+// whole struct, which holds the link to the next).
+func (t *Tarantool) scan(mem target.Memory, cords []uint64) ([]cordState, error) {
+	var out []cordState
 	for _, cord := range cords {
-		if err := mem.ReadMemory(cord, cbuf); err != nil {
-			return out, fmt.Errorf("Tarantool cord at %#x: %w", cord, err)
+		st, err := t.chase(mem, cord)
+		if err != nil {
+			return out, err
 		}
-		le := binary.LittleEndian
-		running := le.Uint64(cbuf[t.cFiber:])
-		tid := byTP[le.Uint64(cbuf[t.cID:])]
-		fibers := []uint64{cord + t.cSched}
-		head := cord + t.cAlive
-		node := le.Uint64(cbuf[t.cAlive+8:]) // rlist: prev, next
-		// A list that loops without passing its head again (damaged
-		// memory) is caught by Brent's cycle detection: mark is
-		// re-anchored at every power of two steps.
-		mark, power := uint64(0), 1
-		for n := 0; node != head; n++ {
-			if node == 0 || node == mark || n >= maxFibersPerCord {
-				return out, fmt.Errorf("Tarantool cord at %#x: its fiber list is broken after %d fibers", cord, n)
-			}
-			if n+1 == power {
-				mark, power = node, power*2
-			}
-			fibers = append(fibers, node-t.fLink)
-			next, err := readU64(mem, node+8)
-			if err != nil {
-				return out, fmt.Errorf("Tarantool cord at %#x: fiber list: %w", cord, err)
-			}
-			node = next
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (t *Tarantool) chase(mem target.Memory, cord uint64) (cordState, error) {
+	st := cordState{addr: cord, cbuf: make([]byte, t.cordSize)}
+	if err := mem.ReadMemory(cord, st.cbuf); err != nil {
+		return st, fmt.Errorf("Tarantool cord at %#x: %w", cord, err)
+	}
+	sched := cord + t.cSched
+	st.fibers = append(st.fibers, sched)
+	st.fbufs = append(st.fbufs, st.cbuf[t.cSched:min(t.cSched+t.fiberSize, t.cordSize)])
+	head := cord + t.cAlive
+	node := binary.LittleEndian.Uint64(st.cbuf[t.cAlive+8:]) // rlist: prev, next
+	// A list that loops without passing its head again (damaged memory)
+	// is caught by Brent's cycle detection: mark is re-anchored at every
+	// power of two steps.
+	mark, power := uint64(0), 1
+	for n := 0; node != head; n++ {
+		if node == 0 || node == mark || n >= maxFibersPerCord || node < t.fLink {
+			return st, fmt.Errorf("Tarantool cord at %#x: its fiber list is broken after %d fibers", cord, n)
 		}
+		if n+1 == power {
+			mark, power = node, power*2
+		}
+		f := node - t.fLink
 		fbuf := make([]byte, t.fiberSize)
-		for _, f := range fibers {
-			if f == running {
-				continue
+		if err := mem.ReadMemory(f, fbuf); err != nil {
+			return st, fmt.Errorf("Tarantool cord at %#x: fiber %d of its list: %w", cord, n, err)
+		}
+		st.fibers = append(st.fibers, f)
+		st.fbufs = append(st.fbufs, fbuf)
+		node = binary.LittleEndian.Uint64(fbuf[t.fLink+8:])
+	}
+	return st, nil
+}
+
+// rescan re-reads, with one batch, cords and fibers scanned before the
+// pause (prior, read while the process ran), and keeps each cord whose
+// list still links the same fibers in the same order; the others (and
+// cords that are new) are chased again. In the pause this costs two
+// batches instead of a read per fiber.
+func (t *Tarantool) rescan(r *live.Reader, prior []cordState, cords []uint64) ([]cordState, error) {
+	byAddr := map[uint64]*cordState{}
+	for i := range prior {
+		byAddr[prior[i].addr] = &prior[i]
+	}
+	var reads []live.Read
+	var owners []int // index in cords of each read's cord
+	var states []cordState
+	for _, cord := range cords {
+		p := byAddr[cord]
+		if p == nil {
+			continue
+		}
+		st := cordState{addr: cord, cbuf: make([]byte, t.cordSize), fibers: p.fibers}
+		states = append(states, st)
+		ci := len(states) - 1
+		reads = append(reads, live.Read{Addr: cord, Buf: states[ci].cbuf})
+		owners = append(owners, ci)
+		for _, f := range p.fibers[1:] {
+			reads = append(reads, live.Read{Addr: f, Buf: make([]byte, t.fiberSize)})
+			owners = append(owners, ci)
+		}
+	}
+	// Fibers come from Tarantool's mempool slabs, next to each other: a
+	// few large iovecs read them all.
+	co := &live.Coalescing{R: r, Gap: 4 << 10}
+	co.ReadBatch(reads)
+	for i, rd := range reads {
+		st := &states[owners[i]]
+		if rd.N != len(rd.Buf) {
+			st.fibers = nil // unreadable now: chase it
+			continue
+		}
+		if rd.Addr == st.addr {
+			st.fbufs = append(st.fbufs, st.cbuf[t.cSched:min(t.cSched+t.fiberSize, t.cordSize)])
+		} else {
+			st.fbufs = append(st.fbufs, rd.Buf)
+		}
+	}
+	var out []cordState
+	known := map[uint64]bool{}
+	for i := range states {
+		st := &states[i]
+		known[st.addr] = true
+		if st.fibers != nil && t.linked(st) {
+			out = append(out, *st)
+			continue
+		}
+		c, err := t.chase(r, st.addr)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+	for _, cord := range cords {
+		if !known[cord] {
+			c, err := t.chase(r, cord)
+			if err != nil {
+				return out, err
 			}
-			if err := mem.ReadMemory(f, fbuf); err != nil {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// linked reports whether st's fiber bytes still link its fibers in order,
+// from the cord's alive list head back to it.
+func (t *Tarantool) linked(st *cordState) bool {
+	if len(st.fbufs) != len(st.fibers) {
+		return false
+	}
+	le := binary.LittleEndian
+	head := st.addr + t.cAlive
+	next := le.Uint64(st.cbuf[t.cAlive+8:])
+	for i := 1; i < len(st.fibers); i++ {
+		if next != st.fibers[i]+t.fLink {
+			return false
+		}
+		next = le.Uint64(st.fbufs[i][t.fLink+8:])
+	}
+	return next == head
+}
+
+// collect turns cord states into the inactive fibers.
+func (t *Tarantool) collect(mem target.Memory, states []cordState, threads []live.StoppedThread) []TarantoolFiber {
+	byTP := map[uint64]int{}
+	for _, th := range threads {
+		if th.TP != 0 {
+			byTP[th.TP] = th.TID
+		}
+	}
+	le := binary.LittleEndian
+	var out []TarantoolFiber
+	for _, st := range states {
+		running := le.Uint64(st.cbuf[t.cFiber:])
+		tid := byTP[le.Uint64(st.cbuf[t.cID:])]
+		for i, f := range st.fibers {
+			fbuf := st.fbufs[i]
+			if f == running || uint64(len(fbuf)) < t.fiberSize {
 				continue
 			}
 			tf := TarantoolFiber{TID: tid, ID: le.Uint32(fbuf[t.fFid:]), Context: f + t.fCtx,
-				NeverRan: le.Uint32(fbuf[t.fCsw:]) == 0}
+				SP: le.Uint64(fbuf[t.fCtx:]), csw: le.Uint32(fbuf[t.fCsw:])}
+			tf.NeverRan = tf.csw == 0
 			tf.Name = t.fiberName(mem, f, fbuf)
 			if t.fStackSize != 0 {
 				if lo := le.Uint64(fbuf[t.fStack:]); lo != 0 {
@@ -264,7 +401,7 @@ func (t *Tarantool) Find(mem target.Memory, bias uint64, threads []live.StoppedT
 			out = append(out, tf)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // fiberName reads a fiber's name: a pointer (usually to its inline_name)
@@ -276,10 +413,9 @@ func (t *Tarantool) fiberName(mem target.Memory, f uint64, fbuf []byte) string {
 		if p == 0 {
 			return ""
 		}
-		b = make([]byte, 64)
-		if p >= f && p+64 <= f+t.fiberSize {
-			copy(b, fbuf[p-f:])
-		} else if mem.ReadMemory(p, b) != nil {
+		if p >= f && p < f+t.fiberSize {
+			b = fbuf[p-f:] // its inline_name: no read
+		} else if b = make([]byte, 64); mem.ReadMemory(p, b) != nil {
 			return ""
 		}
 	} else {

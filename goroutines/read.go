@@ -98,7 +98,7 @@ type snapshot struct {
 	// read just before it: memory already faulted in, of the right size.
 	gbuf, ptrs, arena []byte
 	reads             []live.Read
-	co                coalescing
+	co                live.Coalescing
 
 	// Set on a read made before a pause (see prepareReuse): bySlot maps
 	// an allgs index to its goroutine in gs (-1: none); spareGs and
@@ -190,7 +190,7 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 	s := &snapshot{}
 	if prev != nil {
 		s.gbuf, s.ptrs, s.reads = prev.gbuf, prev.ptrs, prev.reads[:0]
-		s.co.scratch = prev.co.scratch
+		s.co.Reuse(&prev.co)
 		if prev.bySlot != nil {
 			// prev's goroutines and stacks are kept to compare with.
 			s.gs, s.arena = prev.spareGs, prev.spareArena
@@ -235,9 +235,9 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 		s.readGs(rd, reads[:k], gsize)
 		s.parseGs(reads[:k], lay, first)
 	}
-	s.co.rd, s.co.gap = rd, stackGap
+	s.co.R, s.co.Gap = rd, stackGap
 	s.copyStacksAndMs(&s.co, lay, prev)
-	s.co.rd = nil
+	s.co.R = nil
 	if lay.Labels.Map {
 		s.readLabelMaps(rd)
 	} else if lay.Labels.Supported {

@@ -1,0 +1,67 @@
+package fibers_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rewindstack/rewind/fibers"
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// BenchmarkTarantool dumps a Tarantool with N parked fibers, every
+// thread and fiber, as `rewind dump PID --fibers` does (objects and
+// tables shared across iterations, as the persistent caches share them
+// between runs): the target's pause and the whole dump, medians.
+//
+//	go test ./fibers -run '^$' -bench Tarantool -benchtime 10x
+func BenchmarkTarantool(b *testing.B) {
+	bin, err := exec.LookPath("tarantool")
+	if err != nil {
+		b.Skip("tarantool not installed (Debian: tarantool)")
+	}
+	app, _ := filepath.Abs("testdata/tarantool_many.lua")
+	for _, n := range []int{48, 10000} {
+		b.Run("fibers="+strconv.Itoa(n), func(b *testing.B) {
+			cmd := exec.Command(bin, app)
+			cmd.Dir = b.TempDir()
+			cmd.Env = append(os.Environ(), "NFIBERS="+strconv.Itoa(n))
+			p := fixture.StartCmd(b, cmd)
+			objs := &target.Objects{}
+			sym := &symbolize.Symbolizer{Inlines: true}
+			var pause, total []float64
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				fc := fibers.NewCopier(p.PID, nil, true, func(s string) { b.Fatal(s) })
+				snap, err := live.Capture(p.PID, live.Options{During: fc.During})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tg := snap.Target(objs, nil)
+				tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { b.Fatal(s) })...)
+				rep := stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), sym)
+				total = append(total, float64(time.Since(start).Microseconds())/1e3)
+				pause = append(pause, float64(snap.Pause.Microseconds())/1e3)
+				if len(rep.Fibers) < n {
+					b.Fatalf("%d fibers found, want at least %d", len(rep.Fibers), n)
+				}
+			}
+			b.ReportMetric(median(pause), "pause-ms")
+			b.ReportMetric(median(total), "dump-ms")
+		})
+	}
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
