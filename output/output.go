@@ -45,8 +45,8 @@ type Fiber struct {
 	Context uint64 `json:"context"`
 	// End says why the walk stopped, as for threads;
 	// "unreadable-context" when the context itself could not be read.
-	End       string  `json:"end"`
-	EndDetail string  `json:"end_detail,omitempty"`
+	End       string `json:"end"`
+	EndDetail string `json:"end_detail,omitempty"`
 	// NeverRan marks a fiber created but not started yet.
 	NeverRan bool    `json:"never_ran,omitempty"`
 	Frames   []Frame `json:"frames"`
