@@ -7,7 +7,9 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/regs"
@@ -251,6 +253,71 @@ func NewCopier(pid int, specs []Spec, auto bool, warn func(string)) *Copier {
 	if !auto {
 		return c
 	}
+	c.findTarantool(pid, warn)
+	return c
+}
+
+// ScanLive finds saved contexts in a live process's writable memory (see
+// Scan) before a capture: a first, registers-only capture gives the
+// threads' stack pointers and the pointer guard; the contexts found are
+// then copied, with the threads, in the capture that follows, like
+// explicit ones.
+func ScanLive(pid int) ([]Spec, error) {
+	snap, err := live.Capture(pid, live.Options{MaxStack: -1})
+	if err != nil {
+		return nil, err
+	}
+	maps, err := procmaps.Read(pid)
+	if err != nil {
+		return nil, err
+	}
+	in := ScanInput{Mem: live.NewReader(pid), Maps: maps}
+	for _, th := range snap.Threads {
+		if sp, ok := th.Regs.SP(); ok && th.Err == nil {
+			in.ThreadSPs = append(in.ThreadSPs, sp)
+		}
+		if th.TP != 0 && !in.HaveGuard {
+			if g, err := readU64(in.Mem, th.TP+0x30); err == nil {
+				in.Guard, in.HaveGuard = g, true
+			}
+		}
+	}
+	in.FcontextN = fcontextSizeIn(maps)
+	return Scan(in), nil
+}
+
+// fcontextSizeIn decodes the fcontext record size from the jump_fcontext
+// of a mapped boost.context library, 0 when there is none.
+func fcontextSizeIn(maps []target.Mapping) uint64 {
+	seen := map[string]bool{}
+	for _, m := range maps {
+		if !strings.Contains(m.Path, "boost_context") || seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		f, err := elfobj.Open(m.Path)
+		if err != nil {
+			continue
+		}
+		ext, _ := f.FunctionExtents([]string{"jump_fcontext"})
+		e, ok := ext["jump_fcontext"]
+		if ok {
+			code := make([]byte, min(e.End-e.Start, 96))
+			if f.ReadVaddr(e.Start, code) == nil {
+				if n, _, err := decodeJumpFcontext(code); err == nil {
+					f.Close()
+					return n
+				}
+			}
+		}
+		f.Close()
+	}
+	return 0
+}
+
+// findTarantool loads the Tarantool layout of process pid's executable and
+// reads its main cord's fibers, for During.
+func (c *Copier) findTarantool(pid int, warn func(string)) {
 	procExe := fmt.Sprintf("/proc/%d/exe", pid)
 	t, err := NewTarantool(procExe)
 	switch {
@@ -285,7 +352,6 @@ func NewCopier(pid int, specs []Spec, auto bool, warn func(string)) *Copier {
 			}
 		}
 	}
-	return c
 }
 
 // Contexts returns the fiber contexts the copies hold, for tg (the

@@ -320,3 +320,42 @@ func TestJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestScanLive: --fiber-scan finds exactly the fixture's four parked
+// contexts (and none of the stale ones main saved on its own stack), and
+// they unwind as the explicit ones do.
+func TestScanLive(t *testing.T) {
+	for _, flags := range [][]string{{"-O1"}, {"-O2", "-fomit-frame-pointer"}} {
+		t.Run(strings.Join(flags, ""), func(t *testing.T) {
+			p, ps := startFibers(t, flags...)
+			got, err := fibers.ScanLive(p.PID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{}
+			for _, sp := range specs(ps) {
+				want[sp.String()] = true
+			}
+			gotSet := map[string]bool{}
+			for _, sp := range got {
+				gotSet[sp.String()] = true
+			}
+			if fmt.Sprint(gotSet) != fmt.Sprint(want) {
+				t.Fatalf("scan found %v, want %v", got, specs(ps))
+			}
+			// In the fixture's order, then as explicit contexts.
+			byAddr := map[uint64]fibers.Spec{}
+			for _, sp := range got {
+				byAddr[sp.Addr] = sp
+			}
+			var ordered []parked
+			for _, pk := range ps {
+				if sp := byAddr[pk.addr]; sp.Kind == pk.kind {
+					ordered = append(ordered, pk)
+				}
+			}
+			_, rep := dumpLive(t, p.PID, ordered, "auto")
+			checkBacktrace(t, rep, ordered)
+		})
+	}
+}

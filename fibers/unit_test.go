@@ -143,3 +143,27 @@ func FuzzTarantoolFind(f *testing.F) {
 		tr.Find(mem, 0, nil)
 	})
 }
+
+// FuzzScan: a scan of hostile memory ends, without panicking, and finds
+// nothing outside writable memory.
+func FuzzScan(f *testing.F) {
+	seed := make([]byte, 4096)
+	binary.LittleEndian.PutUint64(seed[224:], 0x10000+424) // a ucontext_t signature
+	binary.LittleEndian.PutUint64(seed[160:], 0x10800)
+	binary.LittleEndian.PutUint64(seed[168:], 0x20005)
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		code := make([]byte, 0x1000)
+		code[0] = 0xe8 // a call whose return address is 0x20005
+		mem := &target.Snapshot{Regions: []target.Region{{Addr: 0x10000, Data: data}, {Addr: 0x20000, Data: code}}}
+		in := ScanInput{Mem: mem, Maps: []target.Mapping{
+			{Start: 0x10000, End: 0x10000 + uint64(len(data)), Perms: "rw-p"},
+			{Start: 0x20000, End: 0x21000, Perms: "r-xp", Path: "/x"},
+		}, Guard: 0x1234, HaveGuard: true, FcontextN: 0x38}
+		for _, sp := range Scan(in) {
+			if sp.Addr < 0x10000 || sp.Addr >= 0x10000+uint64(len(data)) {
+				t.Errorf("context %v outside the writable region", sp)
+			}
+		}
+	})
+}

@@ -47,7 +47,8 @@ unwound too and listed under its thread, headed "fiber ID NAME (KIND,
 context 0x...)" (--json: a "fibers" list; --group folds identical fiber
 stacks). With --fiber KIND@ADDR (repeatable) the inactive fiber or
 coroutine whose context is saved at ADDR is unwound too, listed after the
-threads under "Fibers of no known thread": KIND is ucontext
+threads under "Fibers of no known thread"; --fiber-scan finds such
+contexts by itself (see package fibers for the rules): KIND is ucontext
 (a glibc ucontext_t at ADDR), fcontext (ADDR holds a boost.context
 fcontext_t; the record's layout is read from the process's jump_fcontext),
 coro (ADDR holds a libcoro coro_context), jmpbuf (a glibc jmp_buf, its
@@ -76,6 +77,7 @@ func runDump(args []string) error {
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
+	fiberScan := fs.Bool("fiber-scan", false, "also search the process's writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
@@ -120,7 +122,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers}, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -131,7 +133,7 @@ func runDump(args []string) error {
 		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, fiberReq{specs, *allFibers}, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -159,9 +161,10 @@ func writeDump(rep *output.Report, asJSON, group bool) error {
 type fiberReq struct {
 	specs []fibers.Spec
 	auto  bool
+	scan  bool
 }
 
-func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto }
+func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
 
 func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	c, err := corefile.Open(path)
@@ -179,6 +182,9 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	}
 	tm.mark("open")
 	warnUnreadable(tg.Space)
+	if fr.scan {
+		return nil, fmt.Errorf("--fiber-scan reads a live process's memory; for a core, name the contexts with --fiber KIND@ADDR")
+	}
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
@@ -192,6 +198,13 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads, MaxStopped: maxStopped}
 	var fc *fibers.Copier
+	if fr.scan {
+		found, err := fibers.ScanLive(pid)
+		if err != nil {
+			return nil, err
+		}
+		fr.specs = append(fr.specs, found...)
+	}
 	if fr.any() {
 		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
 		lopt.During = fc.During
