@@ -197,7 +197,14 @@ func TestExplicitMatchesGdb(t *testing.T) {
 	for i, c := range fiberCtx {
 		want, out := gdbBacktrace(t, p.PID, c.Regs)
 		f := rep.Fibers[i]
-		if got := functions(f.Frames); len(want) < 4 || !sameFunctions(got, want) {
+		got := functions(f.Frames)
+		// rewind ends at the entry trampoline of a context library
+		// (makecontext's __start_context, boost's make_fcontext); gdb may
+		// go on through what lies above it on the stack.
+		if n := len(got); n > 0 && len(want) > n && f.End == "outermost" {
+			want = want[:n]
+		}
+		if len(want) < 4 || !sameFunctions(got, want) {
 			t.Errorf("%s fiber: rewind %v\ngdb %v\n%s", f.Kind, got, want, out)
 		}
 	}
