@@ -65,3 +65,49 @@ func median(v []float64) float64 {
 	sort.Float64s(v)
 	return v[len(v)/2]
 }
+
+// BenchmarkUcontextScan dumps a C program with N ucontext fibers parked
+// in swapcontext, found by --fiber-scan and copied in the pause with the
+// threads: the target's pause and the whole dump (scan included),
+// medians.
+//
+//	go test ./fibers -run '^$' -bench UcontextScan -benchtime 10x
+func BenchmarkUcontextScan(b *testing.B) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		b.Skip("gcc not installed")
+	}
+	exe := filepath.Join(b.TempDir(), "many")
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, "testdata/many_ucontext.c").CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, n := range []int{48, 10000} {
+		b.Run("fibers="+strconv.Itoa(n), func(b *testing.B) {
+			p := fixture.Start(b, exe, strconv.Itoa(n))
+			objs := &target.Objects{}
+			sym := &symbolize.Symbolizer{Inlines: true}
+			var pause, total []float64
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				specs, err := fibers.ScanLive(p.PID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				fc := fibers.NewCopier(p.PID, specs, false, func(s string) { b.Fatal(s) })
+				snap, err := live.Capture(p.PID, live.Options{During: fc.During})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tg := snap.Target(objs, nil)
+				tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { b.Fatal(s) })...)
+				rep := stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), sym)
+				total = append(total, float64(time.Since(start).Microseconds())/1e3)
+				pause = append(pause, float64(snap.Pause.Microseconds())/1e3)
+				if len(rep.Fibers) != n {
+					b.Fatalf("%d fibers found, want %d", len(rep.Fibers), n)
+				}
+			}
+			b.ReportMetric(median(pause), "pause-ms")
+			b.ReportMetric(median(total), "dump-ms")
+		})
+	}
+}
