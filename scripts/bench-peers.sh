@@ -54,6 +54,7 @@ libc=$(readlink -f "$libc")
 
 "$tmp/threads" >/dev/null 2>&1 &
 tpid=$!
+disown "$tpid" # no "Killed" line when the cleanup ends it
 pids+=("$tpid")
 sleep 0.5
 export REWIND_CACHE_DIR=$tmp/cache
@@ -117,6 +118,7 @@ if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; the
 	# unwind (perf report does that later), rewind record does.
 	"$tmp/cpu" 1000 2 >/dev/null 2>&1 &
 	cpid=$!
+	disown "$cpid"
 	pids+=("$cpid")
 	cpu() { /usr/bin/time -f "%U %S" -o "$tmp/t" "$@" >/dev/null 2>&1 || true; awk '{printf "%.1f", ($1+$2)/5*100}' "$tmp/t"; }
 	r1=$(cpu "$rw" record -q -F 999 -p "$cpid" -d 5s -o "$tmp/rec.folded")
@@ -126,7 +128,7 @@ if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; the
 	kill -9 "$cpid" 2>/dev/null || true
 	printf '%-44s %8s%% %9s%%   (CPU of one core, 2 runs each: rewind %s%% %s%%, perf %s%% %s%%)\n' \
 		"record -F 999 vs perf record --call-graph dwarf" \
-		"$(python3 -c "print(($r1+$r2)/2)")" "$(python3 -c "print(($p1+$p2)/2)")" "$r1" "$r2" "$p1" "$p2"
+		"$(python3 -c "print(f'{($r1+$r2)/2:.1f}')")" "$(python3 -c "print(f'{($p1+$p2)/2:.1f}')")" "$r1" "$r2" "$p1" "$p2"
 fi
 if have readelf; then
 	pair "table libc vs readelf --debug-dump=frames" 9 "$rw" table "$libc" -- readelf --debug-dump=frames "$libc"
