@@ -32,3 +32,17 @@ type Read struct {
 	Buf  []byte
 	N    int
 }
+
+// Reader returns a Reader of the snapshot's process that knows its
+// threads, as Options.During gets one: inside WithStopped's function it
+// reads the stopped process; after Capture its reads race with the
+// running process.
+func (s *Snapshot) Reader() *Reader {
+	r := &Reader{tid: s.PID}
+	for _, th := range s.Threads {
+		if th.Err == nil {
+			r.threads = append(r.threads, StoppedThread{TID: th.TID, TP: th.TP})
+		}
+	}
+	return r
+}

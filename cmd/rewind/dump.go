@@ -221,6 +221,9 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	if lazy {
 		err = live.WithStopped(pid, lopt, func(s *live.Snapshot) error {
 			snap = s
+			if fc != nil {
+				fc.During(s.Reader()) // WithStopped has no During: the threads are stopped now
+			}
 			tg = s.Target(objs, warn)
 			addFibers(tg)
 			walks = stacks.Walk(tg, opt)

@@ -44,6 +44,12 @@ func TestDumpFiberFlag(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// --lazy stops the threads for the whole walk: the fibers are read
+	// then, from the stopped process.
+	out, errOut, code = run(t, append(args, "--lazy")...)
+	if code != 0 || !strings.Contains(out, "fc_park") || !strings.Contains(out, "uc_park") {
+		t.Errorf("--lazy: exit %d: %s\n%s", code, errOut, out)
+	}
 	out, errOut, code = run(t, append(args, "--json")...)
 	if code != 0 {
 		t.Fatalf("--json: exit %d: %s", code, errOut)
