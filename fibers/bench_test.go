@@ -36,27 +36,7 @@ func BenchmarkTarantool(b *testing.B) {
 			cmd.Dir = b.TempDir()
 			cmd.Env = append(os.Environ(), "NFIBERS="+strconv.Itoa(n))
 			p := fixture.StartCmd(b, cmd)
-			objs := &target.Objects{}
-			sym := &symbolize.Symbolizer{Inlines: true}
-			var pause, total []float64
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				fc := fibers.NewCopier(p.PID, nil, true, func(s string) { b.Fatal(s) })
-				snap, err := live.Capture(p.PID, live.Options{During: fc.During})
-				if err != nil {
-					b.Fatal(err)
-				}
-				tg := snap.Target(objs, nil)
-				tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { b.Fatal(s) })...)
-				rep := stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), sym)
-				total = append(total, float64(time.Since(start).Microseconds())/1e3)
-				pause = append(pause, float64(snap.Pause.Microseconds())/1e3)
-				if len(rep.Fibers) < n {
-					b.Fatalf("%d fibers found, want at least %d", len(rep.Fibers), n)
-				}
-			}
-			b.ReportMetric(median(pause), "pause-ms")
-			b.ReportMetric(median(total), "dump-ms")
+			benchDump(b, p.PID, n, func() ([]fibers.Spec, bool) { return nil, true })
 		})
 	}
 }
@@ -83,31 +63,44 @@ func BenchmarkUcontextScan(b *testing.B) {
 	for _, n := range []int{48, 10000} {
 		b.Run("fibers="+strconv.Itoa(n), func(b *testing.B) {
 			p := fixture.Start(b, exe, strconv.Itoa(n))
-			objs := &target.Objects{}
-			sym := &symbolize.Symbolizer{Inlines: true}
-			var pause, total []float64
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
+			benchDump(b, p.PID, n, func() ([]fibers.Spec, bool) {
 				specs, err := fibers.ScanLive(p.PID)
 				if err != nil {
 					b.Fatal(err)
 				}
-				fc := fibers.NewCopier(p.PID, specs, false, func(s string) { b.Fatal(s) })
-				snap, err := live.Capture(p.PID, live.Options{During: fc.During})
-				if err != nil {
-					b.Fatal(err)
-				}
-				tg := snap.Target(objs, nil)
-				tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { b.Fatal(s) })...)
-				rep := stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), sym)
-				total = append(total, float64(time.Since(start).Microseconds())/1e3)
-				pause = append(pause, float64(snap.Pause.Microseconds())/1e3)
-				if len(rep.Fibers) != n {
-					b.Fatalf("%d fibers found, want %d", len(rep.Fibers), n)
-				}
-			}
-			b.ReportMetric(median(pause), "pause-ms")
-			b.ReportMetric(median(total), "dump-ms")
+				return specs, false
+			})
 		})
 	}
+}
+
+// benchDump dumps process pid with its fibers b.N times, as dump does
+// (objects and tables shared across iterations, as the persistent caches
+// share them between runs), find giving the explicit contexts (scanned,
+// say) and whether to find runtimes' fibers; it reports the medians of
+// the target's pause and of the whole dump, and checks n fibers were
+// found.
+func benchDump(b *testing.B, pid, n int, find func() ([]fibers.Spec, bool)) {
+	objs := &target.Objects{}
+	sym := &symbolize.Symbolizer{Inlines: true}
+	var pause, total []float64
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		specs, auto := find()
+		fc := fibers.NewCopier(pid, specs, auto, func(s string) { b.Fatal(s) })
+		snap, err := live.Capture(pid, live.Options{During: fc.During})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tg := snap.Target(objs, nil)
+		tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { b.Fatal(s) })...)
+		rep := stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), sym)
+		total = append(total, float64(time.Since(start).Microseconds())/1e3)
+		pause = append(pause, float64(snap.Pause.Microseconds())/1e3)
+		if len(rep.Fibers) < n {
+			b.Fatalf("%d fibers found, want at least %d", len(rep.Fibers), n)
+		}
+	}
+	b.ReportMetric(median(pause), "pause-ms")
+	b.ReportMetric(median(total), "dump-ms")
 }

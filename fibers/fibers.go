@@ -197,16 +197,20 @@ func Explicit(tg *target.Target, specs []Spec, mem target.Memory) []target.Conte
 	}
 	out := make([]target.Context, 0, len(specs))
 	for _, sp := range specs {
-		c := target.Context{Kind: target.KindFiber, Runtime: sp.Kind, Saved: sp.Addr, Mem: mem}
-		r, err := Read(tg, mem, sp)
-		if err != nil {
-			c.Err = err
-		} else {
-			c.Regs = r
-		}
-		out = append(out, c)
+		out = append(out, withRegs(tg, mem, sp, target.Context{Kind: target.KindFiber, Runtime: sp.Kind, Saved: sp.Addr, Mem: mem}))
 	}
 	return out
+}
+
+// withRegs sets c's registers from the context sp names, or its Err.
+func withRegs(tg *target.Target, mem target.Memory, sp Spec, c target.Context) target.Context {
+	r, err := Read(tg, mem, sp)
+	if err != nil {
+		c.Err = err
+	} else {
+		c.Regs = r
+	}
+	return c
 }
 
 // Read returns the registers of the context sp names, reading mem (the

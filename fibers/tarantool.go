@@ -444,15 +444,9 @@ func TarantoolContexts(tg *target.Target, found []TarantoolFiber, mem target.Mem
 	}
 	out := make([]target.Context, 0, len(found))
 	for _, f := range found {
-		c := target.Context{Kind: target.KindFiber, Runtime: "tarantool", TID: f.TID, ID: int64(f.ID), HasID: true,
-			Name: f.Name, Saved: f.Context, Mem: mem, NeverRan: f.NeverRan}
-		r, err := Read(tg, mem, Spec{Kind: Coro, Addr: f.Context})
-		if err != nil {
-			c.Err = err
-		} else {
-			c.Regs = r
-		}
-		out = append(out, c)
+		out = append(out, withRegs(tg, mem, Spec{Kind: Coro, Addr: f.Context}, target.Context{Kind: target.KindFiber,
+			Runtime: "tarantool", TID: f.TID, ID: int64(f.ID), HasID: true, Name: f.Name, Saved: f.Context, Mem: mem,
+			NeverRan: f.NeverRan}))
 	}
 	return out
 }
