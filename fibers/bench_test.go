@@ -88,7 +88,7 @@ func benchDump(b *testing.B, pid, n int, find func() ([]fibers.Spec, bool)) {
 		start := time.Now()
 		specs, auto := find()
 		fc := fibers.NewCopier(pid, specs, auto, func(s string) { b.Fatal(s) })
-		snap, err := live.Capture(pid, live.Options{During: fc.During})
+		snap, err := live.Capture(pid, live.Options{During: fc.During, MapsHint: fc.MapsHint()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -159,6 +159,17 @@ func (c *Copier) keep(reads []live.Read) {
 	}
 }
 
+// MapsHint is what to pass as live.Options.MapsHint: the size of
+// /proc/PID/maps expected from the fibers found before the pause (a stack
+// and its guard page each, 80 bytes a line).
+func (c *Copier) MapsHint() int {
+	n := len(c.Specs)
+	for _, st := range c.prior {
+		n += len(st.fibers)
+	}
+	return n * 2 * 80
+}
+
 // Memory returns the copies over next (the snapshot's memory): reads they
 // do not cover go to next. Thousands of fibers make thousands of copies,
 // so they are merged and searched by address (target.Snapshot's linear
@@ -326,6 +337,12 @@ func (c *Copier) findTarantool(pid int, warn func(string)) {
 		// not frames.
 		rd := live.NewReader(pid)
 		c.prior, _ = t.scan(rd, []uint64{t.mainCord + c.Bias})
+		for i := range c.prior {
+			c.prior[i].slab = make([]byte, len(c.prior[i].fibers)*int(t.fiberSize))
+			for k := 0; k < len(c.prior[i].slab); k += 4096 {
+				c.prior[i].slab[k] = 1
+			}
+		}
 		pf := t.collect(rd, c.prior, nil)
 		stacks := c.stackReads(pf, DefaultStackCopy)
 		rd.ReadBatch(stacks)

@@ -215,6 +215,7 @@ type cordState struct {
 	cbuf   []byte
 	fibers []uint64
 	fbufs  [][]byte
+	slab   []byte // where rescan reads the fibers again, faulted in beforehand
 }
 
 // cords returns the cords' addresses: main_cord, then every thread's
@@ -305,8 +306,12 @@ func (t *Tarantool) rescan(r *live.Reader, prior []cordState, cords []uint64) ([
 		ci := len(states) - 1
 		reads = append(reads, live.Read{Addr: cord, Buf: states[ci].cbuf})
 		owners = append(owners, ci)
-		for _, f := range p.fibers[1:] {
-			reads = append(reads, live.Read{Addr: f, Buf: make([]byte, t.fiberSize)})
+		slab := p.slab
+		if len(slab) < len(p.fibers)*int(t.fiberSize) {
+			slab = make([]byte, len(p.fibers)*int(t.fiberSize))
+		}
+		for k, f := range p.fibers[1:] {
+			reads = append(reads, live.Read{Addr: f, Buf: slab[k*int(t.fiberSize) : (k+1)*int(t.fiberSize)]})
 			owners = append(owners, ci)
 		}
 	}

@@ -206,6 +206,7 @@ type session struct {
 	mapsRaw []byte           // the maps text, read during the pause
 	ranges  []procmaps.Range // the address ranges in it
 	during  func(*Reader)    // Options.During
+	mapsHint int             // Options.MapsHint
 	mapsErr error
 
 	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
@@ -237,7 +238,7 @@ type tstate struct {
 
 func newSession(info procInfo, opt Options) *session {
 	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, ourChild: info.ppid == os.Getpid(),
-		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During}
+		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During, mapsHint: opt.MapsHint}
 	if len(opt.Threads) > 0 {
 		s.want = map[int]bool{}
 		for _, tid := range opt.Threads {
@@ -272,8 +273,8 @@ const scratchPerThread = 16 << 10
 // in a virtual machine), and process_vm_readv into fresh memory takes one
 // per page.
 func (s *session) prepare(capture bool) {
-	s.mapsBuf = touch(make([]byte, 64<<10))
-	s.ranges = make([]procmaps.Range, 0, 512)
+	s.mapsBuf = touch(make([]byte, max(64<<10, s.mapsHint+s.mapsHint/4)))
+	s.ranges = make([]procmaps.Range, 0, max(512, s.mapsHint/64))
 	if !capture || s.maxStack < 0 {
 		return
 	}

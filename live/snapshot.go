@@ -50,6 +50,11 @@ type Options struct {
 	// in the same pause (a Go program's goroutines, for example) through
 	// r's batched reads. It must not keep r.
 	During func(r *Reader)
+	// MapsHint is how many bytes /proc/PID/maps is expected to hold, when
+	// the caller knows the process has many mappings (a fiber runtime
+	// with thousands of stacks): the buffer it is read into in the pause
+	// is allocated and faulted in before, instead of grown in the pause.
+	MapsHint int
 }
 
 // DefaultMaxStopped is the default Options.MaxStopped.

@@ -208,6 +208,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	if fr.any() {
 		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
 		lopt.During = fc.During
+		lopt.MapsHint = fc.MapsHint()
 	}
 	addFibers := func(tg *target.Target) {
 		if fc != nil {
