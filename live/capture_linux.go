@@ -201,13 +201,13 @@ type session struct {
 	want     map[int]bool // selected TIDs; nil selects all
 	ourChild bool         // the process is a child of this one
 
-	threads []*tstate // in the order they were found
-	byTID   map[int]*tstate
-	mapsRaw []byte           // the maps text, read during the pause
-	ranges  []procmaps.Range // the address ranges in it
-	during  func(*Reader)    // Options.During
-	mapsHint int             // Options.MapsHint
-	mapsErr error
+	threads  []*tstate // in the order they were found
+	byTID    map[int]*tstate
+	mapsRaw  []byte           // the maps text, read during the pause
+	ranges   []procmaps.Range // the address ranges in it
+	during   func(*Reader)    // Options.During
+	mapsHint int              // Options.MapsHint
+	mapsErr  error
 
 	start, end time.Time // first PTRACE_INTERRUPT, last PTRACE_DETACH
 	started    bool
