@@ -364,6 +364,9 @@ func (c *Copier) Contexts(tg *target.Target, warn func(string)) []target.Context
 	if c.FindErr != nil {
 		warn(fmt.Sprintf("fibers: %v", c.FindErr))
 	}
+	if c.Tarantool != nil {
+		c.Tarantool.LuaFrames(mem, c.Found)
+	}
 	return append(out, TarantoolContexts(tg, c.Found, mem)...)
 }
 
@@ -397,6 +400,7 @@ func FromCore(tg *target.Target, specs []Spec, auto bool, warn func(string)) []t
 	if err != nil {
 		warn(fmt.Sprintf("fibers: %v", err))
 	}
+	t.LuaFrames(tg.Mem, found)
 	return append(out, TarantoolContexts(tg, found, nil)...)
 }
 

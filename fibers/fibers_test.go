@@ -266,10 +266,13 @@ func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	return want, string(out)
 }
 
+// functions lists the native frames' functions (gdb has no Lua frames).
 func functions(fs []output.Frame) []string {
 	var out []string
 	for _, f := range fs {
-		out = append(out, f.Function)
+		if f.Method != "lua" {
+			out = append(out, f.Function)
+		}
 	}
 	return out
 }

@@ -48,6 +48,9 @@ type Tarantool struct {
 	nameLen                                   uint64 // inline array length
 	// struct cord
 	cordSize, cFiber, cID, cAlive, cSched uint64
+
+	lua    luaLayout // LuaJIT's structures, when hasLua
+	hasLua bool
 }
 
 // NewTarantool reads the layout of Tarantool's fibers from the executable
@@ -135,6 +138,7 @@ func NewTarantool(path string) (t *Tarantool, err error) {
 	if so, ok := offs(fiber, "stack", "stack_size"); ok {
 		t.fStack, t.fStackSize = so[0], so[1]
 	}
+	t.lua, t.hasLua = luaLayoutFrom(d, fiber)
 	nf, _ := member(fiber, "name")
 	switch nt := nf.Type.(type) {
 	case *dwarf.PtrType:
@@ -196,6 +200,10 @@ type TarantoolFiber struct {
 	// StackHi is the top of the fiber's stack (it grows down from
 	// there), 0 when unknown (the scheduler fiber runs on the thread's).
 	StackHi uint64
+	// L is the fiber's lua_State, 0 when it runs no Lua; Lua its Lua
+	// frames, innermost first (see LuaFrames).
+	L   uint64
+	Lua []LuaFrame
 }
 
 // Find lists the inactive fibers of every cord, reading mem: inside a live
@@ -398,6 +406,9 @@ func (t *Tarantool) collect(mem target.Memory, states []cordState, threads []liv
 				SP: le.Uint64(fbuf[t.fCtx:]), csw: le.Uint32(fbuf[t.fCsw:])}
 			tf.NeverRan = tf.csw == 0
 			tf.Name = t.fiberName(mem, f, fbuf)
+			if t.hasLua && t.lua.fiberL+8 <= uint64(len(fbuf)) {
+				tf.L = le.Uint64(fbuf[t.lua.fiberL:])
+			}
 			if t.fStackSize != 0 {
 				if lo := le.Uint64(fbuf[t.fStack:]); lo != 0 {
 					tf.StackHi = lo + le.Uint64(fbuf[t.fStackSize:])
@@ -449,9 +460,14 @@ func TarantoolContexts(tg *target.Target, found []TarantoolFiber, mem target.Mem
 	}
 	out := make([]target.Context, 0, len(found))
 	for _, f := range found {
-		out = append(out, withRegs(tg, mem, Spec{Kind: Coro, Addr: f.Context}, target.Context{Kind: target.KindFiber,
+		c := withRegs(tg, mem, Spec{Kind: Coro, Addr: f.Context}, target.Context{Kind: target.KindFiber,
 			Runtime: "tarantool", TID: f.TID, ID: int64(f.ID), HasID: true, Name: f.Name, Saved: f.Context, Mem: mem,
-			NeverRan: f.NeverRan}))
+			NeverRan: f.NeverRan})
+		for _, lf := range f.Lua {
+			c.Interp = append(c.Interp, target.InterpFrame{Function: lf.Name, File: lf.Source, Line: lf.Line, Method: "lua"})
+		}
+		c.InterpBefore = "lj_BC_FUNCC"
+		out = append(out, c)
 	}
 	return out
 }
@@ -468,4 +484,20 @@ func (t *Tarantool) biasIn(maps []target.Mapping, exe string) uint64 {
 		}
 	}
 	return 0
+}
+
+// LuaFrames reads the Lua frames of every found fiber that runs Lua,
+// from mem. It is meant for after a live pause (the Lua stacks of parked
+// fibers do not move while they are parked; reading them in the pause
+// would cost a read per frame) or for a core.
+func (t *Tarantool) LuaFrames(mem target.Memory, found []TarantoolFiber) {
+	if !t.hasLua {
+		return
+	}
+	w := &luaWalker{l: &t.lua, mem: mem}
+	for i := range found {
+		if found[i].L != 0 {
+			found[i].Lua = w.frames(found[i].L)
+		}
+	}
 }

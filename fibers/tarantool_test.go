@@ -44,16 +44,19 @@ func startTarantool(t *testing.T) (*fixture.Proc, string) {
 
 // fiberInfo parses fiber.info()'s YAML: per fiber id, the addresses of its
 // C frames from #1 on (Tarantool's own #0 is where fiber.info() looked,
-// not where the fiber parked).
-func fiberInfo(t *testing.T, path string) map[int64][]uint64 {
+// not where the fiber parked), and its Lua frames ("NAME in SOURCE at line
+// N").
+func fiberInfo(t *testing.T, path string) (map[int64][]uint64, map[int64][]string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int64][]uint64{}
+	lua := map[int64][]string{}
 	var fid int64
 	head := regexp.MustCompile(`^(\d+):$`)
 	cframe := regexp.MustCompile(`C: '#(\d+)\s+0x([0-9a-f]+) in `)
+	lframe := regexp.MustCompile(`L: (.*) in (\S+) at line (-?\d+)`)
 	for _, line := range strings.Split(string(b), "\n") {
 		if m := head.FindStringSubmatch(line); m != nil {
 			fid, _ = strconv.ParseInt(m[1], 10, 64)
@@ -64,8 +67,11 @@ func fiberInfo(t *testing.T, path string) map[int64][]uint64 {
 			pc, _ := strconv.ParseUint(m[2], 16, 64)
 			out[fid] = append(out[fid], pc)
 		}
+		if m := lframe.FindStringSubmatch(line); m != nil {
+			lua[fid] = append(lua[fid], m[1]+" "+m[2]+" "+m[3])
+		}
 	}
-	return out
+	return out, lua
 }
 
 func tarantoolLive(t *testing.T, pid int) (*target.Target, *output.Report) {
@@ -86,8 +92,9 @@ func tarantoolLive(t *testing.T, pid int) (*target.Target, *output.Report) {
 
 // checkTarantool: every fiber the script made is found, named, under the
 // main thread, parked where it waits, with the C frames fiber.info()
-// printed for it below #0, down to libcoro's coro_init.
-func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]uint64) {
+// printed for it below #0, down to libcoro's coro_init, and its Lua frames
+// (name, chunk, line) as fiber.info() prints them.
+func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]uint64, luaInfo map[int64][]string) {
 	t.Helper()
 	byName := map[string]output.Fiber{}
 	for _, f := range rep.Fibers {
@@ -113,11 +120,23 @@ func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]
 			t.Errorf("fiber %s:%s", name, names(f.Frames))
 		}
 		var got []uint64
+		var lua []string
 		for _, fr := range f.Frames[1:] {
+			if fr.Method == "lua" {
+				n := fr.Function
+				if n == "" {
+					n = "(unnamed)"
+				}
+				lua = append(lua, fmt.Sprintf("%s %s %d", n, fr.File, fr.Line))
+				continue
+			}
 			got = append(got, fr.PC)
 		}
 		if ws := info[*f.ID]; fmt.Sprint(got) != fmt.Sprint(ws) {
 			t.Errorf("fiber %s (%d): rewind %x, fiber.info() %x", name, *f.ID, got, ws)
+		}
+		if wl := luaInfo[*f.ID]; len(wl) == 0 || fmt.Sprint(lua) != fmt.Sprint(wl) {
+			t.Errorf("fiber %s (%d): Lua frames\nrewind      %q\nfiber.info() %q", name, *f.ID, lua, wl)
 		}
 	}
 	if f, ok := byName["on_shutdown"]; !ok || !f.NeverRan {
@@ -138,7 +157,8 @@ func keys(m map[string]output.Fiber) []string {
 func TestTarantoolLive(t *testing.T) {
 	p, infoPath := startTarantool(t)
 	_, rep := tarantoolLive(t, p.PID)
-	checkTarantool(t, rep, p.PID, fiberInfo(t, infoPath))
+	info, luaInfo := fiberInfo(t, infoPath)
+	checkTarantool(t, rep, p.PID, info, luaInfo)
 }
 
 // TestTarantoolCore: the same from a gcore core.
@@ -159,7 +179,8 @@ func TestTarantoolCore(t *testing.T) {
 	if len(warnings) > 0 {
 		t.Errorf("warnings: %v", warnings)
 	}
-	checkTarantool(t, unwindAll(t, tg, "auto"), p.PID, fiberInfo(t, infoPath))
+	info, luaInfo := fiberInfo(t, infoPath)
+	checkTarantool(t, unwindAll(t, tg, "auto"), p.PID, info, luaInfo)
 }
 
 // TestTarantoolMatchesGdb: gdb, given each fiber's registers as rewind

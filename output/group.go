@@ -133,6 +133,15 @@ func writeHeader(bw *bufio.Writer, r *Report) {
 func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 	for j := range frames {
 		f := &frames[j]
+		if f.Method == "lua" {
+			// An interpreted frame: no PC; fiber.info()'s "(unnamed)".
+			name := f.Function
+			if name == "" {
+				name = "(unnamed)"
+			}
+			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [lua]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line)
+			continue
+		}
 		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, textesc.String(f.Name()))
 		if f.Module != "" {
 			fmt.Fprintf(bw, " (%s)", textesc.String(filepath.Base(f.Module)))

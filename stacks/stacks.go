@@ -127,7 +127,8 @@ func Complete(r *output.Report) int {
 // fiberOutput is a fiber's report entry: its identity from the context,
 // its stack from th.
 func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
-	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail, Frames: th.Frames, NeverRan: c.NeverRan}
+	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail,
+		Frames: withInterp(th.Frames, c.Interp, c.InterpBefore), NeverRan: c.NeverRan}
 	if c.TID != 0 {
 		tid := c.TID
 		f.Thread = &tid
@@ -144,4 +145,25 @@ func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 		f.End, f.EndDetail = "unreadable-context", c.Err.Error()
 	}
 	return f
+}
+
+// withInterp inserts interpreted frames before the first native frame of
+// function before (all of them at the end when there is none).
+func withInterp(frames []output.Frame, interp []target.InterpFrame, before string) []output.Frame {
+	if len(interp) == 0 {
+		return frames
+	}
+	at := len(frames)
+	for i, f := range frames {
+		if f.Function == before {
+			at = i
+			break
+		}
+	}
+	out := make([]output.Frame, 0, len(frames)+len(interp))
+	out = append(out, frames[:at]...)
+	for _, in := range interp {
+		out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
+	}
+	return append(out, frames[at:]...)
 }

@@ -73,6 +73,12 @@ type Context struct {
 	// NeverRan marks a fiber created but not started yet: its context is
 	// its runtime's start-up frame.
 	NeverRan bool
+	// Interp are frames of an interpreted language running on the
+	// context (Lua on a Tarantool fiber), innermost first; outputs show
+	// them before the first native frame of function InterpBefore (the
+	// interpreter's entry), as the runtime's own backtraces do.
+	Interp       []InterpFrame
+	InterpBefore string
 	// Mem, when not nil, is the memory this context's walk reads instead
 	// of the Target's (a fiber stack copied apart, for example).
 	Mem Memory
@@ -179,4 +185,12 @@ func (t *Target) Threads() []Context {
 		}
 	}
 	return out
+}
+
+// InterpFrame is a frame of an interpreted language (see Context.Interp).
+type InterpFrame struct {
+	Function, File string
+	Line           int
+	// Method names where the frame came from ("lua").
+	Method string
 }

@@ -1,0 +1,479 @@
+package fibers
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"strings"
+
+	"github.com/rewindstack/rewind/target"
+)
+
+// Lua frames of Tarantool's fibers. A fiber running Lua has a lua_State
+// (fiber->storage.lua.stack) whose Lua stack holds, below each frame's
+// base, a frame link: the function (a 32-bit GC reference) and either the
+// return PC into the caller's bytecode (a Lua frame) or a size and type.
+// Walking the links from L->base down to L->stack gives the Lua frames,
+// innermost first, as lua_getstack does; a Lua function's current line
+// comes from the return PC its callee saved, its name (as lua_getinfo "n"
+// gives it) from the instruction that loaded the called function into
+// the caller's call slot: a local variable, a global (GGET), a field
+// (TGETS), an upvalue (UGET). This is LuaJIT 2.1 with 32-bit references
+// (not GC64), as Debian's Tarantool 2.6 builds it; structure offsets come
+// from the binary's DWARF types, and a GC64 build (16-byte frame links)
+// gets no Lua frames.
+
+// LuaFrame is one Lua frame as fiber.info() shows it.
+type LuaFrame struct {
+	// Name is the function's name, "" when lua_getinfo would have none.
+	Name string
+	// Source is the chunk name ("@app.lua"), "=[C]" for a C function.
+	Source string
+	// Line is the current line, -1 for a C function.
+	Line int
+}
+
+// luaLayout holds the offsets the walk needs.
+type luaLayout struct {
+	fiberL uint64 // fiber->storage.lua.stack
+
+	lBase, lStack uint64 // lua_State
+
+	protoSize                                                                 uint64 // sizeof(GCproto)
+	pSizebc, pK, pChunk, pFirst, pNumline, pLineinfo, pUvinfo, pVarinfo, fnPC uint64
+}
+
+// luaLayoutFrom reads the offsets from the binary's DWARF; ok is false
+// when a type is missing or the build is GC64.
+func luaLayoutFrom(d *dwarf.Data, fiber *dwarf.StructType) (luaLayout, bool) {
+	var l luaLayout
+	off, ok := fieldPath(fiber, "storage", "lua", "stack")
+	if !ok {
+		return l, false
+	}
+	l.fiberL = off
+	ls, pt, fl := structType(d, "lua_State"), structType(d, "GCproto"), structType(d, "GCfuncL")
+	if ls == nil || pt == nil || fl == nil {
+		return l, false
+	}
+	get := func(st *dwarf.StructType, names ...string) []uint64 {
+		var out []uint64
+		for _, n := range names {
+			o, ok := fieldPath(st, n)
+			if !ok {
+				return nil
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+	lo := get(ls, "base", "stack")
+	po := get(pt, "sizebc", "k", "chunkname", "firstline", "numline", "lineinfo", "uvinfo", "varinfo")
+	fo := get(fl, "pc")
+	if lo == nil || po == nil || fo == nil {
+		return l, false
+	}
+	// 32-bit references: the stack field is an MRef of 4 bytes.
+	for _, f := range ls.Field {
+		if f.Name == "stack" && f.Type.Size() != 4 {
+			return l, false
+		}
+	}
+	l.lBase, l.lStack = lo[0], lo[1]
+	l.protoSize = uint64(pt.ByteSize)
+	l.pSizebc, l.pK, l.pChunk, l.pFirst, l.pNumline, l.pLineinfo, l.pUvinfo, l.pVarinfo = po[0], po[1], po[2], po[3], po[4], po[5], po[6], po[7]
+	l.fnPC = fo[0]
+	return l, true
+}
+
+// fieldPath is the byte offset of a nested member.
+func fieldPath(st *dwarf.StructType, path ...string) (uint64, bool) {
+	var off uint64
+	t := dwarf.Type(st)
+	for _, name := range path {
+		for {
+			if td, ok := t.(*dwarf.TypedefType); ok {
+				t = td.Type
+				continue
+			}
+			break
+		}
+		s, ok := t.(*dwarf.StructType)
+		if !ok {
+			return 0, false
+		}
+		found := false
+		for _, f := range s.Field {
+			if f.Name == name {
+				off += uint64(f.ByteOffset)
+				t = f.Type
+				found = true
+				break
+			}
+		}
+		if !found {
+			return 0, false
+		}
+	}
+	return off, true
+}
+
+// LuaJIT 2.1's bytecode: the operand A mode of every opcode, in opcode
+// order (lj_bc.h): 'd' writes slot A, 'b' uses slots from A on (a call, a
+// return), others neither.
+const bcModes = "" +
+	"vvvvvvvvvvvv" + // ISLT ISGE ISLE ISGT ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP
+	"dd__vv" + // ISTC ISFC IST ISF ISTYPE ISNUM
+	"dddd" + // MOV NOT UNM LEN
+	"ddddd" + "ddddd" + "ddddd" + "dd" + // arith VN, NV, VV, POW, CAT
+	"dddddb" + // KSTR KCDATA KSHORT KNUM KPRI KNIL
+	"duuuur" + // UGET USETV USETS USETN USETP UCLO
+	"d" + // FNEW
+	"dddvdddd" + "vvvbv" + // TNEW TDUP GGET GSET TGETV TGETS TGETB TGETR; TSETV TSETS TSETB TSETM TSETR
+	"bbbbbbbb" + // CALLM CALL CALLMT CALLT ITERC ITERN VARG ISNEXT
+	"brrr" + // RETM RET RET0 RET1
+	"bbbbbbbbrrrr" + // FORI JFORI FORL IFORL JFORL ITERL IITERL JITERL LOOP ILOOP JLOOP JMP
+	"rrrrrrrr" // FUNCF IFUNCF JFUNCF FUNCV IFUNCV JFUNCV FUNCC FUNCCW
+
+// Opcode numbers the name search needs (their positions in bcModes).
+const (
+	bcMOV    = 18
+	bcKNIL   = 44
+	bcUGET   = 45
+	bcGGET   = 54
+	bcTGETS  = 57
+	bcCALLM  = 65
+	bcITERC  = 69
+	bcITERN  = 70
+	bcFUNCF  = 89
+	bcJFUNCV = 94
+)
+
+// luaWalker reads one lua_State's frames.
+type luaWalker struct {
+	l   *luaLayout
+	mem target.Memory
+}
+
+func (w *luaWalker) u32(addr uint64) (uint64, bool) {
+	var b [4]byte
+	if w.mem.ReadMemory(addr, b[:]) != nil {
+		return 0, false
+	}
+	return uint64(binary.LittleEndian.Uint32(b[:])), true
+}
+
+// frames returns L's Lua frames, innermost first (at most 64).
+func (w *luaWalker) frames(L uint64) []LuaFrame {
+	base, err := readU64(w.mem, L+w.l.lBase)
+	if err != nil {
+		return nil
+	}
+	bot, ok := w.u32(L + w.l.lStack)
+	if !ok || base <= bot {
+		return nil
+	}
+	var out []LuaFrame
+	var next uint64 // the frame above (the callee's link), 0 for the innermost
+	for frame := base - 8; frame > bot && len(out) < 64; {
+		fn, ok1 := w.u32(frame)
+		ftsz, ok2 := w.u32(frame + 4)
+		if !ok1 || !ok2 {
+			break
+		}
+		if fn != L { // dummy frames of coroutines hold L itself
+			out = append(out, w.frame(fn, frame, next))
+		}
+		next = frame
+		if ftsz&3 == 0 { // a Lua frame: ftsz is the return PC
+			ins, ok := w.u32(ftsz - 4)
+			if !ok {
+				break
+			}
+			frame -= 8 * (1 + (ins>>8)&0xff)
+		} else {
+			size := uint64(int64(int32(uint32(ftsz)))) &^ 7
+			if size == 0 || size > frame {
+				break
+			}
+			frame -= size
+		}
+	}
+	return out
+}
+
+// frame describes the function of the frame at frame; next is the frame
+// above it (whose link holds this function's current PC), 0 if none.
+func (w *luaWalker) frame(fn, frame, next uint64) LuaFrame {
+	f := LuaFrame{Source: "=[C]", Line: -1}
+	var ffid [1]byte
+	if w.mem.ReadMemory(fn+6, ffid[:]) == nil && ffid[0] == 0 { // FF_LUA: a Lua function
+		if pcRef, ok := w.u32(fn + w.l.fnPC); ok {
+			pt := pcRef - w.l.protoSize
+			f.Source = w.str(w.gcref(pt + w.l.pChunk))
+			f.Line = w.line(pt, w.pcOf(pt, next))
+		}
+	}
+	f.Name = w.funcName(frame)
+	return f
+}
+
+func (w *luaWalker) gcref(addr uint64) uint64 { v, _ := w.u32(addr); return v }
+
+// str reads a GCstr's contents (at most 256 bytes).
+func (w *luaWalker) str(s uint64) string {
+	if s == 0 {
+		return ""
+	}
+	n, ok := w.u32(s + 12)
+	if !ok {
+		return ""
+	}
+	b := make([]byte, min(n, 256))
+	if w.mem.ReadMemory(s+16, b) != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// pcOf is the bytecode position a Lua function with prototype pt is at,
+// from the return PC its callee's link (next) holds; -1 when unknown.
+func (w *luaWalker) pcOf(pt, next uint64) int64 {
+	if next == 0 {
+		return -1
+	}
+	ret, ok := w.u32(next + 4)
+	if !ok || ret&3 != 0 {
+		return -1
+	}
+	bc := pt + w.l.protoSize
+	if ret <= bc {
+		return -1
+	}
+	return int64((ret-bc)/4) - 1
+}
+
+// line is lj_debug_line: the line of bytecode position pc.
+func (w *luaWalker) line(pt uint64, pc int64) int {
+	if pc < 0 {
+		return -1
+	}
+	sizebc, _ := w.u32(pt + w.l.pSizebc)
+	first, _ := w.u32(pt + w.l.pFirst)
+	numline, _ := w.u32(pt + w.l.pNumline)
+	li, ok := w.u32(pt + w.l.pLineinfo)
+	if !ok || li == 0 || uint64(pc) > sizebc {
+		return -1
+	}
+	if uint64(pc) == sizebc {
+		return int(first + numline)
+	}
+	if pc == 0 {
+		return int(first)
+	}
+	pc--
+	var b [4]byte
+	switch {
+	case numline < 256:
+		if w.mem.ReadMemory(li+uint64(pc), b[:1]) != nil {
+			return -1
+		}
+		return int(first) + int(b[0])
+	case numline < 65536:
+		if w.mem.ReadMemory(li+2*uint64(pc), b[:2]) != nil {
+			return -1
+		}
+		return int(first) + int(binary.LittleEndian.Uint16(b[:]))
+	default:
+		if w.mem.ReadMemory(li+4*uint64(pc), b[:4]) != nil {
+			return -1
+		}
+		return int(first) + int(binary.LittleEndian.Uint32(b[:]))
+	}
+}
+
+// funcName is lj_debug_funcname for the frame at frame: the name its
+// caller used for it, found from the caller's call instruction.
+func (w *luaWalker) funcName(frame uint64) string {
+	ftsz, ok := w.u32(frame + 4)
+	if !ok || ftsz&3 != 0 {
+		return "" // called from C: no name
+	}
+	ins, ok := w.u32(ftsz - 4)
+	if !ok {
+		return ""
+	}
+	caller := frame - 8*(1+(ins>>8)&0xff)
+	cfn, ok := w.u32(caller)
+	if !ok {
+		return ""
+	}
+	var ffid [1]byte
+	if w.mem.ReadMemory(cfn+6, ffid[:]) != nil || ffid[0] != 0 {
+		return ""
+	}
+	pcRef, ok := w.u32(cfn + w.l.fnPC)
+	if !ok {
+		return ""
+	}
+	pt := pcRef - w.l.protoSize
+	bc := pt + w.l.protoSize
+	// The opcode numbering must be this table's: a prototype starts with
+	// a FUNC* instruction.
+	if head, ok := w.u32(bc); !ok || head&0xff < bcFUNCF || head&0xff > bcJFUNCV {
+		return ""
+	}
+	ip := ftsz - 4 // the call instruction
+	op := int(ins & 0xff)
+	if op < bcCALLM || op > bcITERN {
+		return "" // a metamethod or something else called it
+	}
+	slot := uint64((ins >> 8) & 0xff)
+	if op == bcITERC {
+		slot -= 3
+	}
+	return w.slotName(pt, bc, ip, slot)
+}
+
+// slotName is lj_debug_slotname: what slot held at instruction ip.
+func (w *luaWalker) slotName(pt, bc, ip, slot uint64) string {
+	// Bounded: a MOV chain is short, and the backward search stops at
+	// the prototype's start or after maxScanBack instructions (damaged
+	// memory can make ip anything).
+	const maxScanBack = 1 << 16
+	for guard := 0; guard < 64; guard++ {
+		if name := w.varName(pt, (ip-bc)/4, slot); name != "" {
+			return name
+		}
+		moved := false
+		for steps := 0; ip > bc && steps < maxScanBack; steps++ {
+			ip -= 4
+			if ip <= bc {
+				break
+			}
+			ins, ok := w.u32(ip)
+			if !ok {
+				return ""
+			}
+			op := int(ins & 0xff)
+			if op >= len(bcModes) {
+				return ""
+			}
+			ra := uint64((ins >> 8) & 0xff)
+			switch bcModes[op] {
+			case 'b':
+				if slot >= ra && (op != bcKNIL || slot <= ins>>16) {
+					return ""
+				}
+			case 'd':
+				if ra != slot {
+					continue
+				}
+				switch op {
+				case bcMOV:
+					slot = ins >> 16
+					moved = true
+				case bcGGET:
+					return w.kstr(pt, ins>>16)
+				case bcTGETS:
+					return w.kstr(pt, (ins>>16)&0xff)
+				case bcUGET:
+					return w.uvName(pt, ins>>16)
+				default:
+					return ""
+				}
+			}
+			if moved {
+				break
+			}
+		}
+		if !moved {
+			return ""
+		}
+	}
+	return ""
+}
+
+// kstr is the string constant ~idx of prototype pt (GC constants lie
+// below pt->k).
+func (w *luaWalker) kstr(pt, idx uint64) string {
+	k, ok := w.u32(pt + w.l.pK)
+	if !ok {
+		return ""
+	}
+	return w.str(w.gcref(k - 4*(idx+1)))
+}
+
+// uvName is the name of upvalue idx (uvinfo: NUL-terminated names).
+func (w *luaWalker) uvName(pt, idx uint64) string {
+	p, ok := w.u32(pt + w.l.pUvinfo)
+	if !ok || p == 0 {
+		return ""
+	}
+	buf := make([]byte, 1024)
+	if w.mem.ReadMemory(p, buf) != nil {
+		return ""
+	}
+	names := strings.Split(string(buf), "\x00")
+	if idx < uint64(len(names)) {
+		return names[idx]
+	}
+	return ""
+}
+
+// varName is debug_varname: the name of local slot at position pc.
+func (w *luaWalker) varName(pt, pc, slot uint64) string {
+	p, ok := w.u32(pt + w.l.pVarinfo)
+	if !ok || p == 0 {
+		return ""
+	}
+	buf := make([]byte, 4096)
+	if w.mem.ReadMemory(p, buf) != nil {
+		return ""
+	}
+	i := 0
+	uleb := func() (uint64, bool) {
+		var v uint64
+		for shift := 0; i < len(buf) && shift < 35; shift += 7 {
+			b := buf[i]
+			i++
+			v |= uint64(b&0x7f) << shift
+			if b < 0x80 {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	var lastpc uint64
+	for i < len(buf) {
+		start := i
+		vn := buf[i]
+		if vn == 0 {
+			return "" // VARNAME_END
+		}
+		if vn >= 7 { // a name, NUL-terminated; below 7: internal (for loops)
+			for i < len(buf) && buf[i] != 0 {
+				i++
+			}
+		}
+		i++
+		d1, ok1 := uleb()
+		lastpc += d1
+		if lastpc > pc || !ok1 {
+			return ""
+		}
+		d2, ok2 := uleb()
+		if !ok2 {
+			return ""
+		}
+		if pc < lastpc+d2 {
+			if slot == 0 {
+				if vn < 7 {
+					return ""
+				}
+				return string(buf[start : start+strings.IndexByte(string(buf[start:]), 0)])
+			}
+			slot--
+		}
+	}
+	return ""
+}
