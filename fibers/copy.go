@@ -62,11 +62,13 @@ type Copier struct {
 	regions     []target.Region
 }
 
-// priorStack is a fiber's stack as copied before the pause.
+// priorStack is a fiber's stack as copied before the pause, with its Lua
+// state and Lua stack when it runs Lua.
 type priorStack struct {
 	csw   uint32
 	sp    uint64
 	stack []byte
+	lua   []target.Region
 }
 
 // During does the copying; see live.Options.During. Three batches: the
@@ -106,6 +108,7 @@ func (c *Copier) copyCoro(r *live.Reader, size int) {
 		c.regions = append(c.regions, target.Region{Addr: f.Context, Data: b[:]})
 		if p, ok := c.priorStacks[f.Context]; ok && p.csw == f.csw && p.sp == f.SP {
 			c.regions = append(c.regions, target.Region{Addr: f.SP, Data: p.stack})
+			c.regions = append(c.regions, p.lua...)
 			continue
 		}
 		changed = append(changed, f)
@@ -113,6 +116,9 @@ func (c *Copier) copyCoro(r *live.Reader, size int) {
 	stacks := c.stackReads(changed, size)
 	r.ReadBatch(stacks)
 	c.keep(stacks)
+	for _, l := range c.Tarantool.luaCopies(r, changed) {
+		c.regions = append(c.regions, l...)
+	}
 }
 
 // stackReads are the reads of the used part of each fiber's stack, from
@@ -346,10 +352,11 @@ func (c *Copier) findTarantool(pid int, warn func(string)) {
 		pf := t.collect(rd, c.prior, nil)
 		stacks := c.stackReads(pf, DefaultStackCopy)
 		rd.ReadBatch(stacks)
+		lua := t.luaCopies(rd, pf)
 		c.priorStacks = map[uint64]priorStack{}
 		for i, f := range pf {
 			if stacks[i].N > 0 {
-				c.priorStacks[f.Context] = priorStack{f.csw, f.SP, stacks[i].Buf[:stacks[i].N]}
+				c.priorStacks[f.Context] = priorStack{f.csw, f.SP, stacks[i].Buf[:stacks[i].N], lua[i]}
 			}
 		}
 	}

@@ -501,3 +501,46 @@ func (t *Tarantool) LuaFrames(mem target.Memory, found []TarantoolFiber) {
 		}
 	}
 }
+
+// maxLuaStack bounds the Lua stack bytes copied per fiber.
+const maxLuaStack = 64 << 10
+
+// luaCopies copies, for each fiber that runs Lua, its lua_State and its
+// Lua stack up to the current frame (where the frame links are), in two
+// batches: what LuaFrames needs of a fiber that may run again, so that its
+// Lua frames are those of the pause. Prototypes, bytecode and strings,
+// which a parked fiber's frames only point to, are read later.
+func (t *Tarantool) luaCopies(br live.BatchReader, fs []TarantoolFiber) [][]target.Region {
+	out := make([][]target.Region, len(fs))
+	if !t.hasLua {
+		return out
+	}
+	states := make([]live.Read, len(fs))
+	for i, f := range fs {
+		if f.L != 0 {
+			states[i] = live.Read{Addr: f.L, Buf: make([]byte, max(t.lua.lBase, t.lua.lStack)+8)}
+		}
+	}
+	br.ReadBatch(states)
+	stacks := make([]live.Read, len(fs))
+	le := binary.LittleEndian
+	for i, st := range states {
+		if st.N != len(st.Buf) || st.N == 0 {
+			continue
+		}
+		base := le.Uint64(st.Buf[t.lua.lBase:])
+		bot := uint64(le.Uint32(st.Buf[t.lua.lStack:]))
+		if base > bot && base-bot <= maxLuaStack {
+			stacks[i] = live.Read{Addr: bot, Buf: make([]byte, base-bot)}
+		}
+	}
+	br.ReadBatch(stacks)
+	for i := range fs {
+		for _, rd := range []live.Read{states[i], stacks[i]} {
+			if rd.N > 0 {
+				out[i] = append(out[i], target.Region{Addr: rd.Addr, Data: rd.Buf[:rd.N]})
+			}
+		}
+	}
+	return out
+}
