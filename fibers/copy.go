@@ -58,7 +58,8 @@ type Copier struct {
 	priorStacks map[uint64]priorStack
 	explicit    explicitCopy // the explicit contexts, copied before the pause, then in it
 	guardRead   live.Read
-	slab        []byte // buffer for the contexts read in the pause
+	slab        []byte          // buffer for the contexts read in the pause
+	co          live.Coalescing // the fibers' re-read, its scratch faulted in beforehand
 	regions     []target.Region
 }
 
@@ -91,7 +92,7 @@ func (c *Copier) During(r *live.Reader) {
 	}
 	if c.Tarantool != nil {
 		t := c.Tarantool
-		states, err := t.rescan(r, c.prior, t.cords(r, c.Bias, r.Threads()))
+		states, err := t.rescan(r, &c.co, c.prior, t.cords(r, c.Bias, r.Threads()))
 		c.Found, c.FindErr = t.collect(r, states, r.Threads()), err
 		c.copyCoro(r, size)
 	}
@@ -102,10 +103,12 @@ func (c *Copier) During(r *live.Reader) {
 // unless the fiber has not run since its copy before the pause.
 func (c *Copier) copyCoro(r *live.Reader, size int) {
 	var changed []TarantoolFiber
-	for _, f := range c.Found {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], f.SP)
-		c.regions = append(c.regions, target.Region{Addr: f.Context, Data: b[:]})
+	c.regions = slices.Grow(c.regions, 3*len(c.Found))
+	sps := make([]byte, 8*len(c.Found))
+	for i, f := range c.Found {
+		b := sps[8*i : 8*i+8 : 8*i+8]
+		binary.LittleEndian.PutUint64(b, f.SP)
+		c.regions = append(c.regions, target.Region{Addr: f.Context, Data: b})
 		if p, ok := c.priorStacks[f.Context]; ok && p.csw == f.csw && p.sp == f.SP {
 			c.regions = append(c.regions, target.Region{Addr: f.SP, Data: p.stack})
 			c.regions = append(c.regions, p.lua...)
@@ -343,12 +346,15 @@ func (c *Copier) findTarantool(pid int, warn func(string)) {
 		// not frames.
 		rd := live.NewReader(pid)
 		c.prior, _ = t.scan(rd, []uint64{t.mainCord + c.Bias})
+		total := 0
 		for i := range c.prior {
 			c.prior[i].slab = make([]byte, len(c.prior[i].fibers)*int(t.fiberSize))
 			for k := 0; k < len(c.prior[i].slab); k += 4096 {
 				c.prior[i].slab[k] = 1
 			}
+			total += len(c.prior[i].slab) + int(t.cordSize)
 		}
+		c.co.Prepare(total + total/8)
 		pf := t.collect(rd, c.prior, nil)
 		stacks := c.stackReads(pf, DefaultStackCopy)
 		rd.ReadBatch(stacks)

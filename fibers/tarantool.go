@@ -296,7 +296,7 @@ func (t *Tarantool) chase(mem target.Memory, cord uint64) (cordState, error) {
 // list still links the same fibers in the same order; the others (and
 // cords that are new) are chased again. In the pause this costs two
 // batches instead of a read per fiber.
-func (t *Tarantool) rescan(r *live.Reader, prior []cordState, cords []uint64) ([]cordState, error) {
+func (t *Tarantool) rescan(r *live.Reader, co *live.Coalescing, prior []cordState, cords []uint64) ([]cordState, error) {
 	byAddr := map[uint64]*cordState{}
 	for i := range prior {
 		byAddr[prior[i].addr] = &prior[i]
@@ -325,7 +325,10 @@ func (t *Tarantool) rescan(r *live.Reader, prior []cordState, cords []uint64) ([
 	}
 	// Fibers come from Tarantool's mempool slabs, next to each other: a
 	// few large iovecs read them all.
-	co := &live.Coalescing{R: r, Gap: 4 << 10}
+	if co == nil {
+		co = &live.Coalescing{}
+	}
+	co.R, co.Gap = r, 4<<10
 	co.ReadBatch(reads)
 	for i, rd := range reads {
 		st := &states[owners[i]]

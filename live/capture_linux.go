@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -58,6 +59,12 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 	s.prepare(true)
 	tr := getTracer()
 	s.tracer = tr
+	if opt.During != nil {
+		// During may allocate (thousands of fibers' copies): no garbage
+		// collection cycle may start while the target is stopped. Turning
+		// it off first waits for a cycle in progress, before the pause.
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	}
 	var ferr error
 	tr.run(func() {
 		defer s.thaw()

@@ -78,6 +78,17 @@ func (c *Coalescing) ReadBatch(reads []Read) {
 	}
 }
 
+// Prepare allocates the scratch buffer for batches of up to n bytes and
+// faults its pages in, so that a batch read in a capture's pause does not
+// fault (a page fault costs microseconds, more in a virtual machine).
+func (c *Coalescing) Prepare(n int) {
+	c.scratch = make([]byte, 0, n)
+	b := c.scratch[:n]
+	for i := 0; i < n; i += 4096 {
+		b[i] = 1
+	}
+}
+
 // Reuse takes prev's scratch buffer for c's next batch (prev must not be
 // used again).
 func (c *Coalescing) Reuse(prev *Coalescing) { c.scratch = prev.scratch[:0] }
