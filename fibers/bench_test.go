@@ -88,7 +88,9 @@ func benchDump(b *testing.B, pid, n int, find func() ([]fibers.Spec, bool)) {
 		start := time.Now()
 		specs, auto := find()
 		fc := fibers.NewCopier(pid, specs, auto, func(s string) { b.Fatal(s) })
-		snap, err := live.Capture(pid, live.Options{During: fc.During, MapsHint: fc.MapsHint()})
+		var opt live.Options
+		fc.Apply(&opt)
+		snap, err := live.Capture(pid, opt)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -55,6 +55,8 @@ type Copier struct {
 	FindErr   error
 
 	prior       []cordState // the main cord as scanned before the pause
+	states      []cordState // the cords as read in the pause
+	threads     []live.StoppedThread
 	priorStacks map[uint64]priorStack
 	explicit    explicitCopy // the explicit contexts, copied before the pause, then in it
 	guardRead   live.Read
@@ -92,17 +94,45 @@ func (c *Copier) During(r *live.Reader) {
 	}
 	if c.Tarantool != nil {
 		t := c.Tarantool
-		states, err := t.rescan(r, &c.co, c.prior, t.cords(r, c.Bias, r.Threads()))
-		c.Found, c.FindErr = t.collect(r, states, r.Threads()), err
-		c.copyCoro(r, size)
+		c.threads = r.Threads()
+		c.states, c.FindErr = t.rescan(r, &c.co, c.prior, t.cords(r, c.Bias, c.threads))
+		c.copyChanged(r, size)
 	}
 }
 
-// copyCoro keeps the found fibers' saved stack pointers (read with their
-// fibers) and copies, from each, the used part of its stack (one batch),
-// unless the fiber has not run since its copy before the pause.
-func (c *Copier) copyCoro(r *live.Reader, size int) {
+// copyChanged copies, in the pause, the stacks and Lua stacks of the
+// fibers that have run since their copy before it (their switch count or
+// saved SP moved), or were not there then. The rest of the bookkeeping
+// waits for Contexts, after the pause.
+func (c *Copier) copyChanged(r *live.Reader, size int) {
+	t := c.Tarantool
 	var changed []TarantoolFiber
+	for _, st := range c.states {
+		for i, f := range st.fibers {
+			if uint64(len(st.fbufs[i])) < t.fiberSize {
+				continue
+			}
+			tf := t.fiberFields(f, st.fbufs[i])
+			if p, ok := c.priorStacks[tf.Context]; ok && p.csw == tf.csw && p.sp == tf.SP {
+				continue
+			}
+			changed = append(changed, tf)
+		}
+	}
+	stacks := c.stackReads(changed, size)
+	r.ReadBatch(stacks)
+	c.keep(stacks)
+	for _, l := range t.luaCopies(r, changed) {
+		c.regions = append(c.regions, l...)
+	}
+}
+
+// tarantoolRegions lists the fibers found in the pause (c.Found) and adds
+// what describes them as of the pause: each context's saved SP (read with
+// its fiber) and, for fibers that had not run since their copy before the
+// pause, that copy.
+func (c *Copier) tarantoolRegions(mem target.Memory) {
+	c.Found = c.Tarantool.collect(mem, c.states, c.threads)
 	c.regions = slices.Grow(c.regions, 3*len(c.Found))
 	sps := make([]byte, 8*len(c.Found))
 	for i, f := range c.Found {
@@ -112,15 +142,7 @@ func (c *Copier) copyCoro(r *live.Reader, size int) {
 		if p, ok := c.priorStacks[f.Context]; ok && p.csw == f.csw && p.sp == f.SP {
 			c.regions = append(c.regions, target.Region{Addr: f.SP, Data: p.stack})
 			c.regions = append(c.regions, p.lua...)
-			continue
 		}
-		changed = append(changed, f)
-	}
-	stacks := c.stackReads(changed, size)
-	r.ReadBatch(stacks)
-	c.keep(stacks)
-	for _, l := range c.Tarantool.luaCopies(r, changed) {
-		c.regions = append(c.regions, l...)
 	}
 }
 
@@ -177,6 +199,16 @@ func (c *Copier) MapsHint() int {
 		n += len(st.fibers)
 	}
 	return n * 2 * 80
+}
+
+// Apply sets the capture options the copier needs: During, and for a
+// process with thousands of fibers (tens of thousands of mappings) the
+// maps handling that keeps the pause short (live.Options.MapsHint,
+// MapsBeforePause).
+func (c *Copier) Apply(o *live.Options) {
+	o.During = c.During
+	o.MapsHint = c.MapsHint()
+	o.MapsBeforePause = o.MapsHint > 256<<10
 }
 
 // Memory returns the copies over next (the snapshot's memory): reads they
@@ -372,6 +404,9 @@ func (c *Copier) findTarantool(pid int, warn func(string)) {
 // snapshot's target): the explicit ones, then the runtime's, each over
 // the copies; a runtime's problem goes to warn.
 func (c *Copier) Contexts(tg *target.Target, warn func(string)) []target.Context {
+	if c.Tarantool != nil && c.Found == nil {
+		c.tarantoolRegions(tg.Mem)
+	}
 	mem := c.Memory(tg.Mem)
 	out := Explicit(tg, c.Specs, mem)
 	if c.FindErr != nil {

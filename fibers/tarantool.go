@@ -405,18 +405,10 @@ func (t *Tarantool) collect(mem target.Memory, states []cordState, threads []liv
 			if f == running || uint64(len(fbuf)) < t.fiberSize {
 				continue
 			}
-			tf := TarantoolFiber{TID: tid, ID: le.Uint32(fbuf[t.fFid:]), Context: f + t.fCtx,
-				SP: le.Uint64(fbuf[t.fCtx:]), csw: le.Uint32(fbuf[t.fCsw:])}
+			tf := t.fiberFields(f, fbuf)
+			tf.TID, tf.ID = tid, le.Uint32(fbuf[t.fFid:])
 			tf.NeverRan = tf.csw == 0
 			tf.Name = t.fiberName(mem, f, fbuf)
-			if t.hasLua && t.lua.fiberL+8 <= uint64(len(fbuf)) {
-				tf.L = le.Uint64(fbuf[t.lua.fiberL:])
-			}
-			if t.fStackSize != 0 {
-				if lo := le.Uint64(fbuf[t.fStack:]); lo != 0 {
-					tf.StackHi = lo + le.Uint64(fbuf[t.fStackSize:])
-				}
-			}
 			out = append(out, tf)
 		}
 	}
@@ -546,4 +538,21 @@ func (t *Tarantool) luaCopies(br live.BatchReader, fs []TarantoolFiber) [][]targ
 		}
 	}
 	return out
+}
+
+// fiberFields reads what copying a fiber needs from its bytes: its
+// context's address and saved SP, its switch count, its stack's top and
+// its lua_State.
+func (t *Tarantool) fiberFields(f uint64, fbuf []byte) TarantoolFiber {
+	le := binary.LittleEndian
+	tf := TarantoolFiber{Context: f + t.fCtx, SP: le.Uint64(fbuf[t.fCtx:]), csw: le.Uint32(fbuf[t.fCsw:])}
+	if t.fStackSize != 0 {
+		if lo := le.Uint64(fbuf[t.fStack:]); lo != 0 {
+			tf.StackHi = lo + le.Uint64(fbuf[t.fStackSize:])
+		}
+	}
+	if t.hasLua && t.lua.fiberL+8 <= uint64(len(fbuf)) {
+		tf.L = le.Uint64(fbuf[t.lua.fiberL:])
+	}
+	return tf
 }

@@ -66,13 +66,20 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	}
 	var ferr error
+	early := false
+	if opt.MapsBeforePause {
+		s.readMaps()
+		early = len(s.mapsRaw) > 0 // else the pause's fallbacks apply
+	}
 	tr.run(func() {
 		defer s.thaw()
 		if ferr = s.freeze(); ferr != nil {
 			return
 		}
 		s.mark(markFrozen)
-		s.readMaps()
+		if !early {
+			s.readMaps()
+		}
 		s.mark(markMaps)
 		s.copyStacks()
 		s.copySwitched()

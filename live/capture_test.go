@@ -397,3 +397,28 @@ func TestWithStoppedGoexit(t *testing.T) {
 	}
 	checkReleased(t, tg.pid, "S")
 }
+
+// TestMapsBeforePause: with the maps read just before the pause, every
+// thread's stack is still copied to the end of its mapping and matches
+// eu-stack's frames, and the snapshot has the process's mappings.
+func TestMapsBeforePause(t *testing.T) {
+	tg := threadsTarget(t)
+	ref, err := fixture.EuStackPID(t, tg.pid)
+	if err != nil {
+		t.Fatalf("eu-stack: %v", err)
+	}
+	waitAllState(t, tg.pid, "S", fixture.ReadyTimeout)
+	s := mustCapture(t, tg.pid, Options{MapsBeforePause: true})
+	checkReleased(t, tg.pid, "S")
+	if len(s.Maps) == 0 {
+		t.Fatal("no mappings")
+	}
+	for _, want := range ref {
+		th := s.Thread(want.TID)
+		if th == nil || len(th.Stack.Data) == 0 {
+			t.Errorf("thread %d: no stack copy", want.TID)
+			continue
+		}
+		checkThread(t, s, th, want)
+	}
+}

@@ -55,6 +55,13 @@ type Options struct {
 	// with thousands of stacks): the buffer it is read into in the pause
 	// is allocated and faulted in before, instead of grown in the pause.
 	MapsHint int
+	// MapsBeforePause reads /proc/PID/maps just before the threads are
+	// stopped instead of while they are: listing tens of thousands of
+	// mappings (a fiber runtime's stacks) takes milliseconds of kernel
+	// time, all of it pause otherwise. A mapping created or removed
+	// between that read and the pause is missed (a thread's stack copy
+	// then stops at the old bounds). Capture only.
+	MapsBeforePause bool
 }
 
 // DefaultMaxStopped is the default Options.MaxStopped.

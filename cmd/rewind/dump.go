@@ -207,8 +207,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	}
 	if fr.any() {
 		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
-		lopt.During = fc.During
-		lopt.MapsHint = fc.MapsHint()
+		fc.Apply(&lopt)
 	}
 	addFibers := func(tg *target.Target) {
 		if fc != nil {
