@@ -35,6 +35,7 @@
 package fibers
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )
@@ -168,6 +170,11 @@ var layouts = map[regs.Arch]map[string]record{
 		// d8..d15 after; 160 bytes.
 		Coro: {indirect: true, size: 160, slots: append(arm64Callee(0, 8), slot{regs.ARM64PC, 0x58, false}),
 			pcSlot: 11, spSlot: -1, spAdd: 160},
+		// glibc's __jmp_buf: x19..x28, x29, then the return address (LR)
+		// and SP mangled (xor with the guard), d8..d15 after.
+		JmpBuf: {size: 112, slots: append(arm64Callee(0, 8)[:11],
+			slot{regs.ARM64PC, 88, true}, slot{regs.ARM64SP, 104, true}),
+			pcSlot: 11, spSlot: 12},
 		// boost.context: d8..d15, x19..x28 at 0x40, fp 0x90, lr 0x98, pc 0xa0.
 		FContext: {indirect: true, size: 0xb0, slots: append(arm64Callee(0x40, 8), slot{regs.ARM64PC, 0xa0, false}),
 			pcSlot: 11, spSlot: -1, spAdd: 0xb0},
@@ -264,12 +271,22 @@ func Read(tg *target.Target, mem target.Memory, sp Spec) (regs.Regs, error) {
 	for _, s := range rec.slots {
 		v := binary.LittleEndian.Uint64(buf[s.off:])
 		if s.mangled {
-			v = demangle(v, guard)
+			v = demangleArch(tg.Arch, v, guard)
 		}
 		r.Set(s.reg, v)
 	}
 	if rec.spSlot < 0 {
 		r.Set(tg.Arch.SP(), base+rec.spAdd)
+	}
+	if tg.Arch == regs.ARM64 && sp.Kind == UContext {
+		// glibc's aarch64 swapcontext saves, as the PC and as x30, a
+		// label inside itself where it resumes, and the caller's return
+		// address as x1, which it moves back to x30 there: the walk
+		// starts in swapcontext and returns to the caller.
+		pc, _ := r.Get(regs.ARM64PC)
+		if lr, _ := r.Get(regs.ARM64X30); lr == pc {
+			r.Set(regs.ARM64X30, binary.LittleEndian.Uint64(buf[184+8:]))
+		}
 	}
 	return r, nil
 }
@@ -278,9 +295,22 @@ func Read(tg *target.Target, mem target.Memory, sp Spec) (regs.Regs, error) {
 // rotate left by 0x11; so rotate right, then xor.
 func demangle(v, guard uint64) uint64 { return bits.RotateLeft64(v, -0x11) ^ guard }
 
-// pointerGuard reads glibc's pointer guard from the TCB of the first
-// thread whose thread pointer is known (every thread holds the same one).
+// demangleArch undoes PTR_MANGLE of arch: on aarch64 glibc only xors.
+func demangleArch(arch regs.Arch, v, guard uint64) uint64 {
+	if arch == regs.ARM64 {
+		return v ^ guard
+	}
+	return demangle(v, guard)
+}
+
+// pointerGuard reads glibc's pointer guard: on x86-64 from the TCB of the
+// first thread whose thread pointer is known (every thread holds the same
+// one, at fs_base+0x30); on aarch64 from the variable ld.so exports,
+// __pointer_chk_guard (__pointer_chk_guard_local in a static program).
 func pointerGuard(tg *target.Target, mem target.Memory) (uint64, error) {
+	if tg.Arch == regs.ARM64 {
+		return guardVariable(tg, mem)
+	}
 	for i := range tg.Contexts {
 		c := &tg.Contexts[i]
 		if c.Kind != target.KindThread || c.TP == 0 {
@@ -292,4 +322,54 @@ func pointerGuard(tg *target.Target, mem target.Memory) (uint64, error) {
 		}
 	}
 	return 0, ErrNoGuard
+}
+
+// guardVariable reads aarch64 glibc's pointer guard variable, found by its
+// symbol in the mapped objects.
+func guardVariable(tg *target.Target, mem target.Memory) (uint64, error) {
+	seen := map[*target.Module]bool{}
+	for _, m := range tg.Space.Mappings() {
+		if m.Module == nil || seen[m.Module] {
+			continue
+		}
+		seen[m.Module] = true
+		addr, ok := dataSymbol(m.Module.Path, "__pointer_chk_guard", "__pointer_chk_guard_local")
+		if !ok {
+			continue
+		}
+		if g, err := readU64(mem, addr+m.Bias); err == nil {
+			return g, nil
+		}
+	}
+	return 0, ErrNoGuard
+}
+
+// dataSymbol is the address of the first of names defined as an object
+// in the ELF file at path (its symbol table, then its dynamic one).
+func dataSymbol(path string, names ...string) (addr uint64, ok bool) {
+	fh, _, err := fsafe.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer fh.Close()
+	defer func() {
+		if recover() != nil {
+			addr, ok = 0, false
+		}
+	}()
+	ef, err := elf.NewFile(fh)
+	if err != nil {
+		return 0, false
+	}
+	for _, get := range []func() ([]elf.Symbol, error){ef.Symbols, ef.DynamicSymbols} {
+		syms, _ := get()
+		for _, n := range names {
+			for _, s := range syms {
+				if s.Name == n && elf.ST_TYPE(s.Info) == elf.STT_OBJECT && s.Section != elf.SHN_UNDEF {
+					return s.Value, true
+				}
+			}
+		}
+	}
+	return 0, false
 }

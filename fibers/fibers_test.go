@@ -369,3 +369,66 @@ func TestScanLive(t *testing.T) {
 		})
 	}
 }
+
+// TestARM64Core: aarch64 layouts, from the core qemu-user writes of a
+// static aarch64 program: a glibc ucontext_t and a jmp_buf (its LR and SP
+// demangled with the guard variable of a static program) unwind to the
+// functions that parked them.
+func TestARM64Core(t *testing.T) {
+	cc, err1 := exec.LookPath("aarch64-linux-gnu-gcc")
+	qemu, err2 := exec.LookPath("qemu-aarch64")
+	if err1 != nil || err2 != nil {
+		t.Skip("no arm64 here: needs aarch64-linux-gnu-gcc (gcc-aarch64-linux-gnu) and qemu-aarch64 (qemu-user)")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "p")
+	src, _ := filepath.Abs("testdata/fibers_arm64.c")
+	if out, err := exec.Command(cc, "-O1", "-g", "-static", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	cmd := exec.Command("sh", "-c", "ulimit -c 32768; exec "+qemu+" ./p")
+	cmd.Dir = dir
+	out, _ := cmd.Output()
+	cores, _ := filepath.Glob(filepath.Join(dir, "qemu_p_*.core"))
+	if len(cores) != 1 {
+		t.Fatalf("qemu wrote no guest core in %s (output %q)", dir, out)
+	}
+	var sps []fibers.Spec
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "fiber" {
+			sp, err := fibers.ParseSpec(f[1] + "@" + f[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			sps = append(sps, sp)
+		}
+	}
+	if len(sps) != 2 {
+		t.Fatalf("program printed %q", out)
+	}
+	c, err := corefile.Open(cores[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.Arch != regs.ARM64 {
+		t.Fatalf("core of %s", tg.Arch)
+	}
+	tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, sps, false, func(s string) { t.Error(s) })...)
+	rep := unwindAll(t, tg, "auto")
+	want := map[string][]string{"ucontext": {"uc_park", "uc_b", "uc_a"}, "jmpbuf": {"jb_park", "jb_b", "jb_a"}}
+	for _, f := range rep.Fibers {
+		got := functions(f.Frames)
+		if len(got) > 0 && got[0] == "__swapcontext" {
+			got = got[1:] // the switch routine itself may come first
+		}
+		w := want[f.Kind]
+		if len(got) < len(w) || fmt.Sprint(got[:len(w)]) != fmt.Sprint(w) {
+			t.Errorf("%s fiber: %v (end %s %s), want %v first", f.Kind, got, f.End, f.EndDetail, w)
+		}
+	}
+}
