@@ -8,33 +8,7 @@ import (
 	"github.com/rewindstack/rewind/target"
 )
 
-// Scanning (dump --fiber-scan) finds saved contexts without symbols: it
-// reads the process's writable memory (at most maxScan bytes, mappings in
-// address order) and takes, 8-byte aligned:
-//
-//   - a glibc ucontext_t (x86-64) where uc_mcontext.fpregs points at the
-//     structure's own __fpregs_mem (byte 424), as getcontext and
-//     swapcontext leave it;
-//   - a glibc jmp_buf whose rsp and pc, demangled with the process's
-//     pointer guard, are a stack address and a return address;
-//   - a word that points at a libcoro record (coro) or, when the process
-//     has boost.context's jump_fcontext, at an fcontext record (its size
-//     read from that code), whose return address follows a call
-//     instruction in executable memory. The word must be stored outside
-//     the stack it points into and outside every running thread's stack
-//     (a fiber's context lives in its runtime's data: a global, the heap),
-//     because stacks are full of pointers into themselves.
-//
-// The guards against false positives: the resumed stack pointer must lie
-// in writable memory and no running thread may be using that mapping for
-// its stack (a context saved by a thread that has since moved on, such as
-// main's own ucontext_t, is stale); the resumed PC must follow a call
-// instruction (e8 rel32, or ff /2) in an executable mapping, or, for a
-// ucontext made by makecontext and never run, be in executable memory;
-// contexts whose stack pointers are less than minFiberGap apart are one
-// stack, of which one is kept: a ucontext_t or jmp_buf (whose signatures
-// are strong) before a pointer to a record, then the lowest stack pointer
-// (the most recent switch).
+// The rules of a scan and its guards are in the package documentation.
 
 // maxScan bounds the writable memory a scan reads.
 const maxScan = 512 << 20
