@@ -36,10 +36,11 @@ const (
 const directSize = 512
 
 // A Copier copies the contexts Specs name, and the used part of each
-// fiber's stack, while a live target is stopped: pass its During as
-// live.Options.During, then read the contexts with Explicit over its
-// Memory. Fibers are then unwound from the same instant as the threads,
-// not from a process that has run on.
+// fiber's stack, while a live target is stopped: make it with NewCopier,
+// let it set the capture's options (Apply: its During above all), then
+// take the fiber contexts of the snapshot's target with Contexts. Fibers
+// are then unwound from the same instant as the threads, not from a
+// process that has run on.
 type Copier struct {
 	Specs []Spec
 	Arch  regs.Arch
@@ -47,8 +48,8 @@ type Copier struct {
 	// DefaultStackCopy).
 	StackCopy int
 	// Tarantool, when set, finds the process's Tarantool fibers in the
-	// pause (Bias: its executable's load bias); Found and FindErr are
-	// what it found.
+	// pause (Bias: its executable's load bias); Found (filled by
+	// Contexts) and FindErr are what it found.
 	Tarantool *Tarantool
 	Bias      uint64
 	Found     []TarantoolFiber
