@@ -23,14 +23,18 @@ func ExampleExplicit() {
 		fmt.Println(err)
 		return
 	}
-	fc := &fibers.Copier{Specs: []fibers.Spec{spec}, Arch: live.HostArch}
-	snap, err := live.Capture(pid, live.Options{During: fc.During})
+	warn := func(s string) { fmt.Fprintln(os.Stderr, s) }
+	// auto: also every fiber of a runtime rewind recognizes (Tarantool).
+	fc := fibers.NewCopier(pid, []fibers.Spec{spec}, true, warn)
+	var opt live.Options
+	fc.Apply(&opt)
+	snap, err := live.Capture(pid, opt)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	tg := snap.Target(nil, nil)
-	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, fc.Specs, fc.Memory(tg.Mem))...)
+	tg.Contexts = append(tg.Contexts, fc.Contexts(tg, warn)...)
 	rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, &symbolize.Symbolizer{Inlines: true})
-	output.WriteText(os.Stdout, rep) // threads, then "Fibers of no known thread"
+	output.WriteText(os.Stdout, rep) // threads with their fibers, then "Fibers of no known thread"
 }
