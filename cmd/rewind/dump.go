@@ -84,6 +84,9 @@ func runDump(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *fiberScan && *core != "" {
+		return fmt.Errorf("--fiber-scan reads a live process's memory; for a core, name the contexts with --fiber KIND@ADDR")
+	}
 	var specs []fibers.Spec
 	for _, f := range fiberFlags {
 		sp, err := fibers.ParseSpec(f)
@@ -182,9 +185,6 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	}
 	tm.mark("open")
 	warnUnreadable(tg.Space)
-	if fr.scan {
-		return nil, fmt.Errorf("--fiber-scan reads a live process's memory; for a core, name the contexts with --fiber KIND@ADDR")
-	}
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
