@@ -27,6 +27,8 @@ Usage:
   rewind dump --core FILE [flags]  print every thread's stack of a core file
   rewind dump PID --goroutines     print every goroutine of a Go program (live or --core),
                                    in Go's own traceback format
+  rewind dump PID --fibers         also every inactive fiber (Tarantool's, with Lua frames;
+                                   --fiber KIND@ADDR, --fiber-scan for ucontext, boost, libcoro)
   rewind table FILE...             compile objects' DWARF CFI into unwind tables and
                                    print their size and build time
   rewind sframe dump FILE...       print .sframe sections exactly as readelf --sframe does
