@@ -375,24 +375,11 @@ func TestScanLive(t *testing.T) {
 // demangled with the guard variable of a static program) unwind to the
 // functions that parked them.
 func TestARM64Core(t *testing.T) {
-	cc, err1 := exec.LookPath("aarch64-linux-gnu-gcc")
-	qemu, err2 := exec.LookPath("qemu-aarch64")
-	if err1 != nil || err2 != nil {
-		t.Skip("no arm64 here: needs aarch64-linux-gnu-gcc (gcc-aarch64-linux-gnu) and qemu-aarch64 (qemu-user)")
+	src, err := os.ReadFile("testdata/fibers_arm64.c")
+	if err != nil {
+		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "p")
-	src, _ := filepath.Abs("testdata/fibers_arm64.c")
-	if out, err := exec.Command(cc, "-O1", "-g", "-static", "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
-	cmd := exec.Command("sh", "-c", "ulimit -c 32768; exec "+qemu+" ./p")
-	cmd.Dir = dir
-	out, _ := cmd.Output()
-	cores, _ := filepath.Glob(filepath.Join(dir, "qemu_p_*.core"))
-	if len(cores) != 1 {
-		t.Fatalf("qemu wrote no guest core in %s (output %q)", dir, out)
-	}
+	exe, core, out := fixture.QemuARM64Core(t, string(src), "-O1")
 	var sps []fibers.Spec
 	for _, line := range strings.Split(string(out), "\n") {
 		if f := strings.Fields(line); len(f) == 3 && f[0] == "fiber" {
@@ -406,7 +393,7 @@ func TestARM64Core(t *testing.T) {
 	if len(sps) != 2 {
 		t.Fatalf("program printed %q", out)
 	}
-	c, err := corefile.Open(cores[0])
+	c, err := corefile.Open(core)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,6 @@ package stacks_test
 
 import (
 	"encoding/binary"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/rewindstack/rewind/corefile"
@@ -125,29 +122,8 @@ func (g *garbageAboveStart) ReadMemory(addr uint64, p []byte) error {
 // executable by the core's AT_ENTRY), every method ends the walk at
 // _start, even when the frame-pointer chain goes on past it.
 func TestARM64StaticCoreEndsAtStart(t *testing.T) {
-	cc, err1 := exec.LookPath("aarch64-linux-gnu-gcc")
-	qemu, err2 := exec.LookPath("qemu-aarch64")
-	if err1 != nil || err2 != nil {
-		t.Skip("no arm64 here: needs aarch64-linux-gnu-gcc (gcc-aarch64-linux-gnu) and qemu-aarch64 (qemu-user)")
-	}
-	dir := t.TempDir()
-	src, exe := filepath.Join(dir, "p.c"), filepath.Join(dir, "p")
-	if err := os.WriteFile(src, []byte(arm64Prog), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(cc, "-O0", "-g", "-static", "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
-	// qemu writes the guest's core (qemu_p_*.core) itself when the guest
-	// dies of SIGABRT; the limit keeps the kernel's core of qemu small.
-	cmd := exec.Command("sh", "-c", "ulimit -c 32768; exec "+qemu+" ./p")
-	cmd.Dir = dir
-	cmd.Run()
-	cores, _ := filepath.Glob(filepath.Join(dir, "qemu_p_*.core"))
-	if len(cores) != 1 {
-		t.Fatalf("qemu wrote no guest core in %s", dir)
-	}
-	c, err := corefile.Open(cores[0])
+	exe, core, _ := fixture.QemuARM64Core(t, arm64Prog, "-O0")
+	c, err := corefile.Open(core)
 	if err != nil {
 		t.Fatal(err)
 	}
