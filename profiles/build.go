@@ -462,12 +462,13 @@ func (b *Builder) prefetch(samples []*Sample) {
 }
 
 // perfComm names a thread whose command no record gave as perf does: the
-// idle task (PID 0) is "swapper", any other ":TID".
+// idle task (PID 0) is "swapper", any other ":TID", the TID read as the
+// kernel's signed pid_t (a sample without a task says ":-1", as perf does).
 func perfComm(pid, tid int) string {
 	if pid == 0 {
 		return "swapper"
 	}
-	return ":" + strconv.Itoa(tid)
+	return ":" + strconv.Itoa(int(int32(tid)))
 }
 
 // copyEdgeSlack is how close to the end of the stack copy a walk's last

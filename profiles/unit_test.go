@@ -166,3 +166,20 @@ func FuzzKallsyms(f *testing.F) {
 		}
 	})
 }
+
+// TestPerfComm: threads without a COMM record are named as perf script
+// names them, the TID read as a signed pid_t.
+func TestPerfComm(t *testing.T) {
+	for _, c := range []struct {
+		pid, tid int
+		want     string
+	}{
+		{0, 0, "swapper"},
+		{123, 124, ":124"},
+		{0xffffffff, 0xffffffff, ":-1"},
+	} {
+		if got := perfComm(c.pid, c.tid); got != c.want {
+			t.Errorf("perfComm(%d, %d) = %q, want %q", c.pid, c.tid, got, c.want)
+		}
+	}
+}
