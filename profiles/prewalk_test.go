@@ -13,13 +13,15 @@ import (
 )
 
 // recordFixture records the fixture (no frame pointers) with perf record
-// --call-graph dwarf and returns the file.
-func recordFixture(t *testing.T, secs, threads string) string {
+// --call-graph dwarf and returns the file. Each of its threads+1 threads
+// does a fixed amount of work (rounds of it), not work for a time, so
+// that a loaded machine still gives as many cpu-clock samples.
+func recordFixture(t *testing.T, rounds, threads string) string {
 	perf := perftest.RequirePerf(t)
 	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
 	data := filepath.Join(t.TempDir(), "perf.data")
 	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,8192",
-		"-o", data, "--", exe, secs, threads).CombinedOutput(); err != nil {
+		"-o", data, "--", exe, "-w", rounds, threads).CombinedOutput(); err != nil {
 		t.Skipf("perf record cannot run here: %v\n%s", err, out)
 	}
 	return data
@@ -44,7 +46,7 @@ func fidelityTable(p *profiles.Profile) string {
 // samples walked on all cores) and one sample at a time (walked in the
 // calling goroutine): stacks, locations and fidelity must be the same.
 func TestParallelSameAsOneByOne(t *testing.T) {
-	data := recordFixture(t, "0.5", "3")
+	data := recordFixture(t, "300", "3")
 	opt := profiles.Options{Methods: methods("auto", "dwarf", "sframe", "fp")}
 	whole := profiles.Build(readPerfData(t, data).Collector, opt)
 	if len(whole.Stacks) < 200 {
@@ -71,7 +73,7 @@ func TestParallelSameAsOneByOne(t *testing.T) {
 // first method's stacks and line must not change, the others must walk
 // every k-th sample, and the table must say so.
 func TestFidelitySubsample(t *testing.T) {
-	data := recordFixture(t, "0.5", "3")
+	data := recordFixture(t, "300", "3")
 	all := profiles.Build(readPerfData(t, data).Collector, profiles.Options{Methods: methods("auto", "dwarf", "fp")})
 	n := len(all.Stacks)
 	if n < 200 {
