@@ -211,8 +211,9 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 				why := "no such file"
 				var st unix.Stat_t
 				if unix.Stat(path, &st) == nil {
-					why = fmt.Sprintf("%s: %v (%s)", path, fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
-					passed = why
+					// The error begins with path: why does not repeat it.
+					why = fmt.Sprintf("%v (%s)", fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
+					passed = path + ": " + why
 				}
 				tried = append(tried, why)
 			case c.why == "--sysroot":

@@ -94,6 +94,8 @@ func TestNoFIFO(t *testing.T) {
 	r := &Resolver{Sysroot: dir}
 	if _, err := r.Open(fifo); err == nil {
 		t.Error("FIFO opened")
+	} else if msg := err.Error(); strings.Count(msg, fifo+": ") != 1 || !strings.Contains(msg, "FIFO") {
+		t.Errorf("error %q: want the path once and why", msg)
 	}
 	if _, err := r.OpenReader("/lib.so"); err == nil {
 		t.Error("FIFO opened for reading")
