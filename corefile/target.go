@@ -3,6 +3,7 @@ package corefile
 import (
 	"debug/elf"
 	"fmt"
+	"path/filepath"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/target"
@@ -12,10 +13,20 @@ import (
 // NT_FILE mappings, plus the vDSO, which NT_FILE does not list (it is not
 // a file) but the kernel dumps and the auxiliary vector locates. exe, when
 // not empty, replaces the executable path the core names (the binary
-// moved, or the core came from another machine). objs may be nil.
+// moved, or the core came from another machine); a relative exe is taken
+// from the current directory. objs may be nil.
 func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) {
 	if len(c.Threads) == 0 {
 		return nil, fmt.Errorf("%s: core has no threads (no NT_PRSTATUS notes)", c.Path)
+	}
+	if exe != "" {
+		// Mappings name files by absolute path; a relative one would be
+		// taken for a special mapping and never opened.
+		abs, err := filepath.Abs(exe)
+		if err != nil {
+			return nil, err
+		}
+		exe = abs
 	}
 	maps := make([]target.Mapping, 0, len(c.Mappings)+1)
 	named := false

@@ -177,13 +177,10 @@ type record struct {
 // fcontextRecord).
 var layouts = map[regs.Arch]map[string]record{
 	regs.AMD64: {
-		// glibc 2.36 sysdeps/unix/sysv/linux/x86_64: uc_mcontext.gregs at
-		// 40; REG_R12..R15, RBP, RBX, RSP, RIP.
-		UContext: {size: 176, slots: []slot{
-			{12, 72, false}, {13, 80, false}, {14, 88, false}, {15, 96, false},
-			{regs.AMD64RBP, 120, false}, {regs.AMD64RBX, 128, false},
-			{regs.AMD64RSP, 160, false}, {regs.AMD64RIP, 168, false},
-		}, pcSlot: 7, spSlot: 6},
+		// glibc's ucontext_t (layout: package regs): the registers
+		// getcontext and swapcontext save, the callee-saved ones, SP
+		// and PC; the record ends after the PC's slot.
+		UContext: amd64UContext(12, 13, 14, 15, regs.AMD64RBP, regs.AMD64RBX, regs.AMD64RSP, regs.AMD64RIP),
 		Coro: {indirect: true, size: 56, slots: []slot{
 			{15, 0, false}, {14, 8, false}, {13, 16, false}, {12, 24, false},
 			{regs.AMD64RBX, 32, false}, {regs.AMD64RBP, 40, false}, {regs.AMD64RIP, 48, false},
@@ -213,6 +210,18 @@ var layouts = map[regs.Arch]map[string]record{
 		FContext: {indirect: true, size: 0xb0, slots: append(arm64Callee(0x40, 8), slot{regs.ARM64PC, 0xa0, false}),
 			pcSlot: 11, spSlot: -1, spAdd: 0xb0},
 	},
+}
+
+// amd64UContext is the record of a glibc ucontext_t holding DWARF
+// registers rs, the last two the SP and the PC.
+func amd64UContext(rs ...int) record {
+	r := record{spSlot: len(rs) - 2, pcSlot: len(rs) - 1}
+	for _, n := range rs {
+		off, _ := regs.AMD64UContextOffset(n)
+		r.slots = append(r.slots, slot{n, off, false})
+		r.size = max(r.size, off+8)
+	}
+	return r
 }
 
 // arm64Callee is the slots of x19..x30 from off, step apart.

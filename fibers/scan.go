@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -12,6 +13,12 @@ import (
 
 // maxScan bounds the writable memory a scan reads.
 const maxScan = 512 << 20
+
+// ucSP and ucPC are where an x86-64 ucontext_t keeps the SP and the PC.
+var (
+	ucSP, _ = regs.AMD64UContextOffset(regs.AMD64RSP)
+	ucPC, _ = regs.AMD64UContextOffset(regs.AMD64RIP)
+)
 
 // minFiberGap is the distance under which two saved stack pointers are
 // taken for the same stack.
@@ -170,10 +177,10 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 		return le.Uint64(b[:]), true
 	}
 	w, _ := word(0)
-	// ucontext_t: fpregs (byte 224) points at __fpregs_mem (byte 424).
-	if fp, ok := word(224); ok && fp == a+424 {
-		sp, _ := word(160)
-		pc, _ := word(168)
+	// ucontext_t: fpregs points at __fpregs_mem, as getcontext leaves it.
+	if fp, ok := word(regs.AMD64UContextFPRegs); ok && fp == a+regs.AMD64UContextFPRegsMem {
+		sp, _ := word(ucSP)
+		pc, _ := word(ucPC)
 		if s.freeStack(sp) && (s.afterCall(pc) || s.executable(pc)) {
 			return found{spec: Spec{Kind: UContext, Addr: a}, sp: sp}, true
 		}

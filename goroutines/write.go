@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/output"
 )
 
@@ -30,6 +31,8 @@ const (
 //		/src/main.go:30 +0x7f
 //
 // Arguments are elided as "(...)". Notes follow, after the goroutines.
+// Control bytes in names, file names and notes (they come from the
+// target) are printed as \xNN.
 func WriteText(w io.Writer, r *Report) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for i := range r.Goroutines {
@@ -123,7 +126,9 @@ func writeHeader(w *bufio.Writer, e *Entry, count int) {
 	if e.WaitReason != "" {
 		state = e.WaitReason
 	}
-	fmt.Fprintf(w, "goroutine %d [%s", e.ID, state)
+	// The wait reasons are the target's own strings (its
+	// runtime.waitReasonStrings).
+	fmt.Fprintf(w, "goroutine %d [%s", e.ID, textesc.String(state))
 	if e.scan {
 		w.WriteString(" (scan)")
 	}
@@ -153,7 +158,7 @@ func writeHeader(w *bufio.Writer, e *Entry, count int) {
 
 func writeBody(w *bufio.Writer, e *Entry) {
 	if e.err != "" {
-		fmt.Fprintf(w, "\tgoroutine running on other thread; stack unavailable (%s)\n", e.err)
+		fmt.Fprintf(w, "\tgoroutine running on other thread; stack unavailable (%s)\n", textesc.String(e.err))
 	}
 	frames := e.Frames
 	if len(frames) > innerFrames+outerFrames {
@@ -167,11 +172,11 @@ func writeBody(w *bufio.Writer, e *Entry) {
 		writeFrame(w, &frames[i])
 	}
 	if c := e.CreatedBy; c != nil {
-		fmt.Fprintf(w, "created by %s", c.Function)
+		fmt.Fprintf(w, "created by %s", textesc.String(c.Function))
 		if c.Goroutine != 0 {
 			fmt.Fprintf(w, " in goroutine %d", c.Goroutine)
 		}
-		fmt.Fprintf(w, "\n\t%s:%d", c.File, c.Line)
+		fmt.Fprintf(w, "\n\t%s:%d", textesc.String(c.File), c.Line)
 		if c.Offset != 0 {
 			fmt.Fprintf(w, " +%#x", c.Offset)
 		}
@@ -184,7 +189,7 @@ func writeFrame(w *bufio.Writer, f *output.Frame) {
 	if name == "" {
 		name = fmt.Sprintf("?? %#x", f.PC)
 	}
-	fmt.Fprintf(w, "%s(...)\n", name)
+	fmt.Fprintf(w, "%s(...)\n", textesc.String(name))
 	file := f.File
 	if file == "" {
 		file = "?"
@@ -192,7 +197,7 @@ func writeFrame(w *bufio.Writer, f *output.Frame) {
 			file = f.Module
 		}
 	}
-	fmt.Fprintf(w, "\t%s:%d", file, f.Line)
+	fmt.Fprintf(w, "\t%s:%d", textesc.String(file), f.Line)
 	if !f.Inlined && f.Offset != 0 {
 		fmt.Fprintf(w, " +%#x", f.Offset)
 	}
@@ -205,6 +210,6 @@ func writeNotes(w *bufio.Writer, notes []string) {
 	}
 	w.WriteString("\n")
 	for _, n := range notes {
-		fmt.Fprintf(w, "# note: %s\n", n)
+		fmt.Fprintf(w, "# note: %s\n", textesc.String(n))
 	}
 }

@@ -45,7 +45,8 @@ type Resolver struct {
 	// Debuginfod, when not nil, is asked for what nothing local has.
 	Debuginfod *debuginfod.Client
 	// Force uses a user-given file even when its build-id differs from
-	// the recorded one (with a warning).
+	// the recorded one (with a warning), and so the file at the mapped
+	// path itself when no place has one with the recorded build-id.
 	Force bool
 	// Warn receives warnings (each said once).
 	Warn func(string)
@@ -195,6 +196,9 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	var tried []string
 	// passed says why the mapped path itself, which exists, was not used.
 	passed := ""
+	// forced is the mapped path's file when its build-id differs and
+	// Force is set: used only when no other place has the recorded one.
+	forced := ""
 	seen := map[string]bool{}
 	for _, c := range r.candidates(path, id) {
 		if seen[c.path] {
@@ -207,8 +211,9 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 				why := "no such file"
 				var st unix.Stat_t
 				if unix.Stat(path, &st) == nil {
-					why = fmt.Sprintf("%s: %v (%s)", path, fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
-					passed = why
+					// The error begins with path: why does not repeat it.
+					why = fmt.Sprintf("%v (%s)", fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
+					passed = path + ": " + why
 				}
 				tried = append(tried, why)
 			case c.why == "--sysroot":
@@ -223,7 +228,7 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 		}
 		got := f.BuildIDHex()
 		if id != "" && got != "" && got != id {
-			msg := fmt.Sprintf("%s (%s) has build-id %s, the core's %s has %s", c.path, c.why, got, path, id)
+			msg := fmt.Sprintf("%s (%s) has build-id %s, the recorded %s has %s", c.path, c.why, got, path, id)
 			if c.user && r.Force {
 				r.warn("mismatch:"+c.path, msg+": used anyway (--force)")
 				r.choose(path, c.path)
@@ -234,8 +239,14 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 			}
 			if c.path == path {
 				passed = fmt.Sprintf("%s changed since the recording: build-id %s, recorded %s", path, got, id)
+				// The error begins with path: do not repeat it.
+				tried = append(tried, fmt.Sprintf("build-id %s differs from the recorded %s (--force uses it)", got, id))
+				if r.Force {
+					forced = path
+				}
+			} else {
+				tried = append(tried, fmt.Sprintf("%s: build-id %s differs", c.path, got))
 			}
-			tried = append(tried, fmt.Sprintf("%s: build-id %s differs", c.path, got))
 			f.Close()
 			continue
 		}
@@ -257,6 +268,13 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	}
 	if id == "" && r.Debuginfod != nil {
 		tried = append(tried, "no build-id in the core to ask debuginfod with")
+	}
+	if forced != "" {
+		if f, err := elfobj.Open(forced); err == nil {
+			r.warn("mismatch:"+forced, passed+": used anyway (--force)")
+			r.choose(path, forced)
+			return f, nil
+		}
 	}
 	if len(tried) == 0 {
 		tried = append(tried, "not found")

@@ -94,8 +94,64 @@ func TestNoFIFO(t *testing.T) {
 	r := &Resolver{Sysroot: dir}
 	if _, err := r.Open(fifo); err == nil {
 		t.Error("FIFO opened")
+	} else if msg := err.Error(); strings.Count(msg, fifo+": ") != 1 || !strings.Contains(msg, "FIFO") {
+		t.Errorf("error %q: want the path once and why", msg)
 	}
 	if _, err := r.OpenReader("/lib.so"); err == nil {
 		t.Error("FIFO opened for reading")
+	}
+}
+
+// TestForceMappedPath: the file at the mapped path itself, rebuilt since
+// the core or recording was made, is refused with an error that says why
+// without repeating the path and names both build-ids; --force uses it
+// (with a warning), but only when nothing with the recorded build-id is
+// found anywhere else.
+func TestForceMappedPath(t *testing.T) {
+	lsID := buildID(t, "/bin/ls")
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog")
+	copyTo(t, "/bin/ls", prog)
+	recorded := strings.Repeat("12", 20)
+
+	r := &Resolver{Warn: func(string) {}}
+	r.Expect(prog, recorded)
+	_, err := r.Open(prog)
+	if err == nil {
+		t.Fatal("a file with another build-id was used without --force")
+	}
+	msg := err.Error()
+	if strings.Count(msg, prog) != 1 || !strings.Contains(msg, lsID) || !strings.Contains(msg, recorded) || !strings.Contains(msg, "--force") {
+		t.Errorf("error %q: want the path once, both build-ids and --force", msg)
+	}
+
+	var warnings []string
+	r = &Resolver{Force: true, Warn: func(s string) { warnings = append(warnings, s) }}
+	r.Expect(prog, recorded)
+	f, err := r.Open(prog)
+	if err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	f.Close()
+	if r.Chosen(prog) != prog || len(warnings) != 1 || !strings.Contains(warnings[0], "--force") || !strings.Contains(warnings[0], recorded) {
+		t.Errorf("--force: chose %q, warnings %q", r.Chosen(prog), warnings)
+	}
+
+	// A file with the recorded build-id elsewhere (perf's build-id
+	// cache) wins over the forced one.
+	buildID(t, "/bin/cat")
+	cache := t.TempDir()
+	good := filepath.Join(cache, ".build-id", lsID[:2], lsID[2:])
+	copyTo(t, "/bin/ls", good)
+	copyTo(t, "/bin/cat", prog)
+	r = &Resolver{Force: true, BuildIDDirs: []string{cache}, Warn: func(string) {}}
+	r.Expect(prog, lsID)
+	if f, err := r.Open(prog); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	if r.Chosen(prog) != good {
+		t.Errorf("chose %q, want %q, which has the recorded build-id", r.Chosen(prog), good)
 	}
 }

@@ -1,25 +1,36 @@
 package profiles_test
 
 import (
+	"fmt"
 	"log"
-	"os"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
 
-	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
 
 // Building a pprof profile from a perf.data file (perf record
 // --call-graph dwarf): every sample's stack copy is unwound with the
-// default methods, its frames symbolized, and the stacks written in
-// pprof's format (open it with go tool pprof).
-func ExampleReadPerfData() {
-	pd, err := profiles.ReadPerfData("perf.data", perfevent.Arch(), func(w string) { log.Print(w) })
+// default methods, its frames symbolized, and the stacks made a pprof
+// profile (write it with its Write method and open it with go tool
+// pprof). The recording is perf's of testdata/spin/spin.c, made on
+// another machine: the files it names are opened from testdata
+// (ReadPerfData would open them at the recorded paths).
+func ExampleReadPerfDataOpen() {
+	open := func(path, buildID string) (*elfobj.File, error) {
+		return elfobj.Open(filepath.Join("testdata/spin", filepath.Base(path)))
+	}
+	pd, err := profiles.ReadPerfDataOpen("testdata/spin/perf.data", regs.AMD64, func(w string) { log.Print(w) }, open)
 	if pd == nil {
 		log.Fatal(err)
 	}
-	defer pd.Close()
+	defer pd.Close() // the samples' stack copies are in the file
 	if err != nil {
 		log.Printf("%v: using the records before it", err)
 	}
@@ -29,12 +40,24 @@ func ExampleReadPerfData() {
 		Symbolizer: &symbolize.Symbolizer{Inlines: true},
 	})
 	b.Add(pd.Collector.Samples())
-	out, err := os.Create("cpu.pb.gz")
-	if err != nil {
-		log.Fatal(err)
+	pp := b.Profile().Pprof(pd.PeriodNS)
+	total := int64(0)
+	stacks := map[string]int64{}
+	for _, s := range pp.Sample {
+		var names []string
+		for _, loc := range s.Location {
+			for _, ln := range loc.Line {
+				names = append(names, ln.Function.Name)
+			}
+		}
+		total += s.Value[0]
+		stacks[strings.Join(names, " <- ")] += s.Value[0]
 	}
-	defer out.Close()
-	if err := b.Profile().WritePprof(out, pd.PeriodNS); err != nil {
-		log.Fatal(err)
+	fmt.Printf("%d samples of %s\n", total, filepath.Base(pp.Mapping[0].File))
+	for _, st := range slices.Sorted(maps.Keys(stacks)) {
+		fmt.Printf("%d %s\n", stacks[st], st)
 	}
+	// Output:
+	// 5 samples of spin
+	// 5 spin <- work <- _start
 }

@@ -142,6 +142,20 @@ func FuzzKallsyms(f *testing.F) {
 		}
 	}
 	f.Add(seed, uint64(0xffffffff81000105))
+	// The seed as the cache file stores it: decodeKallsyms' input.
+	k, err := ParseKallsyms(strings.NewReader(seed))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := ParseKallsyms(bytes.NewReader(k.file)); err == nil {
+		f.Fatal("the cache encoding parses as /proc/kallsyms text: the fuzz function would never decode it")
+	}
+	if _, err := os.Stat("testdata/fuzz/FuzzKallsyms/cache-file"); err != nil {
+		if err := fuzzcorpus.Write("testdata/fuzz/FuzzKallsyms", "cache-file", string(k.file), uint64(0xffffffff81000105)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(string(k.file), uint64(0xffffffff81000105))
 	f.Fuzz(func(t *testing.T, s string, addr uint64) {
 		k, err := ParseKallsyms(strings.NewReader(s))
 		if err != nil {

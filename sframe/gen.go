@@ -148,6 +148,9 @@ func Generate(f *elfobj.File, opt GenOptions) (*Generated, error) {
 	}
 	g, err := GenerateCFI(f.Arch, f.ByteOrder, opt, sec)
 	if err != nil {
+		if fe := (*cfi.FormatError)(nil); errors.As(err, &fe) && fe.Section == sec.Name {
+			return nil, err // it names the file: sec.Name is "PATH .eh_frame"
+		}
 		return nil, fmt.Errorf("sframe: %s: %w", f.Path, err)
 	}
 	return g, nil

@@ -66,7 +66,17 @@ func IsRoot(function string) bool { return Root(function) != NotRoot }
 type RootRange struct {
 	Start, End uint64
 	Kind       RootKind
+	// Planted marks a function whose first byte a context-switch
+	// library stores as a return address (makecontext's
+	// __start_context, boost's make_fcontext): a caller frame whose
+	// return address is that byte is the root, although the byte
+	// before it belongs to another function.
+	Planted bool
 }
+
+// plantedReturns are the root functions whose start is planted as a
+// return address.
+var plantedReturns = map[string]bool{"__start_context": true, "make_fcontext": true}
 
 var rootsKey = target.NewMemoKey()
 
@@ -106,7 +116,7 @@ func findRoots(mod *target.Module) any {
 	for _, name := range names {
 		if e, ok := ext[name]; ok && e.End > e.Start && !seen[e.Start] {
 			seen[e.Start] = true
-			out = append(out, RootRange{Start: e.Start, End: e.End, Kind: rootFunctions[name]})
+			out = append(out, RootRange{Start: e.Start, End: e.End, Kind: rootFunctions[name], Planted: plantedReturns[name]})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -119,6 +120,9 @@ func BuildTable(f *elfobj.File) (*unwindtable.Table, error) {
 	}
 	t, err := unwindtable.Build(f.Arch, secs...)
 	if err != nil {
+		if fe := (*cfi.FormatError)(nil); errors.As(err, &fe) && fe.Section != "" {
+			return nil, err // its section is named "PATH .eh_frame" (CFISection)
+		}
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return t, nil

@@ -4,7 +4,7 @@
 //
 // Every source builds a Target through New, from its own package: a live
 // process (live.Snapshot.Target), a core file (corefile.Core.Target), a
-// perf sample (profiles.Sample.Target). A new kind of context — the saved
+// perf sample (profiles.Collector.Target). A new kind of context — the saved
 // context of an inactive fiber, a goroutine's gobuf — is one constructor
 // that returns Contexts (and, when it copied memory, the Regions that hold
 // it) for a Target that already exists. The unwinder (package unwind)

@@ -59,12 +59,15 @@ func rootAt(info *modInfo, m *target.Mapping, pc, ret uint64) rootKind {
 		return rootNone
 	}
 	vaddr := pc - m.Bias
-	// A return address at the very start of a thread entry is one a
-	// context switch library planted (makecontext's __start_context):
-	// nothing called from there, and pc (ret-1) is in another function.
+	// A return address at the very start of __start_context or
+	// make_fcontext is one a context switch library planted: nothing
+	// called from there, and pc (ret-1) is in another function. At the
+	// start of any other root (_start, say) it is a call to a function
+	// that does not return at the very end of the function before it,
+	// which is an ordinary frame.
 	rvaddr := ret - m.Bias
 	for _, r := range info.roots {
-		if vaddr >= r.Start && vaddr < r.End || ret != pc && rvaddr == r.Start && r.Kind == symbolize.ThreadEntry {
+		if vaddr >= r.Start && vaddr < r.End || ret != pc && rvaddr == r.Start && r.Planted {
 			if r.Kind == symbolize.GoTopFrame {
 				return rootGo
 			}

@@ -70,14 +70,6 @@ func hasSigreturnCode(c *Cursor, pc uint64) bool {
 	return c.mem.mem.ReadMemory(pc, buf) == nil && bytes.Equal(buf, want)
 }
 
-// ucontext_t layout, amd64 Linux: uc_mcontext.gregs begins 40 bytes in, in
-// the order r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.
-const amd64GregsOffset = 40
-
-var amd64GregsDWARF = [17]int{8, 9, 10, 11, 12, 13, 14, 15,
-	regs.AMD64RDI, regs.AMD64RSI, regs.AMD64RBP, regs.AMD64RBX,
-	regs.AMD64RDX, regs.AMD64RAX, regs.AMD64RCX, regs.AMD64RSP, regs.AMD64RIP}
-
 // restoreSignalFrame continues from the registers the kernel saved when the
 // signal arrived. When the handler has returned into the trampoline, the
 // stack pointer points at the ucontext_t of the rt_sigframe.
@@ -89,13 +81,14 @@ func restoreSignalFrame(c *Cursor) error {
 	if !ok {
 		return fmt.Errorf("%w: stack pointer in a signal frame", ErrRegister)
 	}
-	var buf [17 * 8]byte
-	addr := sp + amd64GregsOffset
+	// The ucontext_t of the rt_sigframe (its layout: package regs).
+	var buf [len(regs.AMD64Gregs) * 8]byte
+	addr := sp + regs.AMD64UContextGregs
 	if err := c.mem.mem.ReadMemory(addr, buf[:]); err != nil {
 		return asMemoryError(addr, err)
 	}
 	*c.Caller = regs.New(regs.AMD64)
-	for i, n := range amd64GregsDWARF {
+	for i, n := range regs.AMD64Gregs {
 		c.Caller.Set(n, binary.LittleEndian.Uint64(buf[i*8:]))
 	}
 	c.CallerExact = true

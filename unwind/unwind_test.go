@@ -129,7 +129,7 @@ func TestSignalFrameByCode(t *testing.T) {
 	s2.put(0x7100, 0x7abc)
 	s2.put(0x7108, tramp)
 	uc := uint64(0x7110)
-	greg := func(i int, v uint64) { s2.put(uc+amd64GregsOffset+uint64(i)*8, v) }
+	greg := func(i int, v uint64) { s2.put(uc+regs.AMD64UContextGregs+uint64(i)*8, v) }
 	greg(10, 0x7800)
 	greg(15, 0x7700)
 	greg(16, 0x405555)

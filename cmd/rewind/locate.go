@@ -59,7 +59,7 @@ func addLocateFlags(fs *flag.FlagSet, withExe bool) *locateFlags {
 	lf.sysroot = fs.String("sysroot", "", "look the mapped files up under `DIR` first")
 	fs.Var(&lf.debugDir, "debug-dir", "search `DIR` for separate debug files, as gdb's debug-file-directory (repeatable)")
 	lf.offline = fs.Bool("offline", false, "never use the network (debuginfod answers from its cache only)")
-	lf.force = fs.Bool("force", false, "use files given with --exe or --sysroot even when their build-id differs from the recorded one")
+	lf.force = fs.Bool("force", false, "use a file given with --exe or --sysroot, or found at the recorded path, even when its build-id differs from the recorded one")
 	return lf
 }
 
