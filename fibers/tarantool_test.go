@@ -57,7 +57,7 @@ func fiberInfo(t *testing.T, path string) (map[int64][]uint64, map[int64][]strin
 	head := regexp.MustCompile(`^(\d+):$`)
 	cframe := regexp.MustCompile(`C: '#(\d+)\s+0x([0-9a-f]+) in `)
 	lframe := regexp.MustCompile(`L: (.*) in (\S+) at line (-?\d+)`)
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range foldYAML(string(b)) {
 		if m := head.FindStringSubmatch(line); m != nil {
 			fid, _ = strconv.ParseInt(m[1], 10, 64)
 			out[fid] = []uint64{}
@@ -72,6 +72,25 @@ func fiberInfo(t *testing.T, path string) (map[int64][]uint64, map[int64][]strin
 		}
 	}
 	return out, lua
+}
+
+// foldYAML splits YAML into lines, joining a backtrace item's scalar
+// that the encoder folded onto more-indented lines (a chunk path long
+// enough puts "at line" and the number on two lines) back into one.
+func foldYAML(s string) []string {
+	var lines []string
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	for _, line := range strings.Split(s, "\n") {
+		if n := len(lines); n > 0 && strings.TrimSpace(line) != "" {
+			prev := lines[n-1]
+			if strings.HasPrefix(strings.TrimLeft(prev, " "), "- ") && indent(line) > indent(prev)+2 {
+				lines[n-1] = prev + " " + strings.TrimSpace(line)
+				continue
+			}
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func tarantoolLive(t *testing.T, pid int) (*target.Target, *output.Report) {
@@ -212,5 +231,17 @@ func TestTarantoolMatchesGdb(t *testing.T) {
 	}
 	if checked != 4 {
 		t.Errorf("%d fibers compared with gdb, want 4", checked)
+	}
+}
+
+// TestFoldYAML: the Lua frame Tarantool's YAML encoder folded at 80
+// columns (as it does for this worktree's chunk path) reads as one line.
+func TestFoldYAML(t *testing.T) {
+	in := "104:\n  backtrace:\n  - L: sleeper_inner in @/a/long/path/tarantool_app.lua at line\n      12\n  - C: '#2  0x5ecd27 in lj_BC_FUNCC+52'\n  memory:\n    total: 516472\n"
+	got := foldYAML(in)
+	want := []string{"104:", "  backtrace:", "  - L: sleeper_inner in @/a/long/path/tarantool_app.lua at line 12",
+		"  - C: '#2  0x5ecd27 in lj_BC_FUNCC+52'", "  memory:", "    total: 516472", ""}
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Errorf("foldYAML:\n got %q\nwant %q", got, want)
 	}
 }
