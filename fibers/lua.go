@@ -148,6 +148,13 @@ const (
 	bcJFUNCV = 94
 )
 
+// LuaJIT's frame link types (lj_frame.h): the low three bits of a frame's
+// ftsz when it is not a return PC.
+const (
+	frameTypeP = 7
+	frameVarg  = 3
+)
+
 // luaWalker reads one lua_State's frames.
 type luaWalker struct {
 	l   *luaLayout
@@ -174,15 +181,20 @@ func (w *luaWalker) frames(L uint64) []LuaFrame {
 	}
 	var out []LuaFrame
 	var next uint64 // the frame above (the callee's link), 0 for the innermost
+	pseudo := false // the frame is a vararg call's original, not a level
 	for frame := base - 8; frame > bot && len(out) < 64; {
 		fn, ok1 := w.u32(frame)
 		ftsz, ok2 := w.u32(frame + 4)
 		if !ok1 || !ok2 {
 			break
 		}
-		if fn != L { // dummy frames of coroutines hold L itself
+		if fn != L && !pseudo { // dummy frames of coroutines hold L itself
 			out = append(out, w.frame(fn, frame, next))
 		}
+		// A vararg function runs in a copy of its frame above its
+		// arguments, linked (FRAME_VARG) to the frame it was called in,
+		// which lj_debug_frame skips.
+		pseudo = ftsz&frameTypeP == frameVarg
 		next = frame
 		if ftsz&3 == 0 { // a Lua frame: ftsz is the return PC
 			ins, ok := w.u32(ftsz - 4)
@@ -295,6 +307,15 @@ func (w *luaWalker) line(pt uint64, pc int64) int {
 // caller used for it, found from the caller's call instruction.
 func (w *luaWalker) funcName(frame uint64) string {
 	ftsz, ok := w.u32(frame + 4)
+	if ok && ftsz&frameTypeP == frameVarg {
+		// A vararg function's name is that of the frame it was called in.
+		size := uint64(int64(int32(uint32(ftsz)))) &^ 7
+		if size == 0 || size > frame {
+			return ""
+		}
+		frame -= size
+		ftsz, ok = w.u32(frame + 4)
+	}
 	if !ok || ftsz&3 != 0 {
 		return "" // called from C: no name
 	}

@@ -1,5 +1,6 @@
 -- tarantool_app.lua: Tarantool fibers parked in known places, for package
--- fibers' tests: three sleepers (fiber.sleep in nested Lua functions), one
+-- fibers' tests: three sleepers (fiber.sleep in nested Lua functions, the
+-- inner one a vararg function), one
 -- waiter (a channel get three Lua calls deep); Tarantool's own on_shutdown
 -- fiber has never run. fiber.info() goes to $FIBER_INFO (YAML), then
 -- "ready" to stdout.
@@ -9,8 +10,8 @@ local function deep3(ch) ch:get() end
 local function deep2(ch) deep3(ch) end
 local function deep1(ch) deep2(ch) end
 local ch = fiber.channel(1)
-local function sleeper_inner() fiber.sleep(1000) end
-local function sleeper() sleeper_inner() end
+local function sleeper_inner(...) fiber.sleep(1000) end
+local function sleeper() sleeper_inner(1, 2) end
 for i = 1, 3 do
     local f = fiber.create(sleeper)
     f:name('sleeper' .. i)
