@@ -152,6 +152,7 @@ const (
 // ftsz when it is not a return PC.
 const (
 	frameTypeP = 7
+	frameCont  = 2
 	frameVarg  = 3
 )
 
@@ -253,8 +254,8 @@ func (w *luaWalker) pcOf(pt, next uint64) int64 {
 	if next == 0 {
 		return -1
 	}
-	ret, ok := w.u32(next + 4)
-	if !ok || ret&3 != 0 {
+	ret, ok := w.linkPC(next)
+	if !ok {
 		return -1
 	}
 	bc := pt + w.l.protoSize
@@ -303,6 +304,24 @@ func (w *luaWalker) line(pt uint64, pc int64) int {
 	}
 }
 
+// linkPC is the return PC into the function below the frame at frame
+// (debug_framepc's): its link when called from Lua, or when the frame is
+// a continuation (a trace stitched to a C function's call, a
+// metamethod's) the PC the slot below it keeps (frame_contpc).
+func (w *luaWalker) linkPC(frame uint64) (uint64, bool) {
+	ftsz, ok := w.u32(frame + 4)
+	switch {
+	case !ok:
+		return 0, false
+	case ftsz&3 == 0:
+		return ftsz, true
+	case ftsz&frameTypeP == frameCont && frame >= 8:
+		pc, ok := w.u32(frame - 8 + 4)
+		return pc, ok && pc&3 == 0 && pc != 0
+	}
+	return 0, false
+}
+
 // funcName is lj_debug_funcname for the frame at frame: the name its
 // caller used for it, found from the caller's call instruction.
 func (w *luaWalker) funcName(frame uint64) string {
@@ -316,14 +335,21 @@ func (w *luaWalker) funcName(frame uint64) string {
 		frame -= size
 		ftsz, ok = w.u32(frame + 4)
 	}
-	if !ok || ftsz&3 != 0 {
+	if !ok {
+		return ""
+	}
+	ret, ok := w.linkPC(frame)
+	if !ok {
 		return "" // called from C: no name
 	}
-	ins, ok := w.u32(ftsz - 4)
+	ins, ok := w.u32(ret - 4)
 	if !ok {
 		return ""
 	}
 	caller := frame - 8*(1+(ins>>8)&0xff)
+	if ftsz&3 != 0 { // a continuation: its link is the caller's delta
+		caller = frame - uint64(int64(int32(ftsz)))&^7
+	}
 	cfn, ok := w.u32(caller)
 	if !ok {
 		return ""
@@ -343,7 +369,7 @@ func (w *luaWalker) funcName(frame uint64) string {
 	if head, ok := w.u32(bc); !ok || head&0xff < bcFUNCF || head&0xff > bcJFUNCV {
 		return ""
 	}
-	ip := ftsz - 4 // the call instruction
+	ip := ret - 4 // the call instruction
 	op := int(ins & 0xff)
 	if op < bcCALLM || op > bcITERN {
 		return "" // a metamethod or something else called it

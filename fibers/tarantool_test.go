@@ -124,7 +124,7 @@ func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]
 		byName[*f.Name] = f
 	}
 	want := map[string]string{"sleeper1": "lbox_fiber_sleep", "sleeper2": "lbox_fiber_sleep", "sleeper3": "lbox_fiber_sleep",
-		"waiter": "fiber_channel_get_msg_timeout"}
+		"waiter": "fiber_channel_get_msg_timeout", "stitched": "lbox_fiber_sleep"}
 	for name, fn := range want {
 		f, ok := byName[name]
 		if !ok {

@@ -1,9 +1,9 @@
 -- tarantool_app.lua: Tarantool fibers parked in known places, for package
 -- fibers' tests: three sleepers (fiber.sleep in nested Lua functions, the
--- inner one a vararg function), one
--- waiter (a channel get three Lua calls deep); Tarantool's own on_shutdown
--- fiber has never run. fiber.info() goes to $FIBER_INFO (YAML), then
--- "ready" to stdout.
+-- inner one a vararg function), one waiter (a channel get three Lua calls
+-- deep), one parked from JIT-compiled code (stitched); Tarantool's own
+-- on_shutdown fiber has never run. fiber.info() goes to $FIBER_INFO
+-- (YAML), then "ready" to stdout.
 local fiber = require('fiber')
 box = nil
 local function deep3(ch) ch:get() end
@@ -18,6 +18,13 @@ for i = 1, 3 do
 end
 local g = fiber.create(deep1, ch)
 g:name('waiter')
+-- nap, the function of 300 fibers that ended, is hot: LuaJIT traces it and
+-- stitches the trace to fiber.sleep's call, which leaves a continuation
+-- frame (FRAME_CONT) between the C function and nap.
+local function nap(t) fiber.sleep(t) end
+for _ = 1, 300 do fiber.create(nap, 0) end
+fiber.sleep(0.05)
+fiber.create(nap, 1000):name('stitched')
 local out = io.open(os.getenv('FIBER_INFO') or '/dev/null', 'w')
 out:write(require('yaml').encode(fiber.info()))
 out:close()
