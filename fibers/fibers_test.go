@@ -370,6 +370,44 @@ func TestScanLive(t *testing.T) {
 	}
 }
 
+// TestScanCore: --fiber-scan over a gcore core finds the fixture's four
+// parked contexts, as the live scan does, and they unwind to backtrace()'s
+// return addresses.
+func TestScanCore(t *testing.T) {
+	p, ps := startFibers(t, "-O1")
+	core := fixture.Gcore(t, p)
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, p.Exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fibers.ScanCore(tg, c.AnonymousSegments())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAddr := map[uint64]fibers.Spec{}
+	for _, sp := range got {
+		byAddr[sp.Addr] = sp
+	}
+	if len(got) != len(ps) {
+		t.Errorf("scan of the core found %v, want %v", got, specs(ps))
+	}
+	var ordered []parked
+	for _, pk := range ps {
+		if sp := byAddr[pk.addr]; sp.Kind == pk.kind {
+			ordered = append(ordered, pk)
+		} else {
+			t.Errorf("%s context at %#x not found", pk.kind, pk.addr)
+		}
+	}
+	tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, specs(ordered), false, func(s string) { t.Error(s) })...)
+	checkBacktrace(t, unwindAll(t, tg, "auto"), ordered)
+}
+
 // TestARM64Core: aarch64 layouts, from the core qemu-user writes of a
 // static aarch64 program: a glibc ucontext_t and a jmp_buf (its LR and SP
 // demangled with the guard variable of a static program) unwind to the
