@@ -142,14 +142,16 @@ func names(fs []output.Frame) string {
 // TestExplicitLive: every kind of saved context, read from a live process
 // in the pause, unwinds to exactly the return addresses backtrace()
 // recorded before the switch, with every method that can (frame pointers
-// with -fno-omit-frame-pointer, CFI and the default chain without).
+// with -fno-omit-frame-pointer, SFrame with the assembler's .sframe
+// sections, CFI and the default chain always).
 func TestExplicitLive(t *testing.T) {
 	for _, c := range []struct {
 		flags   []string
 		methods []string
 	}{
-		{[]string{"-O1", "-fno-omit-frame-pointer"}, []string{"auto", "dwarf"}},
+		{[]string{"-O1", "-fno-omit-frame-pointer"}, []string{"auto", "dwarf", "fp"}},
 		{[]string{"-O2", "-fomit-frame-pointer"}, []string{"auto", "dwarf"}},
+		{[]string{"-O1", "-Wa,--gsframe"}, []string{"sframe"}},
 	} {
 		t.Run(strings.Join(c.flags, ""), func(t *testing.T) {
 			p, ps := startFibers(t, c.flags...)
