@@ -1,6 +1,7 @@
 package fibers_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -243,5 +244,42 @@ func TestFoldYAML(t *testing.T) {
 		"  - C: '#2  0x5ecd27 in lj_BC_FUNCC+52'", "  memory:", "    total: 516472", ""}
 	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 		t.Errorf("foldYAML:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestTarantoolWithoutDWARF: Tarantool without its debug information is
+// recognized, and said to have an unknown layout; no fiber is guessed,
+// live or from a core.
+func TestTarantoolWithoutDWARF(t *testing.T) {
+	bin, err := exec.LookPath("tarantool")
+	if err != nil {
+		t.Skip("tarantool not installed (Debian: tarantool)")
+	}
+	stripped := filepath.Join(t.TempDir(), "tarantool")
+	if out, err := exec.Command("objcopy", "--strip-debug", bin, stripped).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy --strip-debug: %v\n%s", err, out)
+	}
+	if tt, err := fibers.NewTarantool(stripped); tt != nil || !errors.Is(err, fibers.ErrTarantoolLayout) {
+		t.Fatalf("NewTarantool of %s: %v, %v; want ErrTarantoolLayout", stripped, tt, err)
+	}
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("Tarantool's fibers are checked on x86-64 (this is %s)", live.HostArch)
+	}
+	app, _ := filepath.Abs("testdata/tarantool_app.lua")
+	cmd := exec.Command(stripped, app)
+	cmd.Dir = t.TempDir()
+	p := fixture.StartCmd(t, cmd)
+	var warnings []string
+	fc := fibers.NewCopier(p.PID, nil, true, func(s string) { warnings = append(warnings, s) })
+	var opt live.Options
+	fc.Apply(&opt)
+	snap, err := live.Capture(p.PID, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := snap.Target(nil, nil)
+	ctxs := fc.Contexts(tg, func(s string) { warnings = append(warnings, s) })
+	if len(ctxs) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0], "layout is unknown") {
+		t.Errorf("%d fiber contexts, warnings %q; want none and the unknown layout said", len(ctxs), warnings)
 	}
 }
