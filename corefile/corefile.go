@@ -585,6 +585,19 @@ func (c *Core) segmentAt(addr uint64) (int, int) {
 	return -1, i
 }
 
+// AnonymousSegments returns, as mappings with their permissions, the
+// PT_LOADs that no NT_FILE mapping covers: anonymous memory (heaps,
+// thread and coroutine stacks), which Mappings leaves out.
+func (c *Core) AnonymousSegments() []target.Mapping {
+	var out []target.Mapping
+	for _, sg := range c.segs {
+		if c.mappingAt(sg.vaddr) == nil {
+			out = append(out, target.Mapping{Start: sg.vaddr, End: sg.vaddr + sg.memsz, Perms: c.permsAt(sg.vaddr)})
+		}
+	}
+	return out
+}
+
 // SegmentAt returns the bounds of the memory segment (PT_LOAD) that
 // contains addr, for example a thread's stack, whose mapping is anonymous
 // and so absent from Mappings.

@@ -325,6 +325,31 @@ func ScanLive(pid int) ([]Spec, error) {
 
 // fcontextSizeIn decodes the fcontext record size from the jump_fcontext
 // of a mapped boost.context library, 0 when there is none.
+// ScanCore is ScanLive for a core's target tg (x86-64): its mappings and
+// anon, the core's anonymous memory (corefile's AnonymousSegments), which
+// holds the heap and the stacks; its threads' stack pointers mark the
+// stacks in use, and the pointer guard comes from their TCB in the core.
+func ScanCore(tg *target.Target, anon []target.Mapping) ([]Spec, error) {
+	if tg.Arch != regs.AMD64 {
+		return nil, fmt.Errorf("--fiber-scan knows x86-64's saved contexts, not %s's", tg.Arch)
+	}
+	maps := slices.Clone(anon)
+	for _, m := range tg.Space.Mappings() {
+		maps = append(maps, *m)
+	}
+	in := ScanInput{Mem: tg.Mem, Maps: maps}
+	for _, th := range tg.Threads() {
+		if sp, ok := th.Regs.SP(); ok {
+			in.ThreadSPs = append(in.ThreadSPs, sp)
+		}
+	}
+	if g, err := pointerGuard(tg, tg.Mem); err == nil {
+		in.Guard, in.HaveGuard = g, true
+	}
+	in.FcontextN = fcontextSizeIn(maps)
+	return Scan(in), nil
+}
+
 func fcontextSizeIn(maps []target.Mapping) uint64 {
 	seen := map[string]bool{}
 	for _, m := range maps {

@@ -39,9 +39,10 @@
 //
 // # Scanning
 //
-// Scanning (dump --fiber-scan, live processes) finds saved contexts without symbols: it
-// reads the process's writable memory (at most maxScan bytes, mappings in
-// address order) and takes, 8-byte aligned:
+// Scanning (dump --fiber-scan: ScanLive, ScanCore; x86-64) finds saved
+// contexts without symbols: it reads the process's writable memory, or
+// the core's (its anonymous segments included), at most maxScan bytes,
+// mappings in address order, and takes, 8-byte aligned:
 //
 //   - a glibc ucontext_t (x86-64) where uc_mcontext.fpregs points at the
 //     structure's own __fpregs_mem (byte 424), as getcontext and

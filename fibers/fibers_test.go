@@ -142,14 +142,16 @@ func names(fs []output.Frame) string {
 // TestExplicitLive: every kind of saved context, read from a live process
 // in the pause, unwinds to exactly the return addresses backtrace()
 // recorded before the switch, with every method that can (frame pointers
-// with -fno-omit-frame-pointer, CFI and the default chain without).
+// with -fno-omit-frame-pointer, SFrame with the assembler's .sframe
+// sections, CFI and the default chain always).
 func TestExplicitLive(t *testing.T) {
 	for _, c := range []struct {
 		flags   []string
 		methods []string
 	}{
-		{[]string{"-O1", "-fno-omit-frame-pointer"}, []string{"auto", "dwarf"}},
+		{[]string{"-O1", "-fno-omit-frame-pointer"}, []string{"auto", "dwarf", "fp"}},
 		{[]string{"-O2", "-fomit-frame-pointer"}, []string{"auto", "dwarf"}},
+		{[]string{"-O1", "-Wa,--gsframe"}, []string{"sframe"}},
 	} {
 		t.Run(strings.Join(c.flags, ""), func(t *testing.T) {
 			p, ps := startFibers(t, c.flags...)
@@ -368,6 +370,44 @@ func TestScanLive(t *testing.T) {
 			checkBacktrace(t, rep, ordered)
 		})
 	}
+}
+
+// TestScanCore: --fiber-scan over a gcore core finds the fixture's four
+// parked contexts, as the live scan does, and they unwind to backtrace()'s
+// return addresses.
+func TestScanCore(t *testing.T) {
+	p, ps := startFibers(t, "-O1")
+	core := fixture.Gcore(t, p)
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, p.Exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fibers.ScanCore(tg, c.AnonymousSegments())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAddr := map[uint64]fibers.Spec{}
+	for _, sp := range got {
+		byAddr[sp.Addr] = sp
+	}
+	if len(got) != len(ps) {
+		t.Errorf("scan of the core found %v, want %v", got, specs(ps))
+	}
+	var ordered []parked
+	for _, pk := range ps {
+		if sp := byAddr[pk.addr]; sp.Kind == pk.kind {
+			ordered = append(ordered, pk)
+		} else {
+			t.Errorf("%s context at %#x not found", pk.kind, pk.addr)
+		}
+	}
+	tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, specs(ordered), false, func(s string) { t.Error(s) })...)
+	checkBacktrace(t, unwindAll(t, tg, "auto"), ordered)
 }
 
 // TestARM64Core: aarch64 layouts, from the core qemu-user writes of a

@@ -148,6 +148,14 @@ const (
 	bcJFUNCV = 94
 )
 
+// LuaJIT's frame link types (lj_frame.h): the low three bits of a frame's
+// ftsz when it is not a return PC.
+const (
+	frameTypeP = 7
+	frameCont  = 2
+	frameVarg  = 3
+)
+
 // luaWalker reads one lua_State's frames.
 type luaWalker struct {
 	l   *luaLayout
@@ -174,15 +182,20 @@ func (w *luaWalker) frames(L uint64) []LuaFrame {
 	}
 	var out []LuaFrame
 	var next uint64 // the frame above (the callee's link), 0 for the innermost
+	pseudo := false // the frame is a vararg call's original, not a level
 	for frame := base - 8; frame > bot && len(out) < 64; {
 		fn, ok1 := w.u32(frame)
 		ftsz, ok2 := w.u32(frame + 4)
 		if !ok1 || !ok2 {
 			break
 		}
-		if fn != L { // dummy frames of coroutines hold L itself
+		if fn != L && !pseudo { // dummy frames of coroutines hold L itself
 			out = append(out, w.frame(fn, frame, next))
 		}
+		// A vararg function runs in a copy of its frame above its
+		// arguments, linked (FRAME_VARG) to the frame it was called in,
+		// which lj_debug_frame skips.
+		pseudo = ftsz&frameTypeP == frameVarg
 		next = frame
 		if ftsz&3 == 0 { // a Lua frame: ftsz is the return PC
 			ins, ok := w.u32(ftsz - 4)
@@ -241,8 +254,8 @@ func (w *luaWalker) pcOf(pt, next uint64) int64 {
 	if next == 0 {
 		return -1
 	}
-	ret, ok := w.u32(next + 4)
-	if !ok || ret&3 != 0 {
+	ret, ok := w.linkPC(next)
+	if !ok {
 		return -1
 	}
 	bc := pt + w.l.protoSize
@@ -291,18 +304,52 @@ func (w *luaWalker) line(pt uint64, pc int64) int {
 	}
 }
 
+// linkPC is the return PC into the function below the frame at frame
+// (debug_framepc's): its link when called from Lua, or when the frame is
+// a continuation (a trace stitched to a C function's call, a
+// metamethod's) the PC the slot below it keeps (frame_contpc).
+func (w *luaWalker) linkPC(frame uint64) (uint64, bool) {
+	ftsz, ok := w.u32(frame + 4)
+	switch {
+	case !ok:
+		return 0, false
+	case ftsz&3 == 0:
+		return ftsz, true
+	case ftsz&frameTypeP == frameCont && frame >= 8:
+		pc, ok := w.u32(frame - 8 + 4)
+		return pc, ok && pc&3 == 0 && pc != 0
+	}
+	return 0, false
+}
+
 // funcName is lj_debug_funcname for the frame at frame: the name its
 // caller used for it, found from the caller's call instruction.
 func (w *luaWalker) funcName(frame uint64) string {
 	ftsz, ok := w.u32(frame + 4)
-	if !ok || ftsz&3 != 0 {
+	if ok && ftsz&frameTypeP == frameVarg {
+		// A vararg function's name is that of the frame it was called in.
+		size := uint64(int64(int32(uint32(ftsz)))) &^ 7
+		if size == 0 || size > frame {
+			return ""
+		}
+		frame -= size
+		ftsz, ok = w.u32(frame + 4)
+	}
+	if !ok {
+		return ""
+	}
+	ret, ok := w.linkPC(frame)
+	if !ok {
 		return "" // called from C: no name
 	}
-	ins, ok := w.u32(ftsz - 4)
+	ins, ok := w.u32(ret - 4)
 	if !ok {
 		return ""
 	}
 	caller := frame - 8*(1+(ins>>8)&0xff)
+	if ftsz&3 != 0 { // a continuation: its link is the caller's delta
+		caller = frame - uint64(int64(int32(ftsz)))&^7
+	}
 	cfn, ok := w.u32(caller)
 	if !ok {
 		return ""
@@ -322,7 +369,7 @@ func (w *luaWalker) funcName(frame uint64) string {
 	if head, ok := w.u32(bc); !ok || head&0xff < bcFUNCF || head&0xff > bcJFUNCV {
 		return ""
 	}
-	ip := ftsz - 4 // the call instruction
+	ip := ret - 4 // the call instruction
 	op := int(ins & 0xff)
 	if op < bcCALLM || op > bcITERN {
 		return "" // a metamethod or something else called it

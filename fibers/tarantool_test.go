@@ -1,6 +1,7 @@
 package fibers_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,7 +58,7 @@ func fiberInfo(t *testing.T, path string) (map[int64][]uint64, map[int64][]strin
 	head := regexp.MustCompile(`^(\d+):$`)
 	cframe := regexp.MustCompile(`C: '#(\d+)\s+0x([0-9a-f]+) in `)
 	lframe := regexp.MustCompile(`L: (.*) in (\S+) at line (-?\d+)`)
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range foldYAML(string(b)) {
 		if m := head.FindStringSubmatch(line); m != nil {
 			fid, _ = strconv.ParseInt(m[1], 10, 64)
 			out[fid] = []uint64{}
@@ -72,6 +73,25 @@ func fiberInfo(t *testing.T, path string) (map[int64][]uint64, map[int64][]strin
 		}
 	}
 	return out, lua
+}
+
+// foldYAML splits YAML into lines, joining a backtrace item's scalar
+// that the encoder folded onto more-indented lines (a chunk path long
+// enough puts "at line" and the number on two lines) back into one.
+func foldYAML(s string) []string {
+	var lines []string
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	for _, line := range strings.Split(s, "\n") {
+		if n := len(lines); n > 0 && strings.TrimSpace(line) != "" {
+			prev := lines[n-1]
+			if strings.HasPrefix(strings.TrimLeft(prev, " "), "- ") && indent(line) > indent(prev)+2 {
+				lines[n-1] = prev + " " + strings.TrimSpace(line)
+				continue
+			}
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func tarantoolLive(t *testing.T, pid int) (*target.Target, *output.Report) {
@@ -105,7 +125,7 @@ func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]
 		byName[*f.Name] = f
 	}
 	want := map[string]string{"sleeper1": "lbox_fiber_sleep", "sleeper2": "lbox_fiber_sleep", "sleeper3": "lbox_fiber_sleep",
-		"waiter": "fiber_channel_get_msg_timeout"}
+		"waiter": "fiber_channel_get_msg_timeout", "stitched": "lbox_fiber_sleep"}
 	for name, fn := range want {
 		f, ok := byName[name]
 		if !ok {
@@ -212,5 +232,54 @@ func TestTarantoolMatchesGdb(t *testing.T) {
 	}
 	if checked != 4 {
 		t.Errorf("%d fibers compared with gdb, want 4", checked)
+	}
+}
+
+// TestFoldYAML: the Lua frame Tarantool's YAML encoder folded at 80
+// columns (as it does for this worktree's chunk path) reads as one line.
+func TestFoldYAML(t *testing.T) {
+	in := "104:\n  backtrace:\n  - L: sleeper_inner in @/a/long/path/tarantool_app.lua at line\n      12\n  - C: '#2  0x5ecd27 in lj_BC_FUNCC+52'\n  memory:\n    total: 516472\n"
+	got := foldYAML(in)
+	want := []string{"104:", "  backtrace:", "  - L: sleeper_inner in @/a/long/path/tarantool_app.lua at line 12",
+		"  - C: '#2  0x5ecd27 in lj_BC_FUNCC+52'", "  memory:", "    total: 516472", ""}
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Errorf("foldYAML:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestTarantoolWithoutDWARF: Tarantool without its debug information is
+// recognized, and said to have an unknown layout; no fiber is guessed,
+// live or from a core.
+func TestTarantoolWithoutDWARF(t *testing.T) {
+	bin, err := exec.LookPath("tarantool")
+	if err != nil {
+		t.Skip("tarantool not installed (Debian: tarantool)")
+	}
+	stripped := filepath.Join(t.TempDir(), "tarantool")
+	if out, err := exec.Command("objcopy", "--strip-debug", bin, stripped).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy --strip-debug: %v\n%s", err, out)
+	}
+	if tt, err := fibers.NewTarantool(stripped); tt != nil || !errors.Is(err, fibers.ErrTarantoolLayout) {
+		t.Fatalf("NewTarantool of %s: %v, %v; want ErrTarantoolLayout", stripped, tt, err)
+	}
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("Tarantool's fibers are checked on x86-64 (this is %s)", live.HostArch)
+	}
+	app, _ := filepath.Abs("testdata/tarantool_app.lua")
+	cmd := exec.Command(stripped, app)
+	cmd.Dir = t.TempDir()
+	p := fixture.StartCmd(t, cmd)
+	var warnings []string
+	fc := fibers.NewCopier(p.PID, nil, true, func(s string) { warnings = append(warnings, s) })
+	var opt live.Options
+	fc.Apply(&opt)
+	snap, err := live.Capture(p.PID, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := snap.Target(nil, nil)
+	ctxs := fc.Contexts(tg, func(s string) { warnings = append(warnings, s) })
+	if len(ctxs) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0], "layout is unknown") {
+		t.Errorf("%d fiber contexts, warnings %q; want none and the unknown layout said", len(ctxs), warnings)
 	}
 }

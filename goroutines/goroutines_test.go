@@ -325,12 +325,64 @@ func TestLiveMatchesOwnDump(t *testing.T) {
 			rep, text, snap := liveDump(t, p.cmd.Process.Pid)
 			own := p.ownDump(t)
 			n := compareDumps(t, text, own)
+			checkTraceback(t, text)
 			t.Logf("%d goroutines, %d compared with the program's own dump, pause %v", len(rep.Goroutines), n, snap.Pause)
 			if n < 250 {
 				t.Errorf("only %d goroutines compared", n)
 			}
 			checkKinds(t, rep)
 		})
+	}
+}
+
+var (
+	callRE = regexp.MustCompile(`^\S.*\)$`)
+	posRE  = regexp.MustCompile(`^\t\S+:\d+( \+0x[0-9a-f]+)?$`)
+)
+
+// checkTraceback checks text against the grammar of Go's traceback that
+// parsers of Go dumps (panicparse) hold to: blocks separated by an empty
+// line, each a header, then at least one frame (a call line and a tab
+// and position line), then optionally "created by" and its position.
+func checkTraceback(t *testing.T, text string) {
+	t.Helper()
+	bad := 0
+	for _, block := range strings.Split(strings.TrimSuffix(text, "\n"), "\n\n") {
+		if strings.HasPrefix(block, "# note: ") {
+			continue
+		}
+		lines := strings.Split(block, "\n")
+		why := ""
+		switch {
+		case !headerRE.MatchString(lines[0]):
+			why = "header"
+		case len(lines) < 3:
+			why = "no frame"
+		}
+		body := lines[1:]
+		if n := len(body); why == "" && n >= 2 && strings.HasPrefix(body[n-2], "created by ") {
+			if !posRE.MatchString(body[n-1]) {
+				why = "creator's position"
+			}
+			body = body[:n-2]
+		}
+		for i := 0; why == "" && i < len(body); i += 2 {
+			if i+1 == len(body) || !callRE.MatchString(body[i]) || !posRE.MatchString(body[i+1]) {
+				why = fmt.Sprintf("frame line %d", i+2)
+			}
+		}
+		if why == "" && len(body) == 0 {
+			why = "no frame"
+		}
+		if why != "" {
+			if bad < 3 {
+				t.Errorf("not Go's traceback format (%s):\n%s", why, block)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d goroutines not in Go's traceback format", bad)
 	}
 }
 

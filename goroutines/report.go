@@ -1,6 +1,8 @@
 package goroutines
 
 import (
+	"strings"
+
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -78,8 +80,8 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 			tid := g.Thread
 			e.Thread = &tid
 		}
-		e.CreatedBy = s.creator(g, tg, sym)
 		if c.Err != nil {
+			e.CreatedBy = s.creator(g, tg, sym, showDefault)
 			e.err = c.Err.Error()
 			e.End, e.EndDetail = "register-unavailable", e.err
 			rep.Goroutines = append(rep.Goroutines, e)
@@ -104,39 +106,70 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 				f0.Exact = false
 			}
 		}
-		injected := false
-		for j := range st.Frames {
-			f := &st.Frames[j]
-			if injected {
-				// The frame a signal interrupted (async preemption, a
-				// fault): its PC is where it stopped, not a return
-				// address, as Go's traceback treats it.
-				f.Exact = true
-			}
-			var phys string
-			frames, phys = appendFramesName(frames, sym, f, false)
-			injected = phys == "runtime.asyncPreempt" || phys == "runtime.sigpanic" || phys == "runtime.debugCallV2"
+		e.Frames = goFrames(frames, sym, st.Frames, showDefault)
+		if len(e.Frames) == 0 {
+			// Only runtime functions: one of the runtime's own
+			// goroutines, which Go's traceback hides at the default
+			// GOTRACEBACK and shows with them at GOTRACEBACK=system. A
+			// goroutine with no frame at all is no traceback: tools
+			// that parse Go dumps (panicparse) stop there.
+			e.Frames = goFrames(frames, sym, st.Frames, showSystem)
+			e.CreatedBy = s.creator(g, tg, sym, showSystem)
+		} else {
+			e.CreatedBy = s.creator(g, tg, sym, showDefault)
 		}
-		e.Frames = frames
 		e.End, e.EndDetail = st.End.String(), st.Detail
 		rep.Goroutines = append(rep.Goroutines, e)
 	}
 	return rep
 }
 
+// Which frames a goroutine's traceback shows, as GOTRACEBACK's levels
+// choose them (and everything, for C code).
+const (
+	showDefault = iota // runtime functions hidden unless exported
+	showSystem         // runtime functions shown too
+	showAll            // C frames: every activation
+)
+
+// goFrames appends to out the frames of a goroutine's walk that its
+// traceback shows at level show.
+func goFrames(out []output.Frame, sym *symbolize.Symbolizer, walk []unwind.Frame, show int) []output.Frame {
+	injected := false
+	for j := range walk {
+		f := walk[j]
+		if injected {
+			// The frame a signal interrupted (async preemption, a
+			// fault): its PC is where it stopped, not a return
+			// address, as Go's traceback treats it.
+			f.Exact = true
+		}
+		var phys string
+		out, phys = appendFramesName(out, sym, &f, show)
+		injected = phys == "runtime.asyncPreempt" || phys == "runtime.sigpanic" || phys == "runtime.debugCallV2"
+	}
+	return out
+}
+
 // appendFrames adds the function activations at one physical frame that
-// Go's traceback shows (all of them for C code).
-func appendFrames(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.Frame, c bool) []output.Frame {
-	out, _ = appendFramesName(out, sym, f, c)
+// Go's traceback shows at level show.
+func appendFrames(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.Frame, show int) []output.Frame {
+	out, _ = appendFramesName(out, sym, f, show)
 	return out
 }
 
 // appendFramesName is appendFrames that also returns the physical
 // function's name.
-func appendFramesName(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.Frame, c bool) ([]output.Frame, string) {
+func appendFramesName(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.Frame, show int) ([]output.Frame, string) {
 	locs := sym.Frame(f.Map, f.PC, f.Exact)
 	for _, loc := range locs {
-		if !c && (loc.GoWrapper || !showFrame(loc.Function, len(out) == 0)) {
+		switch {
+		case show == showAll:
+		case loc.GoWrapper:
+			continue
+		case show == showDefault && !showFrame(loc.Function, len(out) == 0):
+			continue
+		case show == showSystem && !strings.Contains(loc.Function, "."):
 			continue
 		}
 		out = append(out, output.Frame{PC: f.PC, Function: loc.Function, Offset: loc.Offset, Module: loc.Module,
@@ -147,14 +180,15 @@ func appendFramesName(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.F
 
 // creator resolves g.gopc as Go's printcreatedby does: the physical
 // function holding the go statement and the innermost position of the
-// call; nothing for goroutine 1 or when Go would hide the function.
-func (s *Set) creator(g *Goroutine, tg *target.Target, sym *symbolize.Symbolizer) *Creator {
+// call; nothing for goroutine 1 or when Go would hide the function at
+// level show.
+func (s *Set) creator(g *Goroutine, tg *target.Target, sym *symbolize.Symbolizer, show int) *Creator {
 	if g.GoPC == 0 || g.ID == 1 {
 		return nil
 	}
 	locs := sym.Frame(tg.Space.Find(g.GoPC-1), g.GoPC, false)
 	phys := locs[len(locs)-1]
-	if phys.Function == "" || phys.GoWrapper || !showFrame(phys.Function, false) {
+	if phys.Function == "" || phys.GoWrapper || show == showDefault && !showFrame(phys.Function, false) {
 		return nil
 	}
 	return &Creator{Function: phys.Function, File: locs[0].File, Line: locs[0].Line, Goroutine: g.ParentID, Offset: phys.Offset}
@@ -216,7 +250,7 @@ func cFrames(out []output.Frame, u *unwind.Unwinder, st *unwind.Stack, th *targe
 		switch locs[len(locs)-1].Function {
 		case "runtime.asmcgocall", "runtime.asmcgocall.abi0":
 			for k := range st.Frames[:j] {
-				out = appendFrames(out, sym, &st.Frames[k], true)
+				out = appendFrames(out, sym, &st.Frames[k], showAll)
 			}
 			return out
 		}

@@ -77,15 +77,12 @@ func runDump(args []string) error {
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
-	fiberScan := fs.Bool("fiber-scan", false, "also search the process's writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
+	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
-	}
-	if *fiberScan && *core != "" {
-		return fmt.Errorf("--fiber-scan reads a live process's memory; for a core, name the contexts with --fiber KIND@ADDR")
 	}
 	var specs []fibers.Spec
 	for _, f := range fiberFlags {
@@ -185,6 +182,13 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	}
 	tm.mark("open")
 	warnUnreadable(tg.Space)
+	if fr.scan {
+		found, err := fibers.ScanCore(tg, c.AnonymousSegments())
+		if err != nil {
+			return nil, err
+		}
+		fr.specs = append(fr.specs, found...)
+	}
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
