@@ -183,21 +183,52 @@ func TestExplicitCore(t *testing.T) {
 
 // TestExplicitMatchesGdb: gdb, given each fiber's registers as rewind read
 // them (set, bt, restored before it detaches), shows the same functions
-// at the same return addresses.
+// at the same return addresses, for contexts read live and from a gcore
+// core of the parked process (gdb cannot set a core's registers, so it
+// walks the same saved context in the process the core was taken of).
 func TestExplicitMatchesGdb(t *testing.T) {
 	if _, err := exec.LookPath("gdb"); err != nil {
 		t.Skip("gdb not installed")
 	}
 	p, ps := startFibers(t, "-O1", "-fno-omit-frame-pointer")
 	tg, rep := dumpLive(t, p.PID, ps, "auto")
+	t.Run("live", func(t *testing.T) { compareFibersWithGdb(t, p.PID, tg, rep) })
+	t.Run("core", func(t *testing.T) {
+		c, err := corefile.Open(fixture.Gcore(t, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctg, err := c.Target(nil, p.Exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctg.Contexts = append(ctg.Contexts, fibers.Explicit(ctg, specs(ps), nil)...)
+		compareFibersWithGdb(t, p.PID, ctg, unwindAll(t, ctg, "auto"))
+	})
+	// The process still runs its main thread where it was: nothing was
+	// left modified.
+	_, after := dumpLive(t, p.PID, ps, "auto")
+	if fmt.Sprint(after.Threads[0].Frames) != fmt.Sprint(rep.Threads[0].Frames) {
+		t.Errorf("main thread changed after gdb restored it:\n%s\n%s", names2(rep.Threads[0].Frames), names2(after.Threads[0].Frames))
+	}
+}
+
+// compareFibersWithGdb has gdb walk each fiber context of tg (from rep)
+// in process pid and compares the functions.
+func compareFibersWithGdb(t *testing.T, pid int, tg *target.Target, rep *output.Report) {
+	t.Helper()
 	var fiberCtx []*target.Context
 	for i := range tg.Contexts {
 		if tg.Contexts[i].Kind == target.KindFiber {
 			fiberCtx = append(fiberCtx, &tg.Contexts[i])
 		}
 	}
+	if len(fiberCtx) != len(rep.Fibers) || len(fiberCtx) < 4 {
+		t.Fatalf("%d fiber contexts, %d fibers in the report, want the fixture's 4 or more", len(fiberCtx), len(rep.Fibers))
+	}
 	for i, c := range fiberCtx {
-		want, out := gdbBacktrace(t, p.PID, c.Regs)
+		want, out := gdbBacktrace(t, pid, c.Regs)
 		f := rep.Fibers[i]
 		got := functions(f.Frames)
 		// rewind ends at the entry trampoline of a context library
@@ -209,12 +240,6 @@ func TestExplicitMatchesGdb(t *testing.T) {
 		if len(want) < 4 || !sameFunctions(got, want) {
 			t.Errorf("%s fiber: rewind %v\ngdb %v\n%s", f.Kind, got, want, out)
 		}
-	}
-	// The process still runs its main thread where it was: nothing was
-	// left modified.
-	_, after := dumpLive(t, p.PID, ps, "auto")
-	if fmt.Sprint(after.Threads[0].Frames) != fmt.Sprint(rep.Threads[0].Frames) {
-		t.Errorf("main thread changed after gdb restored it:\n%s\n%s", names2(rep.Threads[0].Frames), names2(after.Threads[0].Frames))
 	}
 }
 

@@ -205,18 +205,44 @@ func TestTarantoolCore(t *testing.T) {
 
 // TestTarantoolMatchesGdb: gdb, given each fiber's registers as rewind
 // read them from its libcoro context (set, bt, restored), shows the same
-// functions.
+// functions; the contexts are read live and from a gcore core of the
+// parked process (gdb walks the core's saved context in the process).
 func TestTarantoolMatchesGdb(t *testing.T) {
 	if _, err := exec.LookPath("gdb"); err != nil {
 		t.Skip("gdb not installed")
 	}
 	p, _ := startTarantool(t)
-	tg, rep := tarantoolLive(t, p.PID)
+	t.Run("live", func(t *testing.T) {
+		tg, rep := tarantoolLive(t, p.PID)
+		compareTarantoolWithGdb(t, p.PID, tg, rep)
+	})
+	t.Run("core", func(t *testing.T) {
+		c, err := corefile.Open(fixture.Gcore(t, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		tg, err := c.Target(nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, nil, true, func(string) {})...)
+		compareTarantoolWithGdb(t, p.PID, tg, unwindAll(t, tg, "auto"))
+	})
+}
+
+// compareTarantoolWithGdb has gdb walk the saved context of each of the
+// fixture's four parked fibers in process pid and compares the functions.
+func compareTarantoolWithGdb(t *testing.T, pid int, tg *target.Target, rep *output.Report) {
+	t.Helper()
 	var ctxs []*target.Context
 	for i := range tg.Contexts {
 		if tg.Contexts[i].Kind == target.KindFiber {
 			ctxs = append(ctxs, &tg.Contexts[i])
 		}
+	}
+	if len(ctxs) != len(rep.Fibers) {
+		t.Fatalf("%d fiber contexts, %d fibers in the report", len(ctxs), len(rep.Fibers))
 	}
 	checked := 0
 	for i, c := range ctxs {
@@ -224,7 +250,7 @@ func TestTarantoolMatchesGdb(t *testing.T) {
 		if f.Name == nil || !strings.HasPrefix(*f.Name, "sleeper") && *f.Name != "waiter" {
 			continue
 		}
-		want, out := gdbBacktrace(t, p.PID, c.Regs)
+		want, out := gdbBacktrace(t, pid, c.Regs)
 		if got := functions(f.Frames); len(want) < 4 || !sameFunctions(got, want) {
 			t.Errorf("fiber %s: rewind %v\ngdb %v\n%s", *f.Name, got, want, out)
 		}
