@@ -193,6 +193,7 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	id := r.want[path]
 	r.mu.Unlock()
 	var tried []string
+	var errs []error // the candidates' own errors, for errors.Is and As
 	// passed says why the mapped path itself, which exists, was not used.
 	passed := ""
 	seen := map[string]bool{}
@@ -219,6 +220,7 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 		f, err := elfobj.Open(c.path)
 		if err != nil {
 			tried = append(tried, err.Error())
+			errs = append(errs, err)
 			continue
 		}
 		got := f.BuildIDHex()
@@ -261,8 +263,19 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	if len(tried) == 0 {
 		tried = append(tried, "not found")
 	}
-	return nil, fmt.Errorf("%s: %s", path, strings.Join(tried, "; "))
+	return nil, &openError{msg: path + ": " + strings.Join(tried, "; "), errs: errs}
 }
+
+// openError says every place Open looked for a mapped path and why each
+// did not serve; it wraps the errors of the files it could not read as
+// ELF objects (an elfobj.FormatError says a file is no ELF object at all).
+type openError struct {
+	msg  string
+	errs []error
+}
+
+func (e *openError) Error() string   { return e.msg }
+func (e *openError) Unwrap() []error { return e.errs }
 
 func (r *Resolver) choose(path, file string) {
 	r.mu.Lock()
