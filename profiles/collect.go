@@ -151,7 +151,10 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 	case perfdata.RecordSample:
 		s := rec.Sample
 		out := c.newSample()
-		*out = Sample{PID: int(s.PID), TID: int(s.TID), Time: s.Time, Period: s.Period, IP: s.IP}
+		// The kernel's pid and tid are signed: a task that is exiting
+		// (its thread already unhashed) is sampled with tid -1, which
+		// perf prints as -1 and names ":-1".
+		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP}
 		if s.Period == 0 {
 			out.Period = 1
 		}
