@@ -136,6 +136,16 @@ func (r *Resolver) userFiles() []userFile {
 	return r.index
 }
 
+// UserFiles returns the regular files of Files, directories walked as
+// for the lookups.
+func (r *Resolver) UserFiles() []string {
+	var out []string
+	for _, u := range r.userFiles() {
+		out = append(out, u.path)
+	}
+	return out
+}
+
 // regularFile reports whether path is a regular file (following links),
 // so that FIFOs and devices named by untrusted data are never opened.
 func regularFile(path string) bool {
