@@ -133,9 +133,16 @@ type Profile struct {
 	Lost      uint64
 	// KernelOnly counts samples without user registers.
 	KernelOnly int
+	// InKernelNoUser counts the KernelOnly samples of user processes (ones
+	// with mappings): taken in the kernel, with no user stack recorded (a
+	// recording without call graphs), unlike kernel threads'.
+	InKernelNoUser int
 	// AtCopyEdge counts samples whose first method's walk stopped at the
 	// end of the copied user stack (a larger stack copy would go on).
 	AtCopyEdge int
+	// CopyEdgeHint says how to copy more stack, for the fidelity table's
+	// line about AtCopyEdge (default: record's --stack-size).
+	CopyEdgeHint string
 	// OffCPU marks an off-CPU profile: stack values are nanoseconds
 	// blocked (see OffCPU), not CPU time.
 	OffCPU bool
@@ -267,6 +274,9 @@ func (b *Builder) add(s *Sample) {
 	if !s.HasRegs {
 		out.KernelOnly = true
 		b.prof.KernelOnly++
+		if s.space != nil && len(s.space.maps) > 0 {
+			b.prof.InKernelNoUser++
+		}
 		b.prof.Stacks = append(b.prof.Stacks, out)
 		return
 	}
