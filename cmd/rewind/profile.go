@@ -59,6 +59,7 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	b.Add(col.Samples())
 	prof := b.Profile()
 	prof.OffCPU = pf.offCPU
+	prof.CopyEdgeHint = pf.copyEdgeHint
 	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)

@@ -51,6 +51,9 @@ type profileFlags struct {
 	findDebug func(*elfobj.File) *elfobj.File
 	// offCPU marks an off-CPU recording (record --off-cpu).
 	offCPU bool
+	// copyEdgeHint says how to copy more stack per sample (see
+	// profiles.Profile.CopyEdgeHint).
+	copyEdgeHint string
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
@@ -237,6 +240,12 @@ func runRecord(args []string) error {
 	if cmdErr != nil && rec.Samples() == 0 {
 		return fmt.Errorf("%s failed (%v) before any sample: no profile written", cmdArgs[0], cmdErr)
 	}
+	switch size := rec.StackSize(); {
+	case size >= maxStackCopy && size > *stackSize:
+		pf.copyEdgeHint = fmt.Sprintf("the copy grew to %d bytes, the kernel's most, while recording; earlier samples had less", size)
+	case size >= maxStackCopy:
+		pf.copyEdgeHint = fmt.Sprintf("%d bytes were copied, the kernel's most", size)
+	}
 	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs))
 }
 
@@ -244,6 +253,9 @@ func runRecord(args []string) error {
 // unwinding them: short recordings are unwound after the target stops, so
 // they do not compete with it for CPU.
 var pendingLimit = 256 << 20
+
+// maxStackCopy is the most user stack the kernel copies per sample.
+const maxStackCopy = 65528
 
 // killGrace is how long a command rewind started gets between SIGTERM and
 // SIGKILL when the recording's duration ends.

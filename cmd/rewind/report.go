@@ -50,6 +50,8 @@ func runReport(args []string) error {
 		return err
 	}
 	pf.findDebug = res.DebugFile
+	// The copy's size was perf record's choice.
+	pf.copyEdgeHint = "perf record --call-graph dwarf,65528 copies the most"
 	open := func(path, buildID string) (*elfobj.File, error) {
 		res.Expect(path, buildID)
 		return res.Open(path)
