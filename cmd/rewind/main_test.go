@@ -283,6 +283,10 @@ func TestDumpQuietOnDataMappings(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`rewind: pause [0-9.]+ ms: threads stopped after [0-9.]+ ms \(slowest: [0-9]+ `).MatchString(stderr) {
 		t.Errorf("dump --stats: exit %d, no pause line:\n%s", code, stderr)
 	}
+	// ... and how long each thread was stopped.
+	if !regexp.MustCompile(`rewind: stopped per thread \(at most\): ` + strconv.Itoa(pid) + ` [0-9.]+ ms`).MatchString(stderr) {
+		t.Errorf("dump --stats: no pause per thread:\n%s", stderr)
+	}
 }
 
 // TestDumpCoreQuietOnDataMappings: gcore leaves read-only file mappings
