@@ -60,6 +60,9 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	prof := b.Profile()
 	prof.OffCPU = pf.offCPU
 	prof.CopyEdgeHint = pf.copyEdgeHint
+	if pf.afterBuild != nil {
+		pf.afterBuild()
+	}
 	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)

@@ -54,6 +54,9 @@ type profileFlags struct {
 	// copyEdgeHint says how to copy more stack per sample (see
 	// profiles.Profile.CopyEdgeHint).
 	copyEdgeHint string
+	// afterBuild, when set, runs once the profile is built, before the
+	// fidelity table is printed.
+	afterBuild func()
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {

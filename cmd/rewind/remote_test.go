@@ -425,6 +425,10 @@ func TestReportMovedExe(t *testing.T) {
 	if out := report(); strings.Contains(out, "level2") {
 		t.Fatalf("symbolized without the executable: the test proves nothing")
 	}
+	// The missing executable is said, once.
+	if _, errOut, _ := runIn(t, elsewhere, env, "report", "-q", "-o", folded, data); strings.Count(errOut, exe) != 1 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("report without the executable: want one warning naming %s, stderr:\n%s", exe, errOut)
+	}
 	for _, extra := range [][]string{{"--exe", "."}, {"--exe", "renamed"}, {"--sysroot", root}} {
 		if out := report(extra...); !strings.Contains(out, "level2") {
 			t.Errorf("report %q: fixture functions missing:\n%.2000s", extra, out)
