@@ -142,8 +142,7 @@ func runDump(args []string) error {
 			return err
 		}
 	default:
-		fs.Usage()
-		return fmt.Errorf("need a PID or --core FILE")
+		return fmt.Errorf("need a PID or --core FILE (rewind dump --help lists the flags)")
 	}
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err

@@ -124,6 +124,13 @@ func TestDumpErrors(t *testing.T) {
 			t.Errorf("rewind %v: exit %d, stderr %q; want an error containing %q", c.args, code, errOut, c.want)
 		}
 	}
+	// A missing argument is one line, not the help before it.
+	for _, args := range [][]string{{"dump"}, {"report"}, {"sframe", "dump"}, {"sframe", "gen"}, {"table"}} {
+		_, errOut, code := run(t, args...)
+		if code == 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help") {
+			t.Errorf("rewind %v: exit %d, want one line pointing to --help, stderr:\n%s", args, code, errOut)
+		}
+	}
 	out, _, code := run(t, "dump", "--help")
 	if code != 0 || !strings.Contains(out, "--core") || !strings.Contains(out, "return address") {
 		t.Errorf("dump --help: exit %d, output:\n%s", code, out)

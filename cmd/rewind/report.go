@@ -33,8 +33,7 @@ func runReport(args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return fmt.Errorf("need one perf.data file")
+		return fmt.Errorf("need one perf.data file (rewind report --help lists the flags)")
 	}
 	methods, err := profileMethods(*pf.method, *pf.maxDepth)
 	if err != nil {
