@@ -298,7 +298,7 @@ func (b *Builder) add(s *Sample) {
 			f.Every = b.stride
 		}
 		if i == 0 {
-			if !ok && atCopyEdge(st, sp, len(s.Stack)) {
+			if !ok && atCopyEdge(st, sp, len(s.Stack), s.stackFull) {
 				b.prof.AtCopyEdge++
 			}
 			if len(out.Locations) == 0 {
@@ -487,8 +487,11 @@ const copyEdgeSlack = 512
 
 // atCopyEdge reports whether a walk that did not reach the root stopped
 // because the stack copy (size bytes at sp) ended: it could not read
-// memory, or found no sane frame, right at the copy's end.
-func atCopyEdge(st *unwind.Stack, sp uint64, size int) bool {
+// memory, or found no sane frame, right at the copy's end; or, when the
+// copy was full (the stack went on beyond it), it could not read memory
+// for the caller of a frame in the copy: a frame larger than what was
+// left of the copy (a Go function with a large array on its stack, say).
+func atCopyEdge(st *unwind.Stack, sp uint64, size int, full bool) bool {
 	if size == 0 || len(st.Frames) == 0 {
 		return false
 	}
@@ -498,5 +501,8 @@ func atCopyEdge(st *unwind.Stack, sp uint64, size int) bool {
 		return false
 	}
 	last := st.Frames[len(st.Frames)-1].SP
+	if full && st.End == unwind.EndUnreadable && last >= sp && last < sp+uint64(size) {
+		return true
+	}
 	return last != 0 && last+copyEdgeSlack >= sp+uint64(size)
 }

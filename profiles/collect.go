@@ -40,8 +40,11 @@ type Sample struct {
 	// IP is the sampled instruction pointer (user or kernel).
 	IP uint64
 
-	space *space
-	comm  string
+	// stackFull: the kernel copied all the stack the event asked for, so
+	// the thread's stack went on beyond the copy.
+	stackFull bool
+	space     *space
+	comm      string
 }
 
 // space is one generation of a process's address space: the mappings as
@@ -161,6 +164,7 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 		if s.RegsABI != perfdata.RegsABINone {
 			out.Regs, out.HasRegs = regs.FromPerf(c.Arch, s.Attr.SampleRegsUser, s.Regs)
 			out.Stack = s.Stack
+			out.stackFull = s.Attr != nil && s.Attr.SampleStackUser > 0 && len(s.Stack) >= int(s.Attr.SampleStackUser)
 			if !c.Borrow {
 				out.Stack = c.keep(s.Stack)
 			}

@@ -63,3 +63,25 @@ func TestSpliceKernelFP(t *testing.T) {
 		}
 	}
 }
+
+// TestAtCopyEdgeLargeFrame: a walk that cannot read the caller of a frame
+// inside a full stack copy stopped at the copy's edge, however far below
+// the edge that frame starts (a Go handler with a 16 KB array on its
+// stack, copied 8 KB deep); with a copy that held the whole stack, it
+// did not.
+func TestAtCopyEdgeLargeFrame(t *testing.T) {
+	const sp, size = 0x7000, 8192
+	st := &unwind.Stack{Frames: []unwind.Frame{{PC: 1, SP: sp}, {PC: 2, SP: sp + 0x40}}, End: unwind.EndUnreadable}
+	if !atCopyEdge(st, sp, size, true) {
+		t.Error("a full copy: not counted at the copy's edge")
+	}
+	if atCopyEdge(st, sp, size, false) {
+		t.Error("a copy that held the whole stack: counted at the copy's edge")
+	}
+	// A frame on another stack (the context a signal interrupted): not
+	// the copy's edge.
+	st.Frames[1].SP = 0x1000
+	if atCopyEdge(st, sp, size, true) {
+		t.Error("a frame outside the copy: counted at the copy's edge")
+	}
+}
