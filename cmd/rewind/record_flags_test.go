@@ -58,8 +58,8 @@ func TestDurationFlagBareSeconds(t *testing.T) {
 func TestHelpAndVersion(t *testing.T) {
 	for _, c := range [][]string{{"sframe", "--help"}, {"record", "--help"}, {"report", "--help"}, {"dump", "--help"}, {"sframe", "gen", "--help"}, {"sframe", "dump", "--help"}} {
 		out, errOut, code := run(t, c...)
-		if code != 0 || out == "" {
-			t.Errorf("rewind %q: exit %d, stdout %q, stderr %q", c, code, out, errOut)
+		if code != 0 || out == "" || !strings.HasSuffix(out, "\n") {
+			t.Errorf("rewind %q: exit %d, stdout %q (want it to end with a newline), stderr %q", c, code, out, errOut)
 		}
 	}
 	out, _, code := run(t, "--version")

@@ -19,7 +19,7 @@ func runSFrame(args []string) error {
 		return runSFrameGen(args[1:])
 	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
-		fmt.Print(sframeUsage) // asked for: an answer on stdout, exit 0
+		fmt.Println(sframeUsage) // asked for: an answer on stdout, exit 0
 		return nil
 	}
 	if len(args) == 0 || args[0] != "dump" {
