@@ -39,7 +39,11 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := outputPath(*pf.out); err != nil {
+	out, err := outputPath(*pf.out)
+	if err != nil {
+		return err
+	}
+	if err := checkOutputDir(out); err != nil {
 		return err
 	}
 	if *pf.stats {
