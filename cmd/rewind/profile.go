@@ -63,6 +63,12 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	if pf.afterBuild != nil {
 		pf.afterBuild()
 	}
+	if pf.inputErr != nil {
+		if len(prof.Stacks) == 0 {
+			return fmt.Errorf("%w (no sample before it: no profile written)", pf.inputErr)
+		}
+		warn(fmt.Sprintf("%v; writing the profile of the records before it", pf.inputErr))
+	}
 	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)

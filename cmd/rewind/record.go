@@ -61,6 +61,10 @@ type profileFlags struct {
 	// afterBuild, when set, runs once the profile is built, before the
 	// fidelity table is printed.
 	afterBuild func()
+	// inputErr is why report could not read the whole perf.data file:
+	// the profile of the records before it is written, if there are
+	// samples among them.
+	inputErr error
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {

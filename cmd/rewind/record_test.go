@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,6 +134,18 @@ func TestReportTruncated(t *testing.T) {
 	folded, rerr := os.ReadFile(out)
 	if rerr != nil || !regexp.MustCompile(`(?m) \d+$`).Match(folded) {
 		t.Errorf("partial profile not written: %v\n%s", rerr, folded)
+	}
+	// Cut inside the first record: no sample, so no (empty) profile.
+	dataOff := binary.LittleEndian.Uint64(b[40:])
+	if err := os.WriteFile(cut, b[:dataOff+4], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.folded")
+	if err := runReport([]string{"-q", "-o", empty, cut}); err == nil || !strings.Contains(err.Error(), "no profile written") {
+		t.Errorf("report of a file cut before its first sample: %v", err)
+	}
+	if _, err := os.Stat(empty); err == nil {
+		t.Errorf("an empty profile was written for a file cut before its first sample")
 	}
 	if err := runReport([]string{"-q", "-o", out, filepath.Join(dir, "missing.data")}); err == nil {
 		t.Error("report of a missing file succeeded")

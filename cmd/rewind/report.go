@@ -76,9 +76,7 @@ func runReport(args []string) error {
 		return readErr
 	}
 	defer pd.Close() // the samples' stacks point into it
-	if readErr != nil {
-		warn(fmt.Sprintf("%v; writing the profile of the records before it", readErr))
-	}
+	pf.inputErr = readErr
 	if err := finishProfile(newBuilder(pd.Collector, methods, pf), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report")); err != nil {
 		return err
 	}
