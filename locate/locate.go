@@ -137,6 +137,16 @@ func (r *Resolver) userFiles() []userFile {
 	return r.index
 }
 
+// UserFiles returns the regular files of Files, directories walked as
+// for the lookups.
+func (r *Resolver) UserFiles() []string {
+	var out []string
+	for _, u := range r.userFiles() {
+		out = append(out, u.path)
+	}
+	return out
+}
+
 // regularFile reports whether path is a regular file (following links),
 // so that FIFOs and devices named by untrusted data are never opened.
 func regularFile(path string) bool {
@@ -194,6 +204,7 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	id := r.want[path]
 	r.mu.Unlock()
 	var tried []string
+	var errs []error // the candidates' own errors, for errors.Is and As
 	// passed says why the mapped path itself, which exists, was not used.
 	passed := ""
 	// forced is the mapped path's file when its build-id differs and
@@ -224,6 +235,7 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 		f, err := elfobj.Open(c.path)
 		if err != nil {
 			tried = append(tried, err.Error())
+			errs = append(errs, err)
 			continue
 		}
 		got := f.BuildIDHex()
@@ -279,8 +291,19 @@ func (r *Resolver) Open(path string) (*elfobj.File, error) {
 	if len(tried) == 0 {
 		tried = append(tried, "not found")
 	}
-	return nil, fmt.Errorf("%s: %s", path, strings.Join(tried, "; "))
+	return nil, &openError{msg: path + ": " + strings.Join(tried, "; "), errs: errs}
 }
+
+// openError says every place Open looked for a mapped path and why each
+// did not serve; it wraps the errors of the files it could not read as
+// ELF objects (an elfobj.FormatError says a file is no ELF object at all).
+type openError struct {
+	msg  string
+	errs []error
+}
+
+func (e *openError) Error() string   { return e.msg }
+func (e *openError) Unwrap() []error { return e.errs }
 
 func (r *Resolver) choose(path, file string) {
 	r.mu.Lock()

@@ -167,7 +167,11 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	hsize := le.Uint64(data[8:])
 	if hsize == pipeHeaderSize {
-		return nil, bad(8, "pipe-mode perf.data (perf record -o -) is not supported; record to a file")
+		// perf record -o -: the header sections come as records.
+		if err := f.parsePipe(); err != nil {
+			return nil, err
+		}
+		return f, nil
 	}
 	if hsize < fileHeaderSize {
 		return nil, bad(8, "header size %d, want %d", hsize, fileHeaderSize)

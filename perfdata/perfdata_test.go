@@ -382,6 +382,7 @@ func FuzzFile(f *testing.F) {
 	seeds := map[string][]byte{
 		"synthetic": testFile(testRecords()),
 		"cut":       testFile(testRecords())[:300],
+		"pipe":      testPipeFile(testRecords()),
 	}
 	if *writeSeeds {
 		for name, b := range seeds {

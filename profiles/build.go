@@ -133,9 +133,16 @@ type Profile struct {
 	Lost      uint64
 	// KernelOnly counts samples without user registers.
 	KernelOnly int
+	// InKernelNoUser counts the KernelOnly samples of user processes (ones
+	// with mappings): taken in the kernel, with no user stack recorded (a
+	// recording without call graphs), unlike kernel threads'.
+	InKernelNoUser int
 	// AtCopyEdge counts samples whose first method's walk stopped at the
 	// end of the copied user stack (a larger stack copy would go on).
 	AtCopyEdge int
+	// CopyEdgeHint says how to copy more stack, for the fidelity table's
+	// line about AtCopyEdge (default: record's --stack-size).
+	CopyEdgeHint string
 	// OffCPU marks an off-CPU profile: stack values are nanoseconds
 	// blocked (see OffCPU), not CPU time.
 	OffCPU bool
@@ -267,6 +274,9 @@ func (b *Builder) add(s *Sample) {
 	if !s.HasRegs {
 		out.KernelOnly = true
 		b.prof.KernelOnly++
+		if s.space != nil && len(s.space.maps) > 0 {
+			b.prof.InKernelNoUser++
+		}
 		b.prof.Stacks = append(b.prof.Stacks, out)
 		return
 	}
@@ -288,7 +298,7 @@ func (b *Builder) add(s *Sample) {
 			f.Every = b.stride
 		}
 		if i == 0 {
-			if !ok && atCopyEdge(st, sp, len(s.Stack)) {
+			if !ok && atCopyEdge(st, sp, len(s.Stack), s.stackFull) {
 				b.prof.AtCopyEdge++
 			}
 			if len(out.Locations) == 0 {
@@ -478,8 +488,11 @@ const copyEdgeSlack = 512
 
 // atCopyEdge reports whether a walk that did not reach the root stopped
 // because the stack copy (size bytes at sp) ended: it could not read
-// memory, or found no sane frame, right at the copy's end.
-func atCopyEdge(st *unwind.Stack, sp uint64, size int) bool {
+// memory, or found no sane frame, right at the copy's end; or, when the
+// copy was full (the stack went on beyond it), it could not read memory
+// for the caller of a frame in the copy: a frame larger than what was
+// left of the copy (a Go function with a large array on its stack, say).
+func atCopyEdge(st *unwind.Stack, sp uint64, size int, full bool) bool {
 	if size == 0 || len(st.Frames) == 0 {
 		return false
 	}
@@ -489,5 +502,8 @@ func atCopyEdge(st *unwind.Stack, sp uint64, size int) bool {
 		return false
 	}
 	last := st.Frames[len(st.Frames)-1].SP
+	if full && st.End == unwind.EndUnreadable && last >= sp && last < sp+uint64(size) {
+		return true
+	}
 	return last != 0 && last+copyEdgeSlack >= sp+uint64(size)
 }

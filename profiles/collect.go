@@ -40,8 +40,11 @@ type Sample struct {
 	// IP is the sampled instruction pointer (user or kernel).
 	IP uint64
 
-	space *space
-	comm  string
+	// stackFull: the kernel copied all the stack the event asked for, so
+	// the thread's stack went on beyond the copy.
+	stackFull bool
+	space     *space
+	comm      string
 }
 
 // space is one generation of a process's address space: the mappings as
@@ -151,13 +154,17 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 	case perfdata.RecordSample:
 		s := rec.Sample
 		out := c.newSample()
-		*out = Sample{PID: int(s.PID), TID: int(s.TID), Time: s.Time, Period: s.Period, IP: s.IP}
+		// The kernel's pid and tid are signed: a task that is exiting
+		// (its thread already unhashed) is sampled with tid -1, which
+		// perf prints as -1 and names ":-1".
+		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP}
 		if s.Period == 0 {
 			out.Period = 1
 		}
 		if s.RegsABI != perfdata.RegsABINone {
 			out.Regs, out.HasRegs = regs.FromPerf(c.Arch, s.Attr.SampleRegsUser, s.Regs)
 			out.Stack = s.Stack
+			out.stackFull = s.Attr != nil && s.Attr.SampleStackUser > 0 && len(s.Stack) >= int(s.Attr.SampleStackUser)
 			if !c.Borrow {
 				out.Stack = c.keep(s.Stack)
 			}

@@ -23,7 +23,12 @@ func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpac
 	}
 	for i := len(st.Frames) - 1; i >= 0 && i >= len(st.Frames)-3; i-- {
 		pc := st.Frames[i].PC
-		for j := 0; j < len(userFP)-1; j++ {
+		// Both walks start at the sampled PC and the kernel's only ever
+		// skips frames (a leaf or an assembly function that keeps no
+		// frame record), a few at most: the same frame is at nearly the
+		// same depth in both. A PC found far shallower in the kernel's
+		// walk is another frame of a recursion, not the one st ends at.
+		for j := max(0, i-maxKernelSkip); j <= i && j < len(userFP)-1; j++ {
 			if userFP[j] != pc {
 				continue
 			}
@@ -37,12 +42,17 @@ func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpac
 	// No frame in common: the kernel's walk skipped the frames between
 	// the sampled PC and the switch (a leaf without a frame record, such
 	// as a vDSO function, before the frame pointer it left in place).
-	if len(st.Frames) > 0 && st.Frames[0].PC == userFP[0] {
+	if n := len(st.Frames); n > 0 && n <= maxKernelSkip+1 && st.Frames[0].PC == userFP[0] {
 		for _, ra := range userFP[1:] {
 			st.Frames = append(st.Frames, unwind.Frame{PC: ra, Method: unwind.MethodFP, Map: space.Find(ra - 1)})
 		}
 	}
 }
+
+// maxKernelSkip is how many more frames rewind's walk may hold than the
+// kernel's frame-pointer walk of the same sample, up to a frame both
+// hold, for the kernel's walk to continue rewind's there.
+const maxKernelSkip = 3
 
 // goStackEnd reports whether a stack ends where Go's own traceback ends a
 // system stack: at runtime.mcall or runtime.morestack on g0 after the

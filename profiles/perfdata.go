@@ -44,7 +44,18 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 	if f.FeatureErr != nil && warn != nil {
 		warn(fmt.Sprintf("%v (build-ids not used)", f.FeatureErr))
 	}
+	// A file of several events (perf record -e a,b) is profiled by the
+	// first event perf lists (the first given with -e, the one perf
+	// report shows first), not counting the dummy event perf adds for
+	// side-band records; the others' samples are counted, as their
+	// values (cycles, instructions, ...) cannot be added up.
 	a := f.Attrs[0]
+	for _, at := range f.Attrs {
+		if !isDummy(at) {
+			a = at
+			break
+		}
+	}
 	if a.SampleType&(perfdata.SampleCallchain|perfdata.SampleStackUser) == 0 && warn != nil {
 		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", path))
 	}
@@ -76,25 +87,17 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	c.warmObjects(f.BuildIDs)
-	// A file of several events (perf record -e a,b) is profiled by the
-	// event of its first sample; the others' samples are counted, as
-	// their values (cycles, instructions, ...) cannot be added up.
-	var event *perfdata.Attr
 	others := 0
 	err = f.Records(func(r *perfdata.Record) error {
-		if r.Type == perfdata.RecordSample && len(f.Attrs) > 1 && !isDummy(r.Attr) {
-			if event == nil {
-				event = r.Attr
-			} else if r.Attr != event {
-				others++
-				return nil
-			}
+		if r.Type == perfdata.RecordSample && r.Attr != a && !isDummy(r.Attr) {
+			others++
+			return nil
 		}
 		c.Add(r)
 		return nil
 	})
 	if warn != nil && others > 0 {
-		warn(fmt.Sprintf("%s has %d events: the profile is of the first sample's event; %d samples of the other events were left out", path, len(f.Attrs), others))
+		warn(fmt.Sprintf("%s has %d events: the profile is of the first, %s; %d samples of the other events were left out", path, len(f.Attrs), eventName(a), others))
 	}
 	if warn != nil && f.UnknownIDs > 0 {
 		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", path, f.UnknownIDs))
@@ -111,3 +114,17 @@ func isDummy(a *perfdata.Attr) bool {
 
 // Close releases the file.
 func (p *PerfData) Close() error { return p.File.Close() }
+
+// eventName names an event as perf does for the common hardware and
+// software events, else by its type and config.
+func eventName(a *perfdata.Attr) string {
+	hw := []string{"cycles", "instructions", "cache-references", "cache-misses", "branches", "branch-misses"}
+	sw := []string{"cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-migrations", "minor-faults", "major-faults"}
+	switch {
+	case a.Type == 0 && a.Config < uint64(len(hw)):
+		return hw[a.Config]
+	case a.Type == 1 && a.Config < uint64(len(sw)):
+		return sw[a.Config]
+	}
+	return fmt.Sprintf("event type %d config %#x", a.Type, a.Config)
+}

@@ -289,11 +289,18 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	writeSubsampleNote(w, p.Fidelity)
-	if p.KernelOnly > 0 {
-		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", p.KernelOnly)
+	if n := p.KernelOnly - p.InKernelNoUser; n > 0 {
+		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", n)
+	}
+	if p.InKernelNoUser > 0 {
+		fmt.Fprintf(w, "  %d samples of user processes were taken in the kernel, with no user stack recorded\n", p.InKernelNoUser)
 	}
 	if p.AtCopyEdge > 0 {
-		fmt.Fprintf(w, "  %d samples ended at the stack copy's edge (a larger --stack-size, up to 65528, reaches further)\n", p.AtCopyEdge)
+		hint := p.CopyEdgeHint
+		if hint == "" {
+			hint = "a larger --stack-size, up to 65528, reaches further"
+		}
+		fmt.Fprintf(w, "  %d samples ended at the stack copy's edge (%s)\n", p.AtCopyEdge, hint)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/fibers"
+	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
@@ -137,8 +139,7 @@ func runDump(args []string) error {
 			return err
 		}
 	default:
-		fs.Usage()
-		return fmt.Errorf("need a PID or --core FILE")
+		return fmt.Errorf("need a PID or --core FILE (rewind dump --help lists the flags)")
 	}
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err
@@ -181,7 +182,6 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 		return nil, err
 	}
 	tm.mark("open")
-	warnUnreadable(tg.Space)
 	if fr.scan {
 		found, err := fibers.ScanCore(tg, c.AnonymousSegments())
 		if err != nil {
@@ -194,6 +194,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	}
 	walks := stacks.Walk(tg, opt)
 	tm.mark("unwind")
+	warnUnreadable(tg.Space, walks)
 	rep := stacks.Report(tg, walks, sym)
 	tm.mark("symbolize")
 	return rep, nil
@@ -248,7 +249,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	if err != nil {
 		return nil, err
 	}
-	warnUnreadable(tg.Space)
+	warnUnreadable(tg.Space, walks)
 	rep := stacks.Report(tg, walks, sym)
 	tm.mark("symbolize")
 	pause := snap.Pause.Microseconds()
@@ -260,13 +261,35 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", textesc.String(msg)) }
 
 // warnUnreadable tells the user about mapped objects that could not be
-// opened: their frames print as addresses only.
-func warnUnreadable(space *target.AddressSpace) {
-	seen := map[string]bool{}
-	for _, m := range space.Mappings() {
-		if m.Module != nil && m.Module.File == nil && !seen[m.Path] {
-			seen[m.Path] = true
-			warn(fmt.Sprintf("%v (frames in it print as addresses)", m.Module.Err))
+// opened: their frames print as addresses only. A file that is no ELF
+// object at all, in a mapping whose permissions are unknown (gcore leaves
+// read-only file mappings out of the core, so a locale archive looks like
+// code), is data: it is said only when a frame of walks lands in it.
+func warnUnreadable(space *target.AddressSpace, walks []stacks.Walked) {
+	hit := map[string]bool{}
+	for i := range walks {
+		for _, f := range walks[i].Stack.Frames {
+			if f.Map != nil {
+				hit[f.Map.Path] = true
+			}
 		}
 	}
+	seen := map[string]bool{}
+	for _, m := range space.Mappings() {
+		if m.Module == nil || m.Module.File != nil || seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		if m.Perms == "" && notELF(m.Module.Err) && !hit[m.Path] {
+			continue
+		}
+		warn(fmt.Sprintf("%v (frames in it print as addresses)", m.Module.Err))
+	}
+}
+
+// notELF reports whether err says a file is not an ELF object at all (its
+// header is not one), rather than missing, unreadable or damaged.
+func notELF(err error) bool {
+	var fe *fileerr.FormatError
+	return errors.As(err, &fe) && fe.Pkg == "elfobj" && fe.Section == "ELF header" && fe.Offset == 0
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/debuginfod"
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/locate"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -121,12 +123,71 @@ func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *sy
 	c.SetFileOpener(r.OpenReader)
 	sym.FindDebug = r.DebugFile
 	exe := ""
-	if !c.ExeMapped() && len(r.Files) > 0 {
+	if !c.ExeMapped() {
 		// No NT_FILE entry names the executable (qemu-user): the core
-		// places the file given by AT_ENTRY.
-		exe = r.Files[0]
+		// places the file chosen here by AT_ENTRY.
+		exe = lf.placeExe(c, r)
 	}
 	return exe, nil
+}
+
+// placeExe picks the executable of a core that names none (qemu-user
+// writes no NT_FILE note, so neither a path nor a build-id says which
+// file it ran) among the user's files: one that fits the core
+// (corefile.Core.ExeFits), the one named as the core's process first. It
+// warns when none is given or none fits; --force then uses the first file
+// given anyway.
+func (lf *locateFlags) placeExe(c *corefile.Core, r *locate.Resolver) string {
+	files := r.UserFiles()
+	if len(files) == 0 {
+		warn(fmt.Sprintf("%s names no executable (no NT_FILE note, as qemu-user writes): frames in the program print as addresses; give it with --exe", c.Path))
+		return ""
+	}
+	var fit, why []string
+	for _, p := range files {
+		f, err := elfobj.Open(p)
+		if err == nil {
+			err = c.ExeFits(f)
+			f.Close()
+		}
+		switch {
+		case err == nil:
+			fit = append(fit, p)
+		case slices.Contains(r.Files, p) || !notELF(err):
+			// Say why a file the user named, or an ELF file found in
+			// a directory, was passed over; not every file of a
+			// directory.
+			why = append(why, fmt.Sprintf("%s: %v", p, err))
+		}
+	}
+	if len(fit) > 0 {
+		chosen := fit[0]
+		for _, p := range fit {
+			if b := filepath.Base(p); b == c.Name || len(c.Name) == 15 && strings.HasPrefix(b, c.Name) {
+				chosen = p
+				break
+			}
+		}
+		if len(fit) > 1 {
+			// Only the entry point and the layout were compared: two
+			// builds of one program can both fit.
+			warn(fmt.Sprintf("%s names no executable (qemu-user's core) and %d --exe files fit it (%s): using %s; give only the right one with --exe",
+				c.Path, len(fit), strings.Join(fit, ", "), chosen))
+		}
+		return chosen
+	}
+	msg := fmt.Sprintf("%s names no executable (qemu-user's core) and no --exe file fits it", c.Path)
+	if len(why) > 0 {
+		msg += " (" + strings.Join(why, "; ") + ")"
+	}
+	if *lf.force {
+		if st, err := os.Stat(r.Files[0]); err == nil && st.Mode().IsRegular() {
+			warn(msg + ": using " + r.Files[0] + " anyway (--force)")
+			return r.Files[0]
+		}
+	}
+	warn(msg + ": frames in the program print as addresses (--force uses the first file given)")
+	return ""
 }
 
 // coreExe returns the local file that stands for the core's executable

@@ -124,6 +124,13 @@ func TestDumpErrors(t *testing.T) {
 			t.Errorf("rewind %v: exit %d, stderr %q; want an error containing %q", c.args, code, errOut, c.want)
 		}
 	}
+	// A missing argument is one line, not the help before it.
+	for _, args := range [][]string{{"dump"}, {"report"}, {"sframe", "dump"}, {"sframe", "gen"}, {"table"}} {
+		_, errOut, code := run(t, args...)
+		if code == 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help") {
+			t.Errorf("rewind %v: exit %d, want one line pointing to --help, stderr:\n%s", args, code, errOut)
+		}
+	}
 	out, _, code := run(t, "dump", "--help")
 	if code != 0 || !strings.Contains(out, "--core") || !strings.Contains(out, "return address") {
 		t.Errorf("dump --help: exit %d, output:\n%s", code, out)
@@ -228,11 +235,10 @@ func mapFilesAndWait(files []string) {
 	runtime.KeepAlive(keep)
 }
 
-// TestDumpQuietOnDataMappings: files a process maps as data (not ELF
-// objects) are not code, so dumping it prints no warning about them.
-func TestDumpQuietOnDataMappings(t *testing.T) {
+// startMapper starts the test binary as a target that maps three data
+// files (not ELF objects) and waits; it is stopped when t ends.
+func startMapper(t *testing.T) (pid int, files []string) {
 	dir := t.TempDir()
-	var files []string
 	for _, name := range []string{"locale-archive", "fonts.cache", "notes.txt"} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(strings.Repeat("not an ELF file\n", 512)), 0o644); err != nil {
@@ -253,7 +259,7 @@ func TestDumpQuietOnDataMappings(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Wait() }()
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("target said %q, %v", line, err)
 	}
@@ -261,7 +267,14 @@ func TestDumpQuietOnDataMappings(t *testing.T) {
 	if !strings.Contains(string(maps), files[0]) {
 		t.Fatalf("target does not map %s:\n%s", files[0], maps)
 	}
-	stdout, stderr, code := run(t, "dump", strconv.Itoa(cmd.Process.Pid))
+	return cmd.Process.Pid, files
+}
+
+// TestDumpQuietOnDataMappings: files a process maps as data (not ELF
+// objects) are not code, so dumping it prints no warning about them.
+func TestDumpQuietOnDataMappings(t *testing.T) {
+	pid, _ := startMapper(t)
+	stdout, stderr, code := run(t, "dump", strconv.Itoa(pid))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -273,8 +286,39 @@ func TestDumpQuietOnDataMappings(t *testing.T) {
 	}
 	// --stats says how long the target was stopped and which thread was
 	// slowest to stop (issue 13.8).
-	_, stderr, code = run(t, "dump", "--stats", strconv.Itoa(cmd.Process.Pid))
+	_, stderr, code = run(t, "dump", "--stats", strconv.Itoa(pid))
 	if code != 0 || !regexp.MustCompile(`rewind: pause [0-9.]+ ms: threads stopped after [0-9.]+ ms \(slowest: [0-9]+ `).MatchString(stderr) {
 		t.Errorf("dump --stats: exit %d, no pause line:\n%s", code, stderr)
+	}
+	// ... and how long each thread was stopped.
+	if !regexp.MustCompile(`rewind: stopped per thread \(at most\): (.*, )?` + strconv.Itoa(pid) + ` [0-9.]+ ms`).MatchString(stderr) {
+		t.Errorf("dump --stats: no pause per thread:\n%s", stderr)
+	}
+}
+
+// TestDumpCoreQuietOnDataMappings: gcore leaves read-only file mappings
+// out of the core, so their permissions are unknown there; a mapped file
+// that is no ELF object is still data, and dumping the core says nothing
+// about it (issue 13 item 6).
+func TestDumpCoreQuietOnDataMappings(t *testing.T) {
+	if _, err := exec.LookPath("gcore"); err != nil {
+		t.Skipf("gdb's gcore is not installed: %v", err)
+	}
+	pid, files := startMapper(t)
+	prefix := filepath.Join(t.TempDir(), "core")
+	if out, err := exec.Command("gcore", "-o", prefix, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+		t.Fatalf("gcore: %v\n%s", err, out)
+	}
+	stdout, stderr, code := run(t, "dump", "--core", fmt.Sprintf("%s.%d", prefix, pid))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, f := range files {
+		if strings.Contains(stderr, f) {
+			t.Errorf("dump --core warned about the data file %s:\n%s", f, stderr)
+		}
+	}
+	if !strings.Contains(stdout, "runtime.") {
+		t.Errorf("no thread shows the Go runtime:\n%s", stdout)
 	}
 }

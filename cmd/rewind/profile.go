@@ -59,6 +59,16 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	b.Add(col.Samples())
 	prof := b.Profile()
 	prof.OffCPU = pf.offCPU
+	prof.CopyEdgeHint = pf.copyEdgeHint
+	if pf.afterBuild != nil {
+		pf.afterBuild()
+	}
+	if pf.inputErr != nil {
+		if len(prof.Stacks) == 0 {
+			return fmt.Errorf("%w (no sample before it: no profile written)", pf.inputErr)
+		}
+		warn(fmt.Sprintf("%v; writing the profile of the records before it", pf.inputErr))
+	}
 	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {
 		prof.WriteFidelity(os.Stderr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,7 +35,9 @@ flamegraph.pl / speedscope), FILE.html or FILE.svg (flame graph).
 
 Needs perf_event_open permission: root or CAP_PERFMON, or
 kernel.perf_event_paranoid <= 2 for your own processes (user frames only;
-<= 1 adds kernel frames). Stop with Ctrl-C; the profile is still written.`
+<= 1 adds kernel frames). Stop with Ctrl-C; the profile is still written.
+When -d ends a command rewind started, the command and what it started
+get SIGTERM, then SIGKILL after 2 s; with -p the process is left alone.`
 
 // profileFlags are the flags record and report share.
 type profileFlags struct {
@@ -51,6 +55,16 @@ type profileFlags struct {
 	findDebug func(*elfobj.File) *elfobj.File
 	// offCPU marks an off-CPU recording (record --off-cpu).
 	offCPU bool
+	// copyEdgeHint says how to copy more stack per sample (see
+	// profiles.Profile.CopyEdgeHint).
+	copyEdgeHint string
+	// afterBuild, when set, runs once the profile is built, before the
+	// fidelity table is printed.
+	afterBuild func()
+	// inputErr is why report could not read the whole perf.data file:
+	// the profile of the records before it is written, if there are
+	// samples among them.
+	inputErr error
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
@@ -142,6 +156,10 @@ func runRecord(args []string) error {
 			return err
 		}
 	} else {
+		// The command's orphans (what a script started in the
+		// background) become rewind's children, so that the end of the
+		// recording can end them too (see endOrphans).
+		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 		if rec, cmd, err = perfevent.StartCommand(cmdArgs, opt); err != nil {
 			return err
 		}
@@ -232,10 +250,19 @@ func runRecord(args []string) error {
 			cmd.Process.Kill()
 			<-exited
 		}
+		if why != "interrupted" {
+			endOrphans(killGrace)
+		}
 	}
 	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", why, elapsed.Seconds(), rec.Samples(), rec.Lost())
 	if cmdErr != nil && rec.Samples() == 0 {
 		return fmt.Errorf("%s failed (%v) before any sample: no profile written", cmdArgs[0], cmdErr)
+	}
+	switch size := rec.StackSize(); {
+	case size >= maxStackCopy && size > *stackSize:
+		pf.copyEdgeHint = fmt.Sprintf("the copy grew to %d bytes, the kernel's most, while recording; earlier samples had less", size)
+	case size >= maxStackCopy:
+		pf.copyEdgeHint = fmt.Sprintf("%d bytes were copied, the kernel's most", size)
 	}
 	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs))
 }
@@ -244,6 +271,61 @@ func runRecord(args []string) error {
 // unwinding them: short recordings are unwound after the target stops, so
 // they do not compete with it for CPU.
 var pendingLimit = 256 << 20
+
+// endOrphans ends the processes the command left behind when rewind ended
+// it: as a subreaper, rewind inherits them when their parents die.
+// SIGTERM, SIGKILL after grace, and reaped; it gives up after twice grace
+// (a process in uninterruptible sleep), saying so.
+func endOrphans(grace time.Duration) {
+	start := time.Now()
+	for sig := unix.SIGTERM; ; time.Sleep(20 * time.Millisecond) {
+		kids := childrenOf(os.Getpid())
+		if len(kids) == 0 {
+			return
+		}
+		if time.Since(start) > grace {
+			sig = unix.SIGKILL
+		}
+		if time.Since(start) > 2*grace {
+			warn(fmt.Sprintf("processes the command started did not end: %v", kids))
+			return
+		}
+		for _, pid := range kids {
+			unix.Kill(pid, sig)
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc/*/stat).
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// maxStackCopy is the most user stack the kernel copies per sample.
+const maxStackCopy = 65528
 
 // killGrace is how long a command rewind started gets between SIGTERM and
 // SIGKILL when the recording's duration ends.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,5 +51,31 @@ func TestRecordFailingCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("record -- false wrote %s", out)
+	}
+}
+
+// TestRecordDurationEndsOrphans: what the command started in the
+// background (a script's server, say) ends with it when the duration is
+// up, even when its parent died first; none is left running.
+func TestRecordDurationEndsOrphans(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	out := filepath.Join(dir, "p.folded")
+	_, errOut, code := run(t, "record", "-q", "-d", "1", "-o", out, "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $! > "+pidFile+"; wait")
+	if code != 0 {
+		t.Fatalf("record -d 1: exit %d\n%s", code, errOut)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("bad pid file %q", b)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the command's background process (pid %d) outlived rewind record -d 1", pid)
 	}
 }

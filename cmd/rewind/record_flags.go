@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // durationFlag is record's -d: a Go duration ("1.5s", "2m") or, as perf's
@@ -74,9 +72,18 @@ func checkOutputDir(out string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("-o %s: %s is not a directory", out, dir)
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return fmt.Errorf("-o %s: directory %s is not writable: %w", out, dir, err)
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return fmt.Errorf("-o %s: is a directory", out)
 	}
+	// Write permission is not enough (root may write anywhere, but not
+	// into /proc or a read-only mount): create a file there, as writing
+	// the profile will.
+	f, err := os.CreateTemp(dir, ".rewind-check-*")
+	if err != nil {
+		return fmt.Errorf("-o %s: cannot write in %s: %w", out, dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
 	return nil
 }
 

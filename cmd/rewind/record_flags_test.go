@@ -13,6 +13,10 @@ import (
 func TestRecordFlagValidation(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
+	isDir := filepath.Join(dir, "out.html")
+	if err := os.Mkdir(isDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -24,6 +28,8 @@ func TestRecordFlagValidation(t *testing.T) {
 		{[]string{"-d", "-3"}, "greater than 0"},
 		{[]string{"-d", "soon"}, "bad duration"},
 		{[]string{"-o", "/nonexistent/x.html"}, "/nonexistent"},
+		{[]string{"-o", "/proc/x.html"}, "cannot write in /proc"},
+		{[]string{"-o", isDir}, "is a directory"},
 	} {
 		args := append([]string{"record"}, tc.args...)
 		args = append(args, "--", "touch", marker)
@@ -43,6 +49,21 @@ func TestRecordFlagValidation(t *testing.T) {
 	}
 }
 
+// TestReportOutputChecked: report refuses an output it cannot write
+// before reading the perf.data file (which can take a while).
+func TestReportOutputChecked(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "perf.data")
+	if err := os.WriteFile(data, []byte("not a perf.data file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{"/nonexistent/x.folded", "/proc/x.folded"} {
+		_, errOut, code := run(t, "report", "-o", o, data)
+		if code == 0 || !strings.Contains(errOut, "-o "+o) || strings.Contains(errOut, "perf.data file") {
+			t.Errorf("report -o %s: exit %d, want the output refused first, stderr:\n%s", o, code, errOut)
+		}
+	}
+}
+
 func TestDurationFlagBareSeconds(t *testing.T) {
 	var d durationFlag
 	if err := d.Set("5"); err != nil || d.d != 5*time.Second {
@@ -58,8 +79,8 @@ func TestDurationFlagBareSeconds(t *testing.T) {
 func TestHelpAndVersion(t *testing.T) {
 	for _, c := range [][]string{{"sframe", "--help"}, {"record", "--help"}, {"report", "--help"}, {"dump", "--help"}, {"sframe", "gen", "--help"}, {"sframe", "dump", "--help"}} {
 		out, errOut, code := run(t, c...)
-		if code != 0 || out == "" {
-			t.Errorf("rewind %q: exit %d, stdout %q, stderr %q", c, code, out, errOut)
+		if code != 0 || out == "" || !strings.HasSuffix(out, "\n") {
+			t.Errorf("rewind %q: exit %d, stdout %q (want it to end with a newline), stderr %q", c, code, out, errOut)
 		}
 	}
 	out, _, code := run(t, "--version")

@@ -42,12 +42,17 @@ func TestRecordGrowsStackCopy(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	out := filepath.Join(dir, "p.folded")
-	_, errOut, code := run(t, "record", "-q", "-F", "199", "-o", out, "--", exe, "3.5")
+	_, errOut, code := run(t, "record", "-F", "199", "-o", out, "--", exe, "3.5")
 	if code != 0 {
 		t.Fatalf("record: exit %d\n%s", code, errOut)
 	}
 	if !strings.Contains(errOut, "copying 32768 bytes per sample") || !strings.Contains(errOut, "copying 65528 bytes per sample") {
 		t.Errorf("the stack copy did not grow to 65528 bytes:\n%s", errOut)
+	}
+	// The samples before the copy grew ended at its edge; the table says
+	// so, and that a larger --stack-size would not help now.
+	if !strings.Contains(errOut, "ended at the stack copy's edge (the copy grew to 65528 bytes") {
+		t.Errorf("the fidelity table does not say the copy grew to the kernel's most:\n%s", errOut)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

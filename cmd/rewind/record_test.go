@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,18 @@ func TestReportTruncated(t *testing.T) {
 	if rerr != nil || !regexp.MustCompile(`(?m) \d+$`).Match(folded) {
 		t.Errorf("partial profile not written: %v\n%s", rerr, folded)
 	}
+	// Cut inside the first record: no sample, so no (empty) profile.
+	dataOff := binary.LittleEndian.Uint64(b[40:])
+	if err := os.WriteFile(cut, b[:dataOff+4], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.folded")
+	if err := runReport([]string{"-q", "-o", empty, cut}); err == nil || !strings.Contains(err.Error(), "no profile written") {
+		t.Errorf("report of a file cut before its first sample: %v", err)
+	}
+	if _, err := os.Stat(empty); err == nil {
+		t.Errorf("an empty profile was written for a file cut before its first sample")
+	}
 	if err := runReport([]string{"-q", "-o", out, filepath.Join(dir, "missing.data")}); err == nil {
 		t.Error("report of a missing file succeeded")
 	}
@@ -238,5 +251,41 @@ func TestRecordUnwindsAsItGoes(t *testing.T) {
 	}
 	if total < 10 || complete < total*99/100 {
 		t.Errorf("%d of %d stacks complete", complete, total)
+	}
+}
+
+// TestReportCopyEdgeHint: when perf record's stack copies were too small
+// for the stacks, report says how to record more (perf record's option;
+// report has no --stack-size) (issue 13 item 7).
+func TestReportCopyEdgeHint(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "deep.c")
+	exe := filepath.Join(dir, "deep")
+	prog := `volatile long sink;
+__attribute__((noinline)) long deep(int n) {
+	char pad[64];
+	pad[n % 64] = (char)n;
+	if (n == 0) { long s = 0; for (long i = 0; i < 200000000; i++) s += i; return s; }
+	return deep(n - 1) + pad[(n * 7) % 64];
+}
+int main(void) { sink = deep(500); return 0; }
+`
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "d.data")
+	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096", "-o", data, "--", exe).CombinedOutput(); err != nil {
+		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	}
+	_, stderr, code := run(t, "report", "-o", filepath.Join(dir, "d.folded"), data)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "at the stack copy's edge (perf record --call-graph dwarf,65528") {
+		t.Errorf("the copy-edge line does not say how to record more:\n%s", stderr)
 	}
 }

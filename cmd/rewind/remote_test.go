@@ -425,6 +425,10 @@ func TestReportMovedExe(t *testing.T) {
 	if out := report(); strings.Contains(out, "level2") {
 		t.Fatalf("symbolized without the executable: the test proves nothing")
 	}
+	// The missing executable is said, once.
+	if _, errOut, _ := runIn(t, elsewhere, env, "report", "-q", "-o", folded, data); strings.Count(errOut, exe) != 1 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("report without the executable: want one warning naming %s, stderr:\n%s", exe, errOut)
+	}
 	for _, extra := range [][]string{{"--exe", "."}, {"--exe", "renamed"}, {"--sysroot", root}} {
 		if out := report(extra...); !strings.Contains(out, "level2") {
 			t.Errorf("report %q: fixture functions missing:\n%.2000s", extra, out)
@@ -540,5 +544,54 @@ func TestReportPerfBuildIDDir(t *testing.T) {
 	_, _, _ = runIn(t, "", noCache, "report", "-q", "--fidelity=false", "-o", folded, data)
 	if b, _ := os.ReadFile(folded); strings.Contains(string(b), "level2") {
 		t.Errorf("symbolized without the build-id cache: the test proves nothing")
+	}
+}
+
+const qemuProg = `#include <stdlib.h>
+__attribute__((noinline)) void qleaf(int n) { if (n == 0) abort(); qleaf(n - 1); __asm__ volatile(""); }
+int main(void) { qleaf(3); return 0; }
+`
+
+// qemuOther is another program: its larger main moves its entry point.
+const qemuOther = `#include <stdlib.h>
+#include <stdio.h>
+int main(int argc, char **argv) { for (int i = 0; i < argc; i++) printf("%d %s %ld\n", i, argv[i], strtol(argv[i], 0, 0)); abort(); }
+`
+
+// TestDumpQemuCoreExe: qemu-user's core of a static aarch64 program names
+// no mapped file, so nothing says which executable it ran. Without --exe
+// the dump says so; among several --exe files and directories the one
+// that fits the core is used (not the first given); a file that does not
+// fit is refused with a warning saying why (issue 19 item 1).
+func TestDumpQemuCoreExe(t *testing.T) {
+	exe, core, _ := fixture.QemuARM64Core(t, qemuProg, "-O2")
+	other, _, _ := fixture.QemuARM64Core(t, qemuOther, "-O2")
+	moved := t.TempDir()
+	copyFile(t, exe, filepath.Join(moved, "renamed"))
+	env := isolatedEnv(t)
+
+	out, errOut, _ := runIn(t, moved, env, "dump", "--core", core)
+	if !strings.Contains(errOut, "--exe") || strings.Contains(out, "qleaf") {
+		t.Errorf("without --exe: want a warning that says to give --exe, stderr:\n%s\nstdout:\n%s", errOut, out)
+	}
+	for _, args := range [][]string{{"--exe", other, "--exe", "./renamed"}, {"--exe", other, "--exe", "."}} {
+		out, errOut, code := runIn(t, moved, env, append([]string{"dump", "--core", core}, args...)...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%v: exit %d, stderr:\n%s", args, code, errOut)
+		}
+		if !strings.Contains(out, "qleaf+") || !strings.Contains(out, "(renamed)") || !strings.Contains(out, "_start") {
+			t.Errorf("%v: not symbolized with the executable that fits:\n%s", args, out)
+		}
+	}
+	out, errOut, _ = runIn(t, moved, env, "dump", "--core", core, "--exe", other)
+	if strings.Count(errOut, "rewind: warning:") != 1 || !strings.Contains(errOut, "entry point") || strings.Contains(out, "qleaf") {
+		t.Errorf("a file that does not fit: want one warning about its entry point and no symbols, stderr:\n%s\nstdout:\n%s", errOut, out)
+	}
+	// Two files that fit: one is used, and the dump says the choice was
+	// not certain.
+	copyFile(t, exe, filepath.Join(moved, "copy"))
+	out, errOut, _ = runIn(t, moved, env, "dump", "--core", core, "--exe", "./renamed", "--exe", "./copy")
+	if strings.Count(errOut, "rewind: warning:") != 1 || !strings.Contains(errOut, "2 --exe files fit") || !strings.Contains(out, "qleaf+") {
+		t.Errorf("two files that fit: want one warning and symbols, stderr:\n%s\nstdout:\n%s", errOut, out)
 	}
 }

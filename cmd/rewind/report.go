@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/rewindstack/rewind/elfobj"
 
@@ -31,14 +33,17 @@ func runReport(args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return fmt.Errorf("need one perf.data file")
+		return fmt.Errorf("need one perf.data file (rewind report --help lists the flags)")
 	}
 	methods, err := profileMethods(*pf.method, *pf.maxDepth)
 	if err != nil {
 		return err
 	}
-	if _, err := outputPath(*pf.out); err != nil {
+	out, err := outputPath(*pf.out)
+	if err != nil {
+		return err
+	}
+	if err := checkOutputDir(out); err != nil {
 		return err
 	}
 	if *pf.stats {
@@ -50,10 +55,19 @@ func runReport(args []string) error {
 		return err
 	}
 	pf.findDebug = res.DebugFile
+	// The copy's size was perf record's choice.
+	pf.copyEdgeHint = "perf record --call-graph dwarf,65528 copies the most"
+	var missing missingFiles
 	open := func(path, buildID string) (*elfobj.File, error) {
 		res.Expect(path, buildID)
-		return res.Open(path)
+		f, err := res.Open(path)
+		if err != nil && !strings.HasPrefix(path, "/memfd:") {
+			// (A memfd has no path to find it by.)
+			missing.add(path, err)
+		}
+		return f, err
 	}
+	pf.afterBuild = missing.warn
 	restoreGC := lessGC(pos[0])
 	pd, readErr := profiles.ReadPerfDataOpen(pos[0], perfevent.Arch(), warn, open)
 	restoreGC()
@@ -62,11 +76,45 @@ func runReport(args []string) error {
 		return readErr
 	}
 	defer pd.Close() // the samples' stacks point into it
-	if readErr != nil {
-		warn(fmt.Sprintf("%v; writing the profile of the records before it", readErr))
-	}
+	pf.inputErr = readErr
 	if err := finishProfile(newBuilder(pd.Collector, methods, pf), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report")); err != nil {
 		return err
 	}
 	return readErr
+}
+
+// missingFiles collects the mapped objects of sampled processes that could
+// not be opened, to say each once: their frames print as [unknown].
+type missingFiles struct {
+	mu    sync.Mutex
+	paths []string
+	errs  map[string]error
+}
+
+func (m *missingFiles) add(path string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.errs == nil {
+		m.errs = map[string]error{}
+	}
+	if _, ok := m.errs[path]; !ok {
+		m.errs[path] = err
+		m.paths = append(m.paths, path)
+	}
+}
+
+// maxMissingSaid bounds the files said one by one (a system-wide
+// recording can name many programs that are gone since).
+const maxMissingSaid = 10
+
+func (m *missingFiles) warn() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, p := range m.paths {
+		if i == maxMissingSaid {
+			warn(fmt.Sprintf("%d more mapped files are missing or unusable (frames in them print as [unknown])", len(m.paths)-i))
+			break
+		}
+		warn(fmt.Sprintf("%v (frames in it print as [unknown]; --exe, --sysroot or DEBUGINFOD_URLS can find it)", m.errs[p]))
+	}
 }

@@ -19,7 +19,7 @@ func runSFrame(args []string) error {
 		return runSFrameGen(args[1:])
 	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
-		fmt.Print(sframeUsage) // asked for: an answer on stdout, exit 0
+		fmt.Println(sframeUsage) // asked for: an answer on stdout, exit 0
 		return nil
 	}
 	if len(args) == 0 || args[0] != "dump" {
@@ -35,8 +35,7 @@ named by --readelf.`)
 		return err
 	}
 	if len(pos) == 0 {
-		fs.Usage()
-		return fmt.Errorf("need at least one FILE")
+		return fmt.Errorf("need at least one FILE (rewind sframe dump --help lists the flags)")
 	}
 	opt := &sframe.DumpOptions{}
 	switch *style {
@@ -91,8 +90,7 @@ address given by --addr (0: a section that is not loaded).`)
 		return err
 	}
 	if len(pos) != 1 || *outPath == "" {
-		fs.Usage()
-		return errors.New("need one input FILE and -o OUT")
+		return errors.New("need one input FILE and -o OUT (rewind sframe gen --help lists the flags)")
 	}
 	if *version < 1 || *version > 3 {
 		return fmt.Errorf("unsupported --version %d (want 1, 2 or 3)", *version)

@@ -77,6 +77,35 @@ func (t *timings) pause(snap *live.Snapshot) {
 	}
 	n += ", then copying and resuming " + ms(snap.Pause-snap.StopWait)
 	t.notes = append(t.notes, n)
+	// Each thread was stopped from its stop until it was resumed, which
+	// is at most the end of the pause: the threads that stopped first
+	// waited longest for the others.
+	var per []string
+	for i := len(th) - 1; i >= 0; i-- {
+		if x := th[i]; x.Err == nil {
+			if len(per) == maxPerThread {
+				per = append(per, fmt.Sprintf("and %d more", countStopped(th[:i+1])))
+				break
+			}
+			per = append(per, fmt.Sprintf("%d %s", x.TID, ms(snap.Pause-x.StopLatency)))
+		}
+	}
+	if len(per) > 0 {
+		t.notes = append(t.notes, "stopped per thread (at most): "+strings.Join(per, ", "))
+	}
+}
+
+// maxPerThread bounds the threads --stats lists one by one.
+const maxPerThread = 32
+
+func countStopped(th []live.Thread) int {
+	n := 0
+	for _, x := range th {
+		if x.Err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // cacheDirHelp says where the persistent symbolization cache lives.
