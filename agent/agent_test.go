@@ -86,7 +86,7 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 		switch {
 		case s.Type == "cpu" && s.PID == int64(cpuPID):
 			cpuTotal += s.Value
-			if len(s.Funcs) > 0 && strings.Contains("hash_block sort_block cmp_u32", s.Funcs[0]) && strings.Contains(strings.Join(s.Funcs, ";"), "level1;burn") {
+			if top := fixtureTop(s); (top == "hash_block" || top == "sort_block" || top == "cmp_u32") && strings.Contains(strings.Join(s.Funcs, ";"), "level1;burn") {
 				cpuHits += s.Value
 			} else {
 				others[strings.Join(s.Funcs, ";")] += s.Value
@@ -102,8 +102,8 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 			durations[s.Start] = s.Duration
 		}
 	}
-	if cpuTotal == 0 || float64(cpuHits) < 0.8*float64(cpuTotal) {
-		t.Errorf("CPU fixture: %d of %d ns with hash_block/sort_block on top under burn, want most; the others: %v", cpuHits, cpuTotal, others)
+	if cpuTotal == 0 || float64(cpuHits) < 0.95*float64(cpuTotal) {
+		t.Errorf("CPU fixture: %d of %d ns with hash_block/sort_block/cmp_u32 its innermost function, under burn; want nearly all; the others: %v", cpuHits, cpuTotal, others)
 	}
 	if offFull == 0 {
 		t.Fatalf("no off-CPU sample of the sleeper with its full stack")
@@ -122,6 +122,18 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 	if full == 0 {
 		t.Errorf("no full period with the sleeper off CPU: %v", offByStart)
 	}
+}
+
+// fixtureTop is the name of a sample's innermost frame in the profiled
+// process's own executable: the CPU fixture's function running, under
+// whatever libc (qsort) or kernel (interrupt) frames were above it.
+func fixtureTop(s flatSample) string {
+	for i, f := range s.Files {
+		if f == s.Exe {
+			return s.Funcs[i]
+		}
+	}
+	return ""
 }
 
 // TestAgentOTLP runs the agent on the two fixtures with a 2 s period,

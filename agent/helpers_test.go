@@ -75,6 +75,7 @@ type flatSample struct {
 	Type     string
 	Exe      string
 	Funcs    []string // leaf first
+	Files    []string // per frame, its mapping's file name ("" without a mapping)
 	Value    int64
 	Resource map[string]any
 	Mappings []string // "path offset buildid" per location with a mapping
@@ -117,6 +118,11 @@ func flatten(ps pprofile.Profiles) []flatSample {
 							name = str(d.FunctionTable().At(int(ln.FunctionIndex())).NameStrindex())
 						}
 						fs.Funcs = append(fs.Funcs, name)
+						file := ""
+						if mi := loc.MappingIndex(); mi > 0 {
+							file = str(d.MappingTable().At(int(mi)).FilenameStrindex())
+						}
+						fs.Files = append(fs.Files, file)
 						if mi := loc.MappingIndex(); mi > 0 {
 							m := d.MappingTable().At(int(mi))
 							id := ""
