@@ -192,8 +192,9 @@ func TestRealCollector(t *testing.T) {
 	col.start(t)
 	cpuPID, sleepPID := fixtures(t)
 
-	// The HTTP path first: one hand-made period.
-	h, err := NewHTTP("http://" + col.http)
+	// The HTTP path first: one hand-made period, to the path the issue
+	// names (the Collector serves profiles at /v1development/profiles).
+	h, err := NewHTTP("http://" + col.http + StableHTTPPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,14 +95,61 @@ func TestHTTPExport(t *testing.T) {
 	if s := flatten(req.Profiles()); len(s) != 2 || s[0].Type != "off_cpu" {
 		t.Errorf("received %+v", s)
 	}
-	if h, _ := NewHTTP(srv.URL); h.url != srv.URL+DefaultHTTPPath {
-		t.Errorf("bare URL posts to %s, want %s", h.url, srv.URL+DefaultHTTPPath)
+	if h, _ := NewHTTP(srv.URL); h.URL() != srv.URL+DefaultHTTPPath {
+		t.Errorf("bare URL posts to %s, want %s", h.URL(), srv.URL+DefaultHTTPPath)
 	}
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", 503) }))
 	defer bad.Close()
 	h, _ = NewHTTP(bad.URL + "/v1/profiles")
 	if err := h.Export(context.Background(), testPeriod(TypeCPU)); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("export to a failing server: %v, want the 503", err)
+	}
+}
+
+// TestHTTPProfilesPath: the Collector serves profiles at
+// /v1development/profiles only, a later one may serve /v1/profiles only;
+// --otlp-http with either path (or none) reaches whichever the server has,
+// and keeps posting there.
+func TestHTTPProfilesPath(t *testing.T) {
+	for _, served := range []string{DefaultHTTPPath, StableHTTPPath} {
+		var mu sync.Mutex
+		var paths []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.URL.Path)
+			mu.Unlock()
+			if r.URL.Path != served {
+				http.NotFound(w, r)
+			}
+		}))
+		for _, given := range []string{"", "/", DefaultHTTPPath, StableHTTPPath} {
+			paths = nil
+			h, err := NewHTTP(srv.URL + given)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := h.Export(context.Background(), testPeriod(TypeCPU)); err != nil {
+					t.Errorf("server with %s, --otlp-http %q: %v", served, srv.URL+given, err)
+				}
+			}
+			if h.URL() != srv.URL+served {
+				t.Errorf("server with %s, --otlp-http %q: posts to %s", served, srv.URL+given, h.URL())
+			}
+			if last := paths[len(paths)-1]; last != served || len(paths) > 3 {
+				t.Errorf("server with %s, --otlp-http %q: requests to %v, want the other path tried once at most", served, srv.URL+given, paths)
+			}
+		}
+		srv.Close()
+	}
+	// Another path is used as given, and a 404 there is an error.
+	none := httptest.NewServer(http.NotFoundHandler())
+	defer none.Close()
+	for _, given := range []string{"/otlp/profiles", StableHTTPPath} {
+		h, _ := NewHTTP(none.URL + given)
+		if err := h.Export(context.Background(), testPeriod(TypeCPU)); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("--otlp-http %q on a server without it: %v, want a 404 error", none.URL+given, err)
+		}
 	}
 }
 
