@@ -3,10 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +171,119 @@ func TestAgentChurn(t *testing.T) {
 	}
 	if total == 0 || float64(named) < 0.8*float64(total) {
 		t.Errorf("the process started after the agent: %d of %d ns under a symbolized burn", named, total)
+	}
+}
+
+// gcc compiles a fixture, skipping without a C compiler.
+func gcc(t *testing.T, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skipf("no C compiler: %v", err)
+	}
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestAgentChurnInProcess profiles two processes by PID from before they
+// change: one dlopens a library and burns CPU in it, the other (a shell)
+// execs the CPU fixture; each exits after 2 s of that, within the agent's
+// first period. Their frames are symbolized from the kernel's mmap and
+// exec records, without a restart, once the processes are gone (the
+// period is built after its end): the library's functions in the
+// library's mapping, the new program's after the exec.
+func TestAgentChurnInProcess(t *testing.T) {
+	requireOffCPU(t)
+	dir := t.TempDir()
+	lib, dl := filepath.Join(dir, "libburn.so"), filepath.Join(dir, "dlopener")
+	gcc(t, "-O2", "-g", "-fomit-frame-pointer", "-shared", "-fPIC", "-o", lib, "testdata/libburn.c")
+	gcc(t, "-O2", "-g", "-o", dl, "testdata/dlopener.c", "-ldl")
+	cpu := perftestCPU(t)
+	dlCmd := exec.Command(dl, lib, "2")
+	shCmd := exec.Command("sh", "-c", `read x; exec "$0" 2 0`, cpu)
+	var mu sync.Mutex
+	exited := map[int]time.Time{}
+	var triggers []io.WriteCloser
+	for _, cmd := range []*exec.Cmd{dlCmd, shCmd} {
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		triggers = append(triggers, in)
+		go func(cmd *exec.Cmd) {
+			err := cmd.Wait()
+			mu.Lock()
+			exited[cmd.Process.Pid] = time.Now()
+			mu.Unlock()
+			if err != nil {
+				t.Errorf("%s: %v", cmd.Path, err)
+			}
+		}(cmd)
+		t.Cleanup(func() { cmd.Process.Kill() })
+	}
+	c := &collect{}
+	ctx, cancel := context.WithTimeout(context.Background(), 4500*time.Millisecond)
+	defer cancel()
+	ready := make(chan struct{})
+	cfg := Config{Scope: perfevent.Scope{PIDs: []int{dlCmd.Process.Pid, shCmd.Process.Pid}}, Period: 3500 * time.Millisecond, Freq: 199,
+		Exporters: []Exporter{c}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { close(ready) }}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	<-ready
+	for _, in := range triggers {
+		in.Write([]byte("go\n"))
+		in.Close()
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, w := range []struct {
+		pid      int
+		fn, file string
+		what     string
+	}{
+		{dlCmd.Process.Pid, "lib_spin", lib, "after dlopen"},
+		{shCmd.Process.Pid, "hash_block", cpu, "after exec"},
+	} {
+		gone, ok := exited[w.pid]
+		if !ok {
+			t.Errorf("process %d (%s) did not exit before the agent stopped", w.pid, w.what)
+			continue
+		}
+		var total, named, afterExit int64
+		for _, p := range c.got {
+			if p.Type != TypeCPU {
+				continue
+			}
+			for _, s := range p.Profile.Stacks {
+				if s.PID != w.pid {
+					continue
+				}
+				total += s.Value
+				for _, l := range s.Locations {
+					if l.Mapping != nil && l.Mapping.Path == w.file && (l.Name() == w.fn || l.Name() == "lib_burn" || l.Name() == "burn") {
+						named += s.Value
+						if p.End.After(gone) {
+							afterExit += s.Value
+						}
+						break
+					}
+				}
+			}
+		}
+		t.Logf("process %d %s: %v sampled, %v symbolized in %s, %v of it in periods built after its exit", w.pid, w.what,
+			time.Duration(total), time.Duration(named), filepath.Base(w.file), time.Duration(afterExit))
+		if total == 0 || float64(named) < 0.9*float64(total) {
+			t.Errorf("process %d %s: %d of %d ns in %s's functions, want nearly all", w.pid, w.what, named, total, filepath.Base(w.file))
+		}
+		if afterExit != named {
+			t.Errorf("process %d %s: %v of %v symbolized in periods ending after its exit, want all (the test's timing)", w.pid, w.what, time.Duration(afterExit), time.Duration(named))
+		}
 	}
 }
