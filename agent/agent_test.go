@@ -81,6 +81,7 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 	offByStart := map[int64]int64{}
 	durations := map[int64]int64{}
 	var offFull int
+	var offValue, offKernel int64
 	others := map[string]int64{}
 	for _, s := range got {
 		switch {
@@ -98,6 +99,12 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 				continue
 			}
 			offFull++
+			offValue += s.Value
+			// Kernel frames, when permitted: the scheduler's, above the
+			// C library's nanosleep.
+			if i, j := strings.Index(st, "schedule;"), strings.Index(st, "sleeper_block;"); i >= 0 && i < j && strings.Contains(st[i:j], "nanosleep;") {
+				offKernel += s.Value
+			}
 			offByStart[s.Start] += s.Value
 			durations[s.Start] = s.Duration
 		}
@@ -107,6 +114,9 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 	}
 	if offFull == 0 {
 		t.Fatalf("no off-CPU sample of the sleeper with its full stack")
+	}
+	if kernelPermitted() && float64(offKernel) < 0.9*float64(offValue) {
+		t.Errorf("kernel frames are permitted, but only %v of the sleeper's %v off CPU has schedule above nanosleep", time.Duration(offKernel), time.Duration(offValue))
 	}
 	full := 0
 	for start, v := range offByStart {
@@ -123,6 +133,10 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 		t.Errorf("no full period with the sleeper off CPU: %v", offByStart)
 	}
 }
+
+// kernelPermitted reports whether perf events may record kernel frames
+// of other processes: root (the off-CPU tests need it anyway).
+func kernelPermitted() bool { return os.Geteuid() == 0 }
 
 // fixtureTop is the name of a sample's innermost frame in the profiled
 // process's own executable: the CPU fixture's function running, under
