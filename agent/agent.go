@@ -250,9 +250,27 @@ func Run(ctx context.Context, cfg Config) error {
 	a.flush(start, time.Now(), startMono, perfevent.Now())
 	close(a.jobs)
 	<-built
-	a.drainQueues(10 * time.Second)
+	a.drainQueues(drainLimit)
+	if a.cfg.Log != nil {
+		sent, dropped, failed, unsent := a.queueStats()
+		fmt.Fprintf(a.cfg.Log, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d\n",
+			a.periods, sent, dropped, failed, unsent)
+	}
 	return nil
 }
+
+// queueStats sums the exporters' queues' counts and depths.
+func (a *Agent) queueStats() (sent, dropped, failed uint64, depth int) {
+	for _, q := range a.queues {
+		s, d, f, n := q.stats()
+		sent, dropped, failed, depth = sent+s, dropped+d, failed+f, depth+n
+	}
+	return
+}
+
+// drainLimit is how long Run waits, once stopped, for the exporters to
+// send what they hold.
+var drainLimit = 10 * time.Second
 
 // buildJob is samples of one type, for the builder goroutine: a part of
 // the current period, or (final) its last part, after which the period's
@@ -356,12 +374,7 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 		a.offCol.Prune(alive)
 	}
 	if a.cfg.Log != nil {
-		var sent, dropped, failed uint64
-		depth := 0
-		for _, q := range a.queues {
-			s, d, f, n := q.stats()
-			sent, dropped, failed, depth = sent+s, dropped+d, failed+f, depth+n
-		}
+		sent, dropped, failed, depth := a.queueStats()
 		smp, lost := a.cpuRec.Samples(), a.cpuRec.Lost()
 		off := ""
 		if a.offRec != nil {
