@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 )
 
@@ -285,5 +287,33 @@ func TestAgentChurnInProcess(t *testing.T) {
 		if afterExit != named {
 			t.Errorf("process %d %s: %v of %v symbolized in periods ending after its exit, want all (the test's timing)", w.pid, w.what, time.Duration(afterExit), time.Duration(named))
 		}
+	}
+}
+
+// TestAgentDefaultRate: without Freq the agent samples at 19 Hz per CPU,
+// so every CPU sample stands for 1/19 s of CPU time.
+func TestAgentDefaultRate(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	cpu := start(t, perftestCPU(t), "60", "0")
+	c := &collect{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if err := Run(ctx, Config{Scope: perfevent.Scope{PIDs: []int{cpu.Process.Pid}}, Period: time.Second, Exporters: []Exporter{c},
+		Warn: func(s string) { t.Log("warning: " + s) }}); err != nil {
+		t.Fatal(err)
+	}
+	var values []int64
+	for _, p := range c.got {
+		for _, s := range p.Profile.Stacks {
+			values = append(values, s.Value)
+		}
+	}
+	if len(values) < 3 {
+		t.Fatalf("%d samples of a CPU-bound process in 2.5 s", len(values))
+	}
+	slices.Sort(values)
+	want := int64(time.Second / 19)
+	if med := values[len(values)/2]; med < want*98/100 || med > want*102/100 {
+		t.Errorf("median sample value %v over %d samples, want 1/19 s (%v): 19 Hz", time.Duration(med), len(values), time.Duration(want))
 	}
 }
