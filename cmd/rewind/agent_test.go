@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/agent"
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 )
@@ -205,5 +207,77 @@ func TestAgentFlagErrors(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("rewind %s: exit %d, stderr %q; want an error with %q", strings.Join(c.args, " "), code, stderr, c.want)
 		}
+	}
+}
+
+// TestAgentServiceUnit checks contrib/rewind-agent.service against the
+// agent: its default arguments are valid rewind agent flags, it stops the
+// agent with SIGTERM and leaves it time to flush (the queues get 10 s),
+// its capability bounding set holds what the agent opens its events with
+// and what it keeps, and systemd-analyze verify accepts it (where
+// installed) with ExecStart on this build.
+func TestAgentServiceUnit(t *testing.T) {
+	b, err := os.ReadFile("../../contrib/rewind-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(b)
+	keys := map[string]string{}
+	var args []string
+	for _, line := range strings.Split(unit, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		if k == "Environment" && (strings.HasPrefix(v, `"REWIND_AGENT_ARGS=`) || strings.HasPrefix(v, "REWIND_AGENT_ARGS=")) {
+			_, a, _ := strings.Cut(strings.Trim(v, `"`), "=")
+			args = strings.Fields(strings.Trim(a, `"`))
+			continue
+		}
+		keys[k] = v
+	}
+	if keys["ExecStart"] != "/usr/local/bin/rewind agent $REWIND_AGENT_ARGS" {
+		t.Errorf("ExecStart=%s, want /usr/local/bin/rewind agent $REWIND_AGENT_ARGS (the README installs it there)", keys["ExecStart"])
+	}
+	if len(args) == 0 {
+		t.Fatal("no default REWIND_AGENT_ARGS")
+	}
+	cfg, closeAll, limit, err := agentConfig(args)
+	if err != nil {
+		t.Fatalf("the unit's REWIND_AGENT_ARGS %q: %v", args, err)
+	}
+	closeAll()
+	if len(cfg.Exporters) == 0 || limit != 0 || !cfg.DropPrivileges {
+		t.Errorf("the unit's REWIND_AGENT_ARGS %q: %d exporters, -d %v, dropping privileges %v; want a destination, no end, the drop", args, len(cfg.Exporters), limit, cfg.DropPrivileges)
+	}
+	if keys["KillSignal"] != "SIGTERM" {
+		t.Errorf("KillSignal=%s, want SIGTERM (the agent flushes on it)", keys["KillSignal"])
+	}
+	if d, err := time.ParseDuration(keys["TimeoutStopSec"]); err != nil || d <= 10*time.Second {
+		t.Errorf("TimeoutStopSec=%s, want more than the 10 s the agent's queues get at the stop", keys["TimeoutStopSec"])
+	}
+	bounding := " " + keys["CapabilityBoundingSet"] + " "
+	for _, c := range []string{"CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_SYSLOG"} {
+		if !strings.Contains(bounding, " "+c+" ") {
+			t.Errorf("CapabilityBoundingSet=%s lacks %s", keys["CapabilityBoundingSet"], c)
+		}
+	}
+	names := map[int]string{unix.CAP_SYS_PTRACE: "CAP_SYS_PTRACE", unix.CAP_DAC_READ_SEARCH: "CAP_DAC_READ_SEARCH", unix.CAP_SYSLOG: "CAP_SYSLOG"}
+	for _, c := range agent.KeptCapabilities {
+		if names[c] == "" || !strings.Contains(bounding, " "+names[c]+" ") {
+			t.Errorf("the agent keeps capability %d, which CapabilityBoundingSet=%s does not hold", c, keys["CapabilityBoundingSet"])
+		}
+	}
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Logf("systemd-analyze verify not run: %v", err)
+		return
+	}
+	p := filepath.Join(t.TempDir(), "rewind-agent.service")
+	if err := os.WriteFile(p, []byte(strings.ReplaceAll(unit, "/usr/local/bin/rewind", rewindBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(sa, "verify", p).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
