@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,5 +280,34 @@ func TestAgentServiceUnit(t *testing.T) {
 	}
 	if out, err := exec.Command(sa, "verify", p).CombinedOutput(); err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestAgentFlags: every flag issue 18 names, with its exact spelling,
+// reaches the agent's configuration.
+func TestAgentFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg, closeAll, _, err := agentConfig([]string{"-p", "1", "-p", "2", "--comm", "^x$", "-F", "49", "--period", "5s", "--off-cpu",
+		"--otlp", "127.0.0.1:1", "--otlp-http", "http://127.0.0.1:2/v1/profiles", "--pyroscope", "http://127.0.0.1:3", "--out-dir", dir, "--no-symbolize"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	var names []string
+	for _, e := range cfg.Exporters {
+		names = append(names, e.Name())
+	}
+	if fmt.Sprint(cfg.Scope.PIDs) != "[1 2]" || cfg.Comm.String() != "^x$" || cfg.Freq != 49 || cfg.Period != 5*time.Second || !cfg.OffCPU || !cfg.NoSymbolize ||
+		strings.Join(names, ", ") != "otlp grpc 127.0.0.1:1, otlp http http://127.0.0.1:2/v1/profiles, pyroscope http://127.0.0.1:3/ingest, out-dir "+dir {
+		t.Errorf("config: PIDs %v, comm %v, F %d, period %v, off-CPU %v, no-symbolize %v, exporters %q", cfg.Scope.PIDs, cfg.Comm, cfg.Freq, cfg.Period, cfg.OffCPU, cfg.NoSymbolize, names)
+	}
+	cfg, closeAll, _, err = agentConfig([]string{"--cgroup", "/sys/fs/cgroup", "--out-dir", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	if cfg.Scope.Cgroup != "/sys/fs/cgroup" || cfg.Freq != 19 || cfg.Period != time.Minute || cfg.OffCPU || cfg.NoSymbolize {
+		t.Errorf("--cgroup /sys/fs/cgroup: cgroup %q, F %d, period %v, off-CPU %v, no-symbolize %v; want the defaults 19 Hz, 60 s, on-CPU, symbolized",
+			cfg.Scope.Cgroup, cfg.Freq, cfg.Period, cfg.OffCPU, cfg.NoSymbolize)
 	}
 }
