@@ -178,11 +178,11 @@ func TestAgentOTLP(t *testing.T) {
 	dir := t.TempDir()
 	d, _ := NewDir(dir, 100, 19)
 	const period = 2 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, ready, cancel := runningFor(5 * time.Second)
 	defer cancel()
 	var log strings.Builder
 	cfg := Config{Scope: perfevent.Scope{PIDs: []int{cpuPID, sleepPID}}, Freq: 99, Period: period, OffCPU: true,
-		Exporters: []Exporter{g, d}, Log: &log, Warn: func(s string) { t.Log("warning: " + s) }}
+		Exporters: []Exporter{g, d}, Log: &log, Warn: func(s string) { t.Log("warning: " + s) }, Ready: ready}
 	if err := Run(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

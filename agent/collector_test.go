@@ -210,11 +210,11 @@ func TestRealCollector(t *testing.T) {
 	dir := t.TempDir()
 	d, _ := NewDir(dir, 100, 19)
 	const period = 2 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Second)
+	ctx, stopAfter, cancel := runningFor(9 * time.Second)
 	defer cancel()
 	ready := make(chan struct{})
 	cfg := Config{Scope: perfevent.Scope{PIDs: []int{cpuPID, sleepPID}}, Freq: 99, Period: period, OffCPU: true,
-		Exporters: []Exporter{g, d}, Log: testLog{t}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { close(ready) }}
+		Exporters: []Exporter{g, d}, Log: testLog{t}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { stopAfter(); close(ready) }}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	<-ready

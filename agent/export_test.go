@@ -286,19 +286,19 @@ func TestAgentBackendDown(t *testing.T) {
 		wmu.Unlock()
 		t.Log("warning: " + s)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, ready, cancel := runningFor(3 * time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{Scope: perfevent.Scope{PIDs: []int{cpu.Process.Pid}}, Freq: 99, Period: 200 * time.Millisecond, QueueLen: 6,
-			Exporters: []Exporter{bad, good}, Log: &log, Warn: warn})
+			Exporters: []Exporter{bad, good}, Log: &log, Warn: warn, Ready: ready})
 	}()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(3*time.Second + drainLimit + 5*time.Second):
+	case <-time.After(3*time.Second + drainLimit + 30*time.Second):
 		t.Fatal("Run did not stop with a backend down")
 	}
 	wmu.Lock()

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"net"
 
@@ -141,6 +142,14 @@ func flatten(ps pprofile.Profiles) []flatSample {
 		}
 	}
 	return out
+}
+
+// runningFor returns a context that ends d after its ready function is
+// called (Config.Ready: once the events are open), so that a slow start
+// (a loaded machine, the race detector) does not shorten the run.
+func runningFor(d time.Duration) (ctx context.Context, ready func(), cancel context.CancelFunc) {
+	ctx, cancel = context.WithCancel(context.Background())
+	return ctx, func() { time.AfterFunc(d, cancel) }, cancel
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

@@ -55,8 +55,9 @@ func runFor(t *testing.T, cfg Config, d time.Duration) *collect {
 	cfg.Period = time.Second
 	cfg.Freq = 99
 	cfg.Warn = func(s string) { t.Log("warning: " + s) }
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, ready, cancel := runningFor(d)
 	defer cancel()
+	cfg.Ready = ready
 	if err := Run(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +142,11 @@ func TestAgentChurn(t *testing.T) {
 	requireOffCPU(t)
 	exe := perftestCPU(t)
 	c := &collect{}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, stopAfter, cancel := runningFor(3 * time.Second)
 	defer cancel()
 	ready := make(chan struct{})
 	cfg := Config{Comm: regexp.MustCompile(`^cpu$`), Period: time.Second, Freq: 99, Exporters: []Exporter{c},
-		Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { close(ready) }}
+		Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { stopAfter(); close(ready) }}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	<-ready
@@ -228,11 +229,11 @@ func TestAgentChurnInProcess(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill() })
 	}
 	c := &collect{}
-	ctx, cancel := context.WithTimeout(context.Background(), 4500*time.Millisecond)
+	ctx, stopAfter, cancel := runningFor(4500 * time.Millisecond)
 	defer cancel()
 	ready := make(chan struct{})
 	cfg := Config{Scope: perfevent.Scope{PIDs: []int{dlCmd.Process.Pid, shCmd.Process.Pid}}, Period: 3500 * time.Millisecond, Freq: 199,
-		Exporters: []Exporter{c}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { close(ready) }}
+		Exporters: []Exporter{c}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { stopAfter(); close(ready) }}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	<-ready
@@ -296,10 +297,10 @@ func TestAgentDefaultRate(t *testing.T) {
 	perftest.RequirePerfEvent(t)
 	cpu := start(t, perftestCPU(t), "60", "0")
 	c := &collect{}
-	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	ctx, ready, cancel := runningFor(2500 * time.Millisecond)
 	defer cancel()
 	if err := Run(ctx, Config{Scope: perfevent.Scope{PIDs: []int{cpu.Process.Pid}}, Period: time.Second, Exporters: []Exporter{c},
-		Warn: func(s string) { t.Log("warning: " + s) }}); err != nil {
+		Warn: func(s string) { t.Log("warning: " + s) }, Ready: ready}); err != nil {
 		t.Fatal(err)
 	}
 	var values []int64
@@ -315,5 +316,33 @@ func TestAgentDefaultRate(t *testing.T) {
 	want := int64(time.Second / 19)
 	if med := values[len(values)/2]; med < want*98/100 || med > want*102/100 {
 		t.Errorf("median sample value %v over %d samples, want 1/19 s (%v): 19 Hz", time.Duration(med), len(values), time.Duration(want))
+	}
+}
+
+// TestAgentSlowBuild: when unwinding and symbolizing lag (a loaded host),
+// the goroutine reading the ring buffers does not wait for them in the
+// middle of a period: periods keep their length.
+func TestAgentSlowBuild(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	defer func(e, l time.Duration) { partialEvery, partialLag, beforeBuild = e, l, nil }(partialEvery, partialLag)
+	partialEvery, partialLag = 100*time.Millisecond, 50*time.Millisecond
+	beforeBuild = func() { time.Sleep(700 * time.Millisecond) }
+	cpu := start(t, perftestCPU(t), "60", "0")
+	c := &collect{}
+	ctx, ready, cancel := runningFor(4500 * time.Millisecond)
+	defer cancel()
+	var log strings.Builder
+	if err := Run(ctx, Config{Scope: perfevent.Scope{PIDs: []int{cpu.Process.Pid}}, Freq: 99, Period: time.Second, Exporters: []Exporter{c},
+		Log: &log, Warn: func(s string) { t.Log("warning: " + s) }, Ready: ready}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("progress:\n%s", log.String())
+	if len(c.got) < 4 {
+		t.Fatalf("%d periods in 4.5 s of 1 s periods", len(c.got))
+	}
+	for _, p := range c.got[:len(c.got)-1] {
+		if d := p.End.Sub(p.Start); d > 1250*time.Millisecond {
+			t.Errorf("period %d lasted %v, want 1 s (the pump waited for the builder)", p.Seq, d)
+		}
 	}
 }
