@@ -250,9 +250,27 @@ func Run(ctx context.Context, cfg Config) error {
 	a.flush(start, time.Now(), startMono, perfevent.Now())
 	close(a.jobs)
 	<-built
-	a.drainQueues(10 * time.Second)
+	a.drainQueues(drainLimit)
+	if a.cfg.Log != nil {
+		sent, dropped, failed, unsent := a.queueStats()
+		fmt.Fprintf(a.cfg.Log, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d\n",
+			a.periods, sent, dropped, failed, unsent)
+	}
 	return nil
 }
+
+// queueStats sums the exporters' queues' counts and depths.
+func (a *Agent) queueStats() (sent, dropped, failed uint64, depth int) {
+	for _, q := range a.queues {
+		s, d, f, n := q.stats()
+		sent, dropped, failed, depth = sent+s, dropped+d, failed+f, depth+n
+	}
+	return
+}
+
+// drainLimit is how long Run waits, once stopped, for the exporters to
+// send what they hold.
+var drainLimit = 10 * time.Second
 
 // buildJob is samples of one type, for the builder goroutine: a part of
 // the current period, or (final) its last part, after which the period's
@@ -267,18 +285,40 @@ type buildJob struct {
 
 // Partial builds: every partialEvery, or when a collector holds more than
 // partialBytes of stack copies, the samples older than partialLag are
-// handed to the builder, so that a period's stack copies do not pile up.
+// handed to the builder, so that a period's stack copies do not pile up
+// (see partial).
 var (
 	partialEvery = 5 * time.Second
 	partialBytes = 16 << 20
 	partialLag   = 2 * time.Second
+	// partialMaxBytes of stack copies waiting make the pump wait for the
+	// builder (and the ring buffers overflow, counted as lost).
+	partialMaxBytes = 64 << 20
 )
 
-// partial hands the samples old enough to the builder goroutine.
+// beforeBuild, when set (by tests), runs before every build job.
+var beforeBuild func()
+
+// partial hands the samples old enough to the builder goroutine, unless
+// it is busy: the pump goroutine, which reads the ring buffers, waits for
+// it only at the end of a period or once the stack copies waiting reach
+// partialMaxBytes, so a slow build (a loaded host) neither overflows the
+// buffers nor stretches the period while memory allows. The channel
+// keeps room for the period's end.
 func (a *Agent) partial() {
-	big := a.cpuCol.PendingBytes() > partialBytes || (a.offCol != nil && a.offCol.PendingBytes() > partialBytes)
-	if !big && time.Since(a.lastPartial) < partialEvery {
+	pending := a.cpuCol.PendingBytes()
+	if a.offCol != nil {
+		pending = max(pending, a.offCol.PendingBytes())
+	}
+	if pending <= partialBytes && time.Since(a.lastPartial) < partialEvery {
 		return
+	}
+	perPeriod := 1
+	if a.off != nil {
+		perPeriod = 2
+	}
+	if cap(a.jobs)-len(a.jobs) < 2*perPeriod && pending <= partialMaxBytes {
+		return // the builder is behind: try again at the next check
 	}
 	a.lastPartial = time.Now()
 	now := perfevent.Now()
@@ -356,12 +396,7 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 		a.offCol.Prune(alive)
 	}
 	if a.cfg.Log != nil {
-		var sent, dropped, failed uint64
-		depth := 0
-		for _, q := range a.queues {
-			s, d, f, n := q.stats()
-			sent, dropped, failed, depth = sent+s, dropped+d, failed+f, depth+n
-		}
+		sent, dropped, failed, depth := a.queueStats()
 		smp, lost := a.cpuRec.Samples(), a.cpuRec.Lost()
 		off := ""
 		if a.offRec != nil {
@@ -380,6 +415,9 @@ func (a *Agent) flush(start, end time.Time, startMono, endMono uint64) {
 // collector's address spaces are built there, while the pump goroutine
 // only adds records and takes samples.
 func (a *Agent) export(j buildJob) {
+	if beforeBuild != nil {
+		beforeBuild()
+	}
 	b := a.builders[j.typ]
 	if b == nil {
 		b = profiles.NewBuilder(j.col, profiles.Options{Methods: a.methods, Symbolizer: a.sym, Kernel: a.kernel, NoSymbols: a.cfg.NoSymbolize})

@@ -192,8 +192,9 @@ func TestRealCollector(t *testing.T) {
 	col.start(t)
 	cpuPID, sleepPID := fixtures(t)
 
-	// The HTTP path first: one hand-made period.
-	h, err := NewHTTP("http://" + col.http)
+	// The HTTP path first: one hand-made period, to the path the issue
+	// names (the Collector serves profiles at /v1development/profiles).
+	h, err := NewHTTP("http://" + col.http + StableHTTPPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,11 +210,11 @@ func TestRealCollector(t *testing.T) {
 	dir := t.TempDir()
 	d, _ := NewDir(dir, 100, 19)
 	const period = 2 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Second)
+	ctx, stopAfter, cancel := runningFor(9 * time.Second)
 	defer cancel()
 	ready := make(chan struct{})
 	cfg := Config{Scope: perfevent.Scope{PIDs: []int{cpuPID, sleepPID}}, Freq: 99, Period: period, OffCPU: true,
-		Exporters: []Exporter{g, d}, Log: testLog{t}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { close(ready) }}
+		Exporters: []Exporter{g, d}, Log: testLog{t}, Warn: func(s string) { t.Log("warning: " + s) }, Ready: func() { stopAfter(); close(ready) }}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	<-ready

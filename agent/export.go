@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 	"google.golang.org/grpc"
@@ -59,12 +61,21 @@ func (g *GRPC) Close() error { return g.conn.Close() }
 // protocol is in development.
 const DefaultHTTPPath = "/v1development/profiles"
 
+// StableHTTPPath is the path OTLP names for profiles once their protocol
+// is stable, by analogy with /v1/traces.
+const StableHTTPPath = "/v1/profiles"
+
 // HTTP exports OTLP profiles as protobuf over HTTP: POST to the URL as
-// given (http://HOST:PORT/v1/profiles), or to DefaultHTTPPath on a URL
-// without a path.
+// given, or to DefaultHTTPPath on a URL without a path. The Collector
+// serves profiles at DefaultHTTPPath only, and later versions may serve
+// them at StableHTTPPath only: when the server answers 404 Not Found at
+// one of the two, the other is tried, and the one that answers is kept.
 type HTTP struct {
-	url    string
 	client *http.Client
+
+	mu  sync.Mutex
+	url string // where the last successful post went, or the given URL
+	alt string // the other of the two profiles paths; "" for another path
 }
 
 // NewHTTP returns an exporter posting to rawURL (see DefaultHTTPPath).
@@ -76,11 +87,31 @@ func NewHTTP(rawURL string) (*HTTP, error) {
 	if u.Path == "" || u.Path == "/" {
 		u.Path = DefaultHTTPPath
 	}
-	return &HTTP{url: u.String(), client: &http.Client{}}, nil
+	h := &HTTP{url: u.String(), client: &http.Client{}}
+	switch u.Path {
+	case DefaultHTTPPath:
+		u.Path = StableHTTPPath
+		h.alt = u.String()
+	case StableHTTPPath:
+		u.Path = DefaultHTTPPath
+		h.alt = u.String()
+	}
+	return h, nil
 }
 
 // Name implements Exporter.
-func (h *HTTP) Name() string { return "otlp http " + h.url }
+func (h *HTTP) Name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return "otlp http " + h.url
+}
+
+// URL is where the exporter posts now.
+func (h *HTTP) URL() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.url
+}
 
 // Export implements Exporter.
 func (h *HTTP) Export(ctx context.Context, p *Period) error {
@@ -88,13 +119,36 @@ func (h *HTTP) Export(ctx context.Context, p *Period) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	h.mu.Lock()
+	target, alt := h.url, h.alt
+	h.mu.Unlock()
+	err = h.post(ctx, target, body)
+	if alt == "" || !errors.Is(err, errNotFound) {
+		return err
+	}
+	if aerr := h.post(ctx, alt, body); aerr != nil {
+		if errors.Is(aerr, errNotFound) {
+			return fmt.Errorf("%w (and at %s)", err, alt)
+		}
+		return aerr
+	}
+	h.mu.Lock()
+	h.url, h.alt = alt, target
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *HTTP) post(ctx context.Context, target string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	return do(h.client, req)
 }
+
+// errNotFound wraps the error of a request answered 404 Not Found.
+var errNotFound = errors.New("404 Not Found")
 
 func do(c *http.Client, req *http.Request) error {
 	resp, err := c.Do(req)
@@ -103,6 +157,9 @@ func do(c *http.Client, req *http.Request) error {
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%s: %w: %s", req.URL, errNotFound, strings.TrimSpace(string(msg)))
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s: %s: %s", req.URL, resp.Status, strings.TrimSpace(string(msg)))
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,11 +11,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/perfevent"
 )
 
 // TestPyroscopeRequest checks the push against Pyroscope's documented
@@ -95,14 +100,61 @@ func TestHTTPExport(t *testing.T) {
 	if s := flatten(req.Profiles()); len(s) != 2 || s[0].Type != "off_cpu" {
 		t.Errorf("received %+v", s)
 	}
-	if h, _ := NewHTTP(srv.URL); h.url != srv.URL+DefaultHTTPPath {
-		t.Errorf("bare URL posts to %s, want %s", h.url, srv.URL+DefaultHTTPPath)
+	if h, _ := NewHTTP(srv.URL); h.URL() != srv.URL+DefaultHTTPPath {
+		t.Errorf("bare URL posts to %s, want %s", h.URL(), srv.URL+DefaultHTTPPath)
 	}
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "nope", 503) }))
 	defer bad.Close()
 	h, _ = NewHTTP(bad.URL + "/v1/profiles")
 	if err := h.Export(context.Background(), testPeriod(TypeCPU)); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("export to a failing server: %v, want the 503", err)
+	}
+}
+
+// TestHTTPProfilesPath: the Collector serves profiles at
+// /v1development/profiles only, a later one may serve /v1/profiles only;
+// --otlp-http with either path (or none) reaches whichever the server has,
+// and keeps posting there.
+func TestHTTPProfilesPath(t *testing.T) {
+	for _, served := range []string{DefaultHTTPPath, StableHTTPPath} {
+		var mu sync.Mutex
+		var paths []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.URL.Path)
+			mu.Unlock()
+			if r.URL.Path != served {
+				http.NotFound(w, r)
+			}
+		}))
+		for _, given := range []string{"", "/", DefaultHTTPPath, StableHTTPPath} {
+			paths = nil
+			h, err := NewHTTP(srv.URL + given)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := h.Export(context.Background(), testPeriod(TypeCPU)); err != nil {
+					t.Errorf("server with %s, --otlp-http %q: %v", served, srv.URL+given, err)
+				}
+			}
+			if h.URL() != srv.URL+served {
+				t.Errorf("server with %s, --otlp-http %q: posts to %s", served, srv.URL+given, h.URL())
+			}
+			if last := paths[len(paths)-1]; last != served || len(paths) > 3 {
+				t.Errorf("server with %s, --otlp-http %q: requests to %v, want the other path tried once at most", served, srv.URL+given, paths)
+			}
+		}
+		srv.Close()
+	}
+	// Another path is used as given, and a 404 there is an error.
+	none := httptest.NewServer(http.NotFoundHandler())
+	defer none.Close()
+	for _, given := range []string{"/otlp/profiles", StableHTTPPath} {
+		h, _ := NewHTTP(none.URL + given)
+		if err := h.Export(context.Background(), testPeriod(TypeCPU)); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("--otlp-http %q on a server without it: %v, want a 404 error", none.URL+given, err)
+		}
 	}
 }
 
@@ -200,5 +252,89 @@ func TestQueueDropsOldestAndRetries(t *testing.T) {
 		if f.got[i] <= f.got[i-1] {
 			t.Errorf("sent out of order: %v", f.got)
 		}
+	}
+}
+
+// down is a backend that never answers: every export hangs until the
+// queue gives up on it.
+type down struct{ calls atomic.Int32 }
+
+func (d *down) Name() string { return "down" }
+
+func (d *down) Export(ctx context.Context, _ *Period) error {
+	d.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestAgentBackendDown runs the agent with one backend that hangs and one
+// that works: the working one gets every period, sampling goes on, the
+// hung one's queue stays at its bound and counts the periods it dropped,
+// and the agent still stops when told.
+func TestAgentBackendDown(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	defer func(d time.Duration) { drainLimit = d }(drainLimit)
+	drainLimit = 500 * time.Millisecond
+	cpu := start(t, perftestCPU(t), "60", "0")
+	good, bad := &collect{}, &down{}
+	var log strings.Builder
+	var warnings []string
+	var wmu sync.Mutex
+	warn := func(s string) {
+		wmu.Lock()
+		warnings = append(warnings, s)
+		wmu.Unlock()
+		t.Log("warning: " + s)
+	}
+	ctx, ready, cancel := runningFor(3 * time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Scope: perfevent.Scope{PIDs: []int{cpu.Process.Pid}}, Freq: 99, Period: 200 * time.Millisecond, QueueLen: 6,
+			Exporters: []Exporter{bad, good}, Log: &log, Warn: warn, Ready: ready})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3*time.Second + drainLimit + 30*time.Second):
+		t.Fatal("Run did not stop with a backend down")
+	}
+	wmu.Lock()
+	for _, w := range warnings {
+		if strings.Contains(w, "retrying") {
+			t.Errorf("warning %q once the agent stopped: nothing is retried then", w)
+		}
+	}
+	wmu.Unlock()
+	t.Logf("progress:\n%s", log.String())
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	stopped := lines[len(lines)-1]
+	lines = lines[:len(lines)-1]
+	if len(lines) < 12 {
+		t.Fatalf("%d progress lines in 3 s of 200 ms periods, want 15 or 16", len(lines))
+	}
+	good.mu.Lock()
+	n, samples := len(good.got), 0
+	for _, p := range good.got {
+		samples += len(p.Profile.Stacks)
+	}
+	good.mu.Unlock()
+	if n != len(lines) || samples == 0 {
+		t.Errorf("the working backend got %d periods with %d stacks, want %d (one per progress line) with samples", n, samples, len(lines))
+	}
+	if bad.calls.Load() != 1 {
+		t.Errorf("the hung backend was called %d times, want once (its first export never returned)", bad.calls.Load())
+	}
+	// The line after the stop: the working backend got everything, the
+	// hung one nothing; its queue dropped all but the 6 it held.
+	var periods, sent, dropped, failed, unsent int
+	if _, err := fmt.Sscanf(stopped, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d",
+		&periods, &sent, &dropped, &failed, &unsent); err != nil {
+		t.Fatalf("last line %q: %v", stopped, err)
+	}
+	if periods != n || sent != n || unsent != 6 || dropped != n-6 {
+		t.Errorf("last line %q: want %d periods, %[2]d sent, %d dropped, 6 unsent", stopped, n, n-6)
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"net"
 
@@ -75,6 +76,7 @@ type flatSample struct {
 	Type     string
 	Exe      string
 	Funcs    []string // leaf first
+	Files    []string // per frame, its mapping's file name ("" without a mapping)
 	Value    int64
 	Resource map[string]any
 	Mappings []string // "path offset buildid" per location with a mapping
@@ -117,6 +119,11 @@ func flatten(ps pprofile.Profiles) []flatSample {
 							name = str(d.FunctionTable().At(int(ln.FunctionIndex())).NameStrindex())
 						}
 						fs.Funcs = append(fs.Funcs, name)
+						file := ""
+						if mi := loc.MappingIndex(); mi > 0 {
+							file = str(d.MappingTable().At(int(mi)).FilenameStrindex())
+						}
+						fs.Files = append(fs.Files, file)
 						if mi := loc.MappingIndex(); mi > 0 {
 							m := d.MappingTable().At(int(mi))
 							id := ""
@@ -135,6 +142,14 @@ func flatten(ps pprofile.Profiles) []flatSample {
 		}
 	}
 	return out
+}
+
+// runningFor returns a context that ends d after its ready function is
+// called (Config.Ready: once the events are open), so that a slow start
+// (a loaded machine, the race detector) does not shorten the run.
+func runningFor(d time.Duration) (ctx context.Context, ready func(), cancel context.CancelFunc) {
+	ctx, cancel = context.WithCancel(context.Background())
+	return ctx, func() { time.AfterFunc(d, cancel) }, cancel
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

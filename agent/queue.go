@@ -110,6 +110,12 @@ func (q *queue) run() {
 			q.mu.Unlock()
 			continue
 		}
+		if q.ctx.Err() != nil {
+			// Stopped (wait gave up on it): the period is not sent,
+			// and no retry follows.
+			q.mu.Unlock()
+			return
+		}
 		q.failures++
 		msg := err.Error()
 		repeat := msg == q.lastErr

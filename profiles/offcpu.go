@@ -150,9 +150,12 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 		s.Period = max(1, t-s.Time)
 		delete(o.pending, int(next))
 	}
-	// state 0 is TASK_RUNNING: preempted, not blocked. TASK_REPORT_MAX
-	// and above (0x100: TASK_IDLE-reported) count as blocked too.
-	if state == 0 || prev == 0 || int64(r.Sample.TID) != prev || (o.keep != nil && !o.keep(int(r.Sample.PID), int(r.Sample.TID))) {
+	// Blocked is one of the states reported in the low byte (S D T t X
+	// Z P I). 0 is TASK_RUNNING: a switch on the way back to user space;
+	// TASK_REPORT_MAX (0x100, "R+") a task preempted in the kernel
+	// (before Linux 4.14, TASK_STATE_MAX, above the low byte): runnable
+	// both, not blocked.
+	if state&0xff == 0 || prev == 0 || int64(r.Sample.TID) != prev || (o.keep != nil && !o.keep(int(r.Sample.PID), int(r.Sample.TID))) {
 		return
 	}
 	if old := o.pending[int(prev)]; old != nil {

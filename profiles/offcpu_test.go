@@ -167,3 +167,20 @@ func TestOffCPUFolded(t *testing.T) {
 		t.Errorf("on-CPU folded %q, want a count of 2", got)
 	}
 }
+
+// TestOffCPUPreemptedInKernel: a task preempted in the kernel is
+// reported "R+" (prev_state TASK_REPORT_MAX, 0x100): runnable, not
+// blocked; TASK_IDLE's "I" (0x80) is blocked.
+func TestOffCPUPreemptedInKernel(t *testing.T) {
+	o := NewOffCPU(NewCollector(regs.AMD64), DefaultSwitchFormat, nil)
+	o.Add(switchRecord(10, 10, 0, 0x100, 1000))  // 10 preempted in a system call
+	o.Add(switchRecord(20, 20, 10, 0x80, 1500))  // 20 idles (I); 10 runs again
+	o.Add(switchRecord(30, 30, 20, 0x100, 4000)) // 20 runs again
+	got := map[int]uint64{}
+	for _, s := range o.Flush(5000) {
+		got[s.TID] += s.Period
+	}
+	if len(got) != 1 || got[20] != 2500 {
+		t.Errorf("off CPU %v, want only 20 (idle): 2500", got)
+	}
+}

@@ -46,6 +46,41 @@ func (p *pidList) Set(s string) error {
 }
 
 func runAgent(args []string) error {
+	cfg, closeAll, limit, err := agentConfig(args)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A long-running agent on a host with large binaries: collect
+		// garbage harder as the heap nears this, rather than double it.
+		debug.SetMemoryLimit(agentMemoryLimit)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	return agent.Run(ctx, cfg)
+}
+
+// agentConfig parses rewind agent's arguments into the agent's
+// configuration with its exporters (closeAll closes them), and -d's
+// duration (0: until a signal).
+func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.Duration, err error) {
+	var closers []func() error
+	closeAll = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	fs := newFlags("agent", agentHelp)
 	var pids pidList
 	fs.Var(&pids, "p", "profile process `PID` (repeatable; default: every process)")
@@ -70,81 +105,72 @@ func runAgent(args []string) error {
 	noCache := fs.Bool("no-cache", false, "do not read or write the persistent caches ("+cacheDirHelp+")")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return err
+		return cfg, closeAll, 0, err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
+		return cfg, closeAll, 0, fmt.Errorf("unexpected argument %q", pos[0])
 	}
 	if err := checkFreq(*freq); err != nil {
-		return err
+		return cfg, closeAll, 0, err
 	}
-	cfg := agent.Config{
+	cfg = agent.Config{
 		Scope: perfevent.Scope{PIDs: pids}, Freq: *freq, Period: period.d, OffCPU: *offCPU, NoSymbolize: *noSym,
 		StackSize: *stackSize, UserOnly: *userOnly, QueueLen: *queueLen, Log: os.Stderr, Warn: warn, CacheDir: cacheDir(*noCache), DropPrivileges: !*keepPrivs,
 	}
 	if *cgroup != "" {
 		if len(pids) > 0 {
-			return fmt.Errorf("give -p or --cgroup, not both")
+			return cfg, closeAll, 0, fmt.Errorf("give -p or --cgroup, not both")
 		}
 		p := *cgroup
 		if p[0] != '/' || !dirExists(p) {
 			p = "/sys/fs/cgroup/" + p
 		}
 		if !dirExists(p) {
-			return fmt.Errorf("--cgroup %s: no such cgroup directory", *cgroup)
+			return cfg, closeAll, 0, fmt.Errorf("--cgroup %s: no such cgroup directory", *cgroup)
 		}
 		cfg.Scope.Cgroup = p
 	}
 	if *comm != "" {
 		if cfg.Comm, err = regexp.Compile(*comm); err != nil {
-			return fmt.Errorf("--comm: %w", err)
+			return cfg, closeAll, 0, fmt.Errorf("--comm: %w", err)
 		}
 	}
 	if *otlpAddr != "" {
 		e, err := agent.NewGRPC(*otlpAddr)
 		if err != nil {
-			return err
+			return cfg, closeAll, 0, err
 		}
-		defer e.Close()
+		closers = append(closers, e.Close)
 		cfg.Exporters = append(cfg.Exporters, e)
 	}
 	if *otlpHTTP != "" {
 		e, err := agent.NewHTTP(*otlpHTTP)
 		if err != nil {
-			return err
+			return cfg, closeAll, 0, err
 		}
 		cfg.Exporters = append(cfg.Exporters, e)
 	}
 	if *pyro != "" {
 		e, err := agent.NewPyroscope(*pyro, "", *freq)
 		if err != nil {
-			return err
+			return cfg, closeAll, 0, err
 		}
 		cfg.Exporters = append(cfg.Exporters, e)
 	}
 	if *outDir != "" {
 		e, err := agent.NewDir(*outDir, *keep, *freq)
 		if err != nil {
-			return err
+			return cfg, closeAll, 0, err
 		}
 		cfg.Exporters = append(cfg.Exporters, e)
 	}
 	if len(cfg.Exporters) == 0 {
-		return fmt.Errorf("nowhere to send profiles: give --otlp, --otlp-http, --pyroscope or --out-dir")
+		return cfg, closeAll, 0, fmt.Errorf("nowhere to send profiles: give --otlp, --otlp-http, --pyroscope or --out-dir")
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// A long-running agent on a host with large binaries: collect
-		// garbage harder as the heap nears this, rather than double it.
-		debug.SetMemoryLimit(agentMemoryLimit)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if dur.set {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, dur.d)
-		defer cancel()
+		limit = dur.d
 	}
-	return agent.Run(ctx, cfg)
+	return cfg, closeAll, limit, nil
 }
 
 // agentMemoryLimit is the agent's soft memory limit (the Go runtime's;

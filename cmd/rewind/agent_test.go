@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/agent"
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 )
@@ -205,5 +208,106 @@ func TestAgentFlagErrors(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("rewind %s: exit %d, stderr %q; want an error with %q", strings.Join(c.args, " "), code, stderr, c.want)
 		}
+	}
+}
+
+// TestAgentServiceUnit checks contrib/rewind-agent.service against the
+// agent: its default arguments are valid rewind agent flags, it stops the
+// agent with SIGTERM and leaves it time to flush (the queues get 10 s),
+// its capability bounding set holds what the agent opens its events with
+// and what it keeps, and systemd-analyze verify accepts it (where
+// installed) with ExecStart on this build.
+func TestAgentServiceUnit(t *testing.T) {
+	b, err := os.ReadFile("../../contrib/rewind-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(b)
+	keys := map[string]string{}
+	var args []string
+	for _, line := range strings.Split(unit, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		if k == "Environment" && (strings.HasPrefix(v, `"REWIND_AGENT_ARGS=`) || strings.HasPrefix(v, "REWIND_AGENT_ARGS=")) {
+			_, a, _ := strings.Cut(strings.Trim(v, `"`), "=")
+			args = strings.Fields(strings.Trim(a, `"`))
+			continue
+		}
+		keys[k] = v
+	}
+	if keys["ExecStart"] != "/usr/local/bin/rewind agent $REWIND_AGENT_ARGS" {
+		t.Errorf("ExecStart=%s, want /usr/local/bin/rewind agent $REWIND_AGENT_ARGS (the README installs it there)", keys["ExecStart"])
+	}
+	if len(args) == 0 {
+		t.Fatal("no default REWIND_AGENT_ARGS")
+	}
+	cfg, closeAll, limit, err := agentConfig(args)
+	if err != nil {
+		t.Fatalf("the unit's REWIND_AGENT_ARGS %q: %v", args, err)
+	}
+	closeAll()
+	if len(cfg.Exporters) == 0 || limit != 0 || !cfg.DropPrivileges {
+		t.Errorf("the unit's REWIND_AGENT_ARGS %q: %d exporters, -d %v, dropping privileges %v; want a destination, no end, the drop", args, len(cfg.Exporters), limit, cfg.DropPrivileges)
+	}
+	if keys["KillSignal"] != "SIGTERM" {
+		t.Errorf("KillSignal=%s, want SIGTERM (the agent flushes on it)", keys["KillSignal"])
+	}
+	if d, err := time.ParseDuration(keys["TimeoutStopSec"]); err != nil || d <= 10*time.Second {
+		t.Errorf("TimeoutStopSec=%s, want more than the 10 s the agent's queues get at the stop", keys["TimeoutStopSec"])
+	}
+	bounding := " " + keys["CapabilityBoundingSet"] + " "
+	for _, c := range []string{"CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH", "CAP_SYSLOG"} {
+		if !strings.Contains(bounding, " "+c+" ") {
+			t.Errorf("CapabilityBoundingSet=%s lacks %s", keys["CapabilityBoundingSet"], c)
+		}
+	}
+	names := map[int]string{unix.CAP_SYS_PTRACE: "CAP_SYS_PTRACE", unix.CAP_DAC_READ_SEARCH: "CAP_DAC_READ_SEARCH", unix.CAP_SYSLOG: "CAP_SYSLOG"}
+	for _, c := range agent.KeptCapabilities {
+		if names[c] == "" || !strings.Contains(bounding, " "+names[c]+" ") {
+			t.Errorf("the agent keeps capability %d, which CapabilityBoundingSet=%s does not hold", c, keys["CapabilityBoundingSet"])
+		}
+	}
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Logf("systemd-analyze verify not run: %v", err)
+		return
+	}
+	p := filepath.Join(t.TempDir(), "rewind-agent.service")
+	if err := os.WriteFile(p, []byte(strings.ReplaceAll(unit, "/usr/local/bin/rewind", rewindBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(sa, "verify", p).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestAgentFlags: every flag issue 18 names, with its exact spelling,
+// reaches the agent's configuration.
+func TestAgentFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg, closeAll, _, err := agentConfig([]string{"-p", "1", "-p", "2", "--comm", "^x$", "-F", "49", "--period", "5s", "--off-cpu",
+		"--otlp", "127.0.0.1:1", "--otlp-http", "http://127.0.0.1:2/v1/profiles", "--pyroscope", "http://127.0.0.1:3", "--out-dir", dir, "--no-symbolize"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	var names []string
+	for _, e := range cfg.Exporters {
+		names = append(names, e.Name())
+	}
+	if fmt.Sprint(cfg.Scope.PIDs) != "[1 2]" || cfg.Comm.String() != "^x$" || cfg.Freq != 49 || cfg.Period != 5*time.Second || !cfg.OffCPU || !cfg.NoSymbolize ||
+		strings.Join(names, ", ") != "otlp grpc 127.0.0.1:1, otlp http http://127.0.0.1:2/v1/profiles, pyroscope http://127.0.0.1:3/ingest, out-dir "+dir {
+		t.Errorf("config: PIDs %v, comm %v, F %d, period %v, off-CPU %v, no-symbolize %v, exporters %q", cfg.Scope.PIDs, cfg.Comm, cfg.Freq, cfg.Period, cfg.OffCPU, cfg.NoSymbolize, names)
+	}
+	cfg, closeAll, _, err = agentConfig([]string{"--cgroup", "/sys/fs/cgroup", "--out-dir", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	if cfg.Scope.Cgroup != "/sys/fs/cgroup" || cfg.Freq != 19 || cfg.Period != time.Minute || cfg.OffCPU || cfg.NoSymbolize {
+		t.Errorf("--cgroup /sys/fs/cgroup: cgroup %q, F %d, period %v, off-CPU %v, no-symbolize %v; want the defaults 19 Hz, 60 s, on-CPU, symbolized",
+			cfg.Scope.Cgroup, cfg.Freq, cfg.Period, cfg.OffCPU, cfg.NoSymbolize)
 	}
 }
