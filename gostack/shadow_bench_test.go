@@ -193,6 +193,8 @@ var (
 	shadowTable  = flag.Bool("shadowtable", false, "run the shadow-stack benchmarks and print their ratio tables")
 	shadowRounds = flag.Int("shadowrounds", 5, "with -shadowtable: rounds per cell; the table shows medians")
 	shadowCases  = flag.String("shadowcases", "best,worst", "with -shadowtable: which tables")
+	shadowDepths = flag.String("shadowdepths", "", "with -shadowtable: comma-separated depths (default: all of benchDepths)")
+	shadowModes  = flag.String("shadowmodes", "", "with -shadowtable: comma-separated methods besides Plain, which always runs (default: all)")
 )
 
 // TestShadowBenchTable prints the best- and worst-case tables side by side:
@@ -220,17 +222,40 @@ func TestShadowBenchTable(t *testing.T) {
 	}) bool {
 		return !slices.Contains(strings.Split(*shadowCases, ","), c.name)
 	})
+	depths := benchDepths
+	if *shadowDepths != "" {
+		depths = nil
+		for _, f := range strings.Split(*shadowDepths, ",") {
+			var d int
+			if _, err := fmt.Sscan(f, &d); err != nil || d < 1 {
+				t.Fatalf("-shadowdepths: bad depth %q", f)
+			}
+			depths = append(depths, d)
+		}
+	}
+	modes := []int{modePlain}
+	for mode, name := range modeNames[1:] {
+		if *shadowModes == "" || slices.Contains(strings.Split(*shadowModes, ","), name) {
+			modes = append(modes, mode+1)
+		}
+	}
 	// ns[case][depth][mode][round]
 	ns := make([][][5][]float64, len(cases))
 	for i := range ns {
-		ns[i] = make([][5][]float64, len(benchDepths))
+		ns[i] = make([][5][]float64, len(depths))
 	}
-	for range *shadowRounds {
+	for round := range *shadowRounds {
 		for ci, c := range cases {
-			for di, depth := range benchDepths {
+			for di, depth := range depths {
 				// The methods of one cell run back to back, so a change
-				// of load on the shared machine hits them alike.
-				for mode := range modeNames {
+				// of load on the shared machine hits them alike; every
+				// other round in the reverse order, so neither side
+				// always runs first.
+				order := slices.Clone(modes)
+				if round%2 == 1 {
+					slices.Reverse(order)
+				}
+				for _, mode := range order {
 					r := testing.Benchmark(func(b *testing.B) { c.run(b, depth, mode) })
 					v, ok := r.Extra["cpu-ns/op"]
 					if !ok {
@@ -245,11 +270,11 @@ func TestShadowBenchTable(t *testing.T) {
 		var out strings.Builder
 		fmt.Fprintf(&out, "\n%s case: median thread-CPU ns/op of %d rounds; ratio = median over rounds of Plain time / method time\n", c.name, *shadowRounds)
 		fmt.Fprintf(&out, "%6s %9s %9s %9s %9s %10s %8s %8s %8s %8s\n", "depth", "Plain", "FP", "Shadow", "Eager", "Callers", "FP", "Shadow", "Eager", "Callers")
-		for di, depth := range benchDepths {
+		for di, depth := range depths {
 			v := ns[ci][di]
 			var med [5]float64
 			var ratio [5]float64
-			for mode := range modeNames {
+			for _, mode := range modes {
 				med[mode] = median(v[mode])
 				rs := make([]float64, len(v[mode]))
 				for r := range rs {
