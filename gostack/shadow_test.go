@@ -783,3 +783,42 @@ func TestShadowAsyncPreempt(t *testing.T) {
 	close(stop)
 	t.Logf("%d GCs", gcs.Load())
 }
+
+// TestShadowSkipZero: with skip 0 entry 0 is a PC inside the capture
+// function itself (gostack's, which on amd64 is assembly that hands this
+// case to Go), then the return addresses from the caller up, as CallersFP
+// gives them.
+func TestShadowSkipZero(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    capturer
+	}{
+		{"github.com/rewindstack/rewind/gostack.ShadowCallers", ShadowCallers},
+		{"github.com/rewindstack/rewind/gostack.ShadowCallersEager", ShadowCallersEager},
+	} {
+		for range 3 { // nothing cached, then cached (skip 0 patches our return slot)
+			var a, b [128]uintptr
+			n := c.f(0, a[:])
+			m := CallersFP(1, b[:])
+			if n < 3 || m < 2 || n != m+1 {
+				t.Fatalf("%s(0): %d frames, CallersFP(1): %d", c.name, n, m)
+			}
+			for i, pc := range b[:m] {
+				if pc == trampolinePC {
+					b[i] = a[i+1] // the slot the capture patched
+				}
+			}
+			if f := runtime.FuncForPC(a[0] - 1); f == nil || f.Name() != c.name {
+				t.Errorf("%s(0): entry 0 %#x is not inside it: %s", c.name, a[0], frames(a[:1]))
+			}
+			self := runtime.FuncForPC(b[0] - 1)
+			if f := runtime.FuncForPC(a[1] - 1); f == nil || self == nil || f.Entry() != self.Entry() {
+				t.Errorf("%s(0): entry 1 is %s, want the caller %s", c.name, frames(a[1:2]), frames(b[:1]))
+			}
+			if !slices.Equal(a[2:n], b[1:m]) {
+				t.Errorf("%s(0) above the caller:\n%s\nCallersFP:\n%s", c.name, frames(a[2:n]), frames(b[1:m]))
+			}
+		}
+		ShadowReset()
+	}
+}
