@@ -822,3 +822,44 @@ func TestShadowSkipZero(t *testing.T) {
 		ShadowReset()
 	}
 }
+
+// TestShadowCopyAlignment: the steady state copies the cache into pcs with
+// wide stores, whole cache lines and masked partial ones, so the copy is
+// checked at every alignment of pcs and several cache lengths.
+func TestShadowCopyAlignment(t *testing.T) {
+	done := make(chan string)
+	go func() {
+		var msg string
+		defer func() { done <- msg }()
+		for depth := 60; depth < 69 && msg == ""; depth++ {
+			nest(depth, func() {
+				var want, buf [300]uintptr
+				m := CallersFP(1, want[:])
+				ShadowCallersEager(1, buf[:]) // patches our return slot
+				for o := range 17 {
+					for i := range buf {
+						buf[i] = ^uintptr(i)
+					}
+					n := ShadowCallers(1, buf[o:o+m+10])
+					if n != m || !slices.Equal(buf[o+1:o+n], want[1:m]) {
+						msg = fmt.Sprintf("depth %d, pcs at +%d words: %d frames, want %d\ngot:  %s\nwant: %s", depth, o, n, m, frames(buf[o+1:o+n]), frames(want[1:m]))
+						return
+					}
+					for i, pc := range buf {
+						if (i < o || i >= o+n) && pc != ^uintptr(i) {
+							msg = fmt.Sprintf("depth %d, pcs at +%d words: word %d outside the %d frames written", depth, o, i, n)
+							return
+						}
+					}
+				}
+				if cached, _ := ShadowStats(); cached < m-1 {
+					msg = fmt.Sprintf("depth %d: %d frames cached, want %d: the copy was not tested", depth, cached, m-1)
+				}
+			})
+			ShadowReset()
+		}
+	}()
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+}
