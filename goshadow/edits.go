@@ -11,6 +11,7 @@ var runtimeEdits = []Edit{
 			"\tshadowPCs    []uintptr\n" +
 			"\tshadowOffs   []uintptr\n" +
 			"\tshadowTop    uintptr\n" +
+			"\tshadowSlot   uintptr\n" +
 			"\tshadowHits   uintptr\n" +
 			"\tshadowPolicy shadowPolicy\n}",
 		Replace: true,
