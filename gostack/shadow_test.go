@@ -836,11 +836,20 @@ func TestShadowCopyAlignment(t *testing.T) {
 				var want, buf [300]uintptr
 				m := CallersFP(1, want[:])
 				ShadowCallersEager(1, buf[:]) // patches our return slot
+				self := runtime.FuncForPC(want[0] - 1)
+				var first uintptr
 				for o := range 17 {
 					for i := range buf {
 						buf[i] = ^uintptr(i)
 					}
 					n := ShadowCallers(1, buf[o:o+m+10])
+					if f := runtime.FuncForPC(buf[o] - 1); o == 0 && f != nil && self != nil && f.Entry() == self.Entry() {
+						first = buf[o]
+					}
+					if buf[o] != first || first == 0 {
+						msg = fmt.Sprintf("depth %d, pcs at +%d words: entry 0 is %s, want the same return address into %s each time", depth, o, frames(buf[o:o+1]), frames(want[:1]))
+						return
+					}
 					if n != m || !slices.Equal(buf[o+1:o+n], want[1:m]) {
 						msg = fmt.Sprintf("depth %d, pcs at +%d words: %d frames, want %d\ngot:  %s\nwant: %s", depth, o, n, m, frames(buf[o+1:o+n]), frames(want[1:m]))
 						return
