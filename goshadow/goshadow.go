@@ -47,7 +47,12 @@
 // cache is copied as it is. On amd64 gostack.ShadowCallers is these two paths
 // in assembly, with no frame of its own; it jumps to the same capture in Go
 // for everything else, and copies the cache with stores aligned to 64 bytes
-// (AVX-512F) or 32 (AVX2), a store across a cache line costing two.
+// (AVX-512F, the first and last lines masked) or 32 (AVX2), a store across a
+// cache line costing two. A cache built afresh is placed so that its top
+// entry is at 8 modulo 32 bytes, where pcs[1] is in a heap buffer of 32 words
+// or more: the copy's loads are then aligned too. The steady state is a copy
+// of the cached words, so its cost is the stores': they, not the walk, bound
+// the best case.
 // gostack.ShadowCallersEager always caches, as the source article's
 // prototype did.
 //
