@@ -11,6 +11,7 @@ var runtimeEdits = []Edit{
 			"\tshadowPCs    []uintptr\n" +
 			"\tshadowOffs   []uintptr\n" +
 			"\tshadowTop    uintptr\n" +
+			"\tshadowSlot   uintptr\n" +
 			"\tshadowHits   uintptr\n" +
 			"\tshadowPolicy shadowPolicy\n}",
 		Replace: true,
@@ -103,10 +104,10 @@ const gostackPath = "github.com/rewindstack/rewind/gostack"
 
 // captureVariants are the copies of rt/callers.go.tmpl the generator writes.
 var captureVariants = []struct {
-	file, name, params, adaptive, build, doc string
+	file, name, self, params, adaptive, build, doc string
 }{
 	{
-		file: "rewind_shadow_callers.go", name: "ShadowCallers", params: ", adaptive bool",
+		file: "rewind_shadow_callers.go", name: "ShadowCallers", self: "ShadowCallers", params: ", adaptive bool",
 		doc: `// ShadowCallers fills pcs with the return addresses of the calling
 // goroutine's physical frames, innermost first, read from the frame-pointer
 // chain, and returns how many it wrote. skip counts physical frames: 0 is
@@ -122,12 +123,19 @@ var captureVariants = []struct {
 `,
 	},
 	{
-		file: "rewind_shadow_gostack.go", name: "gostackShadowCallers", adaptive: "const adaptive = true",
-		build: "//go:build amd64 || arm64\n\n",
+		file: "rewind_shadow_gostack.go", name: "gostackShadowCallers", self: "gostackShadowCallers", adaptive: "const adaptive = true",
+		build: "//go:build arm64\n\n",
 		doc:   "// gostackShadowCallers is " + gostackPath + ".ShadowCallers.\n//\n//go:linkname gostackShadowCallers " + gostackPath + ".ShadowCallers\n",
 	},
 	{
-		file: "rewind_shadow_gostack_eager.go", name: "gostackShadowCallersEager", adaptive: "const adaptive = false",
+		// On amd64 gostack.ShadowCallers is assembly (rt/shadow_amd64.s.txt)
+		// doing the two common cases; it jumps to this copy for the rest.
+		file: "rewind_shadow_gostack_amd64.go", name: "shadowCallersGo", self: "gostackShadowCallersEntry", adaptive: "const adaptive = true",
+		doc: "// shadowCallersGo is the rest of " + gostackPath + ".ShadowCallers, which\n" +
+			"// is assembly on amd64: it jumps here, so this runs as if called directly.\n//\n",
+	},
+	{
+		file: "rewind_shadow_gostack_eager.go", name: "gostackShadowCallersEager", self: "gostackShadowCallersEager", adaptive: "const adaptive = false",
 		build: "//go:build amd64 || arm64\n\n",
 		doc:   "// gostackShadowCallersEager is " + gostackPath + ".ShadowCallersEager.\n//\n//go:linkname gostackShadowCallersEager " + gostackPath + ".ShadowCallersEager\n",
 	},

@@ -39,9 +39,20 @@
 // cached on probation (one capture in 256 tries, and the cache stays while
 // no frame returns through the trampoline between captures). Deeper, a
 // per-goroutine moving average of what the cache gains decides, with
-// exponential back-off when it loses. On amd64 the steady state (the
-// caller's return slot holds the trampoline) is a short straight path and
-// the cached part is copied with 64- or 32-byte moves.
+// exponential back-off when it loses. The two common captures are short
+// straight paths at the top of the capture: with nothing cached (so no slot
+// can hold the trampoline) the walk is the plain loop, with no check for the
+// trampoline; in the steady state (the caller's return slot holds the
+// trampoline and nothing returned through it since the last capture) the
+// cache is copied as it is. On amd64 gostack.ShadowCallers is these two paths
+// in assembly, with no frame of its own; it jumps to the same capture in Go
+// for everything else, and copies the cache with stores aligned to 64 bytes
+// (AVX-512F, the first and last lines masked) or 32 (AVX2), a store across a
+// cache line costing two. A cache built afresh is placed so that its top
+// entry is at 8 modulo 32 bytes, where pcs[1] is in a heap buffer of 32 words
+// or more: the copy's loads are then aligned too. The steady state is a copy
+// of the cached words, so its cost is the stores': they, not the walk, bound
+// the best case.
 // gostack.ShadowCallersEager always caches, as the source article's
 // prototype did.
 //
@@ -207,7 +218,7 @@ func Generate(goroot, dir string) (*Result, error) {
 		return nil, err
 	}
 	for _, v := range captureVariants {
-		src := strings.NewReplacer("$BUILD", v.build, "$DOC", v.doc, "$NAME", v.name,
+		src := strings.NewReplacer("$BUILD", v.build, "$DOC", v.doc, "$NAME", v.name, "$SELF", v.self,
 			"$PARAMS", v.params, "$ADAPTIVE", v.adaptive).Replace(string(tmpl))
 		if err := writeFile(absDir, v.file, src, rtDir, replace); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ package gostack
 import (
 	"flag"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,9 +32,11 @@ const (
 	modeShadow
 	modeEager
 	modeCallers
+	modePlain2 // plainFP2, the second copy of the plain loop
+	numModes
 )
 
-var modeNames = []string{"Plain", "FP", "Shadow", "Eager", "Callers"}
+var modeNames = []string{"Plain", "FP", "Shadow", "Eager", "Callers", "Plain2"}
 
 var benchDepths = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 
@@ -53,6 +56,10 @@ func bestCase(n, mode int, pcs []uintptr, b *testing.B) {
 	case modePlain:
 		for range b.N {
 			s += plainFP(pcs)
+		}
+	case modePlain2:
+		for range b.N {
+			s += plainFP2(pcs)
 		}
 	case modeFP:
 		for range b.N {
@@ -91,6 +98,26 @@ func plainFP(pcs []uintptr) int {
 	return i
 }
 
+// plainFP2 is plainFP again. Whether the plain loop is fast depends on where
+// the linker puts it: the same code runs up to 1.3x slower when its loop
+// crosses a 64-byte line (seen on AMD Zen 4 at depths 1-8), and functions are
+// aligned to 32 bytes, so an edit anywhere in the package can move it. The
+// two copies are adjacent and each is more than 128 bytes long and less
+// than 160, so they start 32 bytes apart modulo 64 and one of them has the
+// good placement; the table takes the faster of the two in each round.
+//
+//go:noinline
+//go:nocheckptr
+func plainFP2(pcs []uintptr) int {
+	fp := getfp()
+	i := 0
+	for ; i < len(pcs) && fp != nil; i++ {
+		pcs[i] = *(*uintptr)(unsafe.Add(fp, unsafe.Sizeof(uintptr(0))))
+		fp = *(*unsafe.Pointer)(fp)
+	}
+	return i
+}
+
 // threadCPU reads the CPU time of the calling thread: unlike the wall
 // clock, it does not count the time other processes of the shared machine
 // run instead of the benchmark. The benchmarks lock their goroutine to its
@@ -115,6 +142,8 @@ func worstCase(n, mode int, pcs []uintptr) int {
 	switch mode {
 	case modePlain:
 		s += plainFP(pcs)
+	case modePlain2:
+		s += plainFP2(pcs)
 	case modeFP:
 		s += CallersFP(1, pcs)
 	case modeShadow:
@@ -130,6 +159,8 @@ func worstCase(n, mode int, pcs []uintptr) int {
 	switch mode {
 	case modePlain:
 		s += plainFP(pcs)
+	case modePlain2:
+		s += plainFP2(pcs)
 	case modeFP:
 		s += CallersFP(1, pcs)
 	case modeShadow:
@@ -193,6 +224,8 @@ var (
 	shadowTable  = flag.Bool("shadowtable", false, "run the shadow-stack benchmarks and print their ratio tables")
 	shadowRounds = flag.Int("shadowrounds", 5, "with -shadowtable: rounds per cell; the table shows medians")
 	shadowCases  = flag.String("shadowcases", "best,worst", "with -shadowtable: which tables")
+	shadowDepths = flag.String("shadowdepths", "", "with -shadowtable: comma-separated depths (default: all of benchDepths)")
+	shadowModes  = flag.String("shadowmodes", "", "with -shadowtable: comma-separated methods besides Plain, which always runs (default: all)")
 )
 
 // TestShadowBenchTable prints the best- and worst-case tables side by side:
@@ -220,17 +253,40 @@ func TestShadowBenchTable(t *testing.T) {
 	}) bool {
 		return !slices.Contains(strings.Split(*shadowCases, ","), c.name)
 	})
-	// ns[case][depth][mode][round]
-	ns := make([][][5][]float64, len(cases))
-	for i := range ns {
-		ns[i] = make([][5][]float64, len(benchDepths))
+	depths := benchDepths
+	if *shadowDepths != "" {
+		depths = nil
+		for _, f := range strings.Split(*shadowDepths, ",") {
+			var d int
+			if _, err := fmt.Sscan(f, &d); err != nil || d < 1 {
+				t.Fatalf("-shadowdepths: bad depth %q", f)
+			}
+			depths = append(depths, d)
+		}
 	}
-	for range *shadowRounds {
+	modes := []int{modePlain, modePlain2}
+	for mode, name := range modeNames[1:modePlain2] {
+		if *shadowModes == "" || slices.Contains(strings.Split(*shadowModes, ","), name) {
+			modes = append(modes, mode+1)
+		}
+	}
+	// ns[case][depth][mode][round]
+	ns := make([][][numModes][]float64, len(cases))
+	for i := range ns {
+		ns[i] = make([][numModes][]float64, len(depths))
+	}
+	for round := range *shadowRounds {
 		for ci, c := range cases {
-			for di, depth := range benchDepths {
+			for di, depth := range depths {
 				// The methods of one cell run back to back, so a change
-				// of load on the shared machine hits them alike.
-				for mode := range modeNames {
+				// of load on the shared machine hits them alike; every
+				// other round in the reverse order, so neither side
+				// always runs first.
+				order := slices.Clone(modes)
+				if round%2 == 1 {
+					slices.Reverse(order)
+				}
+				for _, mode := range order {
 					r := testing.Benchmark(func(b *testing.B) { c.run(b, depth, mode) })
 					v, ok := r.Extra["cpu-ns/op"]
 					if !ok {
@@ -241,15 +297,22 @@ func TestShadowBenchTable(t *testing.T) {
 			}
 		}
 	}
+	align := func(f func([]uintptr) int) uintptr {
+		return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Entry() % 64
+	}
 	for ci, c := range cases {
 		var out strings.Builder
-		fmt.Fprintf(&out, "\n%s case: median thread-CPU ns/op of %d rounds; ratio = median over rounds of Plain time / method time\n", c.name, *shadowRounds)
+		fmt.Fprintf(&out, "\n%s case: median thread-CPU ns/op of %d rounds; Plain = the faster of two copies of the loop (at %d and %d mod 64 bytes) in each round; ratio = median over rounds of Plain time / method time\n",
+			c.name, *shadowRounds, align(plainFP), align(plainFP2))
 		fmt.Fprintf(&out, "%6s %9s %9s %9s %9s %10s %8s %8s %8s %8s\n", "depth", "Plain", "FP", "Shadow", "Eager", "Callers", "FP", "Shadow", "Eager", "Callers")
-		for di, depth := range benchDepths {
+		for di, depth := range depths {
 			v := ns[ci][di]
-			var med [5]float64
-			var ratio [5]float64
-			for mode := range modeNames {
+			for r := range v[modePlain] {
+				v[modePlain][r] = min(v[modePlain][r], v[modePlain2][r])
+			}
+			var med [numModes]float64
+			var ratio [numModes]float64
+			for _, mode := range modes {
 				med[mode] = median(v[mode])
 				rs := make([]float64, len(v[mode]))
 				for r := range rs {

@@ -783,3 +783,92 @@ func TestShadowAsyncPreempt(t *testing.T) {
 	close(stop)
 	t.Logf("%d GCs", gcs.Load())
 }
+
+// TestShadowSkipZero: with skip 0 entry 0 is a PC inside the capture
+// function itself (gostack's, which on amd64 is assembly that hands this
+// case to Go), then the return addresses from the caller up, as CallersFP
+// gives them.
+func TestShadowSkipZero(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    capturer
+	}{
+		{"github.com/rewindstack/rewind/gostack.ShadowCallers", ShadowCallers},
+		{"github.com/rewindstack/rewind/gostack.ShadowCallersEager", ShadowCallersEager},
+	} {
+		for range 3 { // nothing cached, then cached (skip 0 patches our return slot)
+			var a, b [128]uintptr
+			n := c.f(0, a[:])
+			m := CallersFP(1, b[:])
+			if n < 3 || m < 2 || n != m+1 {
+				t.Fatalf("%s(0): %d frames, CallersFP(1): %d", c.name, n, m)
+			}
+			for i, pc := range b[:m] {
+				if pc == trampolinePC {
+					b[i] = a[i+1] // the slot the capture patched
+				}
+			}
+			if f := runtime.FuncForPC(a[0] - 1); f == nil || f.Name() != c.name {
+				t.Errorf("%s(0): entry 0 %#x is not inside it: %s", c.name, a[0], frames(a[:1]))
+			}
+			self := runtime.FuncForPC(b[0] - 1)
+			if f := runtime.FuncForPC(a[1] - 1); f == nil || self == nil || f.Entry() != self.Entry() {
+				t.Errorf("%s(0): entry 1 is %s, want the caller %s", c.name, frames(a[1:2]), frames(b[:1]))
+			}
+			if !slices.Equal(a[2:n], b[1:m]) {
+				t.Errorf("%s(0) above the caller:\n%s\nCallersFP:\n%s", c.name, frames(a[2:n]), frames(b[1:m]))
+			}
+		}
+		ShadowReset()
+	}
+}
+
+// TestShadowCopyAlignment: the steady state copies the cache into pcs with
+// wide stores, whole cache lines and masked partial ones, so the copy is
+// checked at every alignment of pcs and several cache lengths.
+func TestShadowCopyAlignment(t *testing.T) {
+	done := make(chan string)
+	go func() {
+		var msg string
+		defer func() { done <- msg }()
+		for depth := 60; depth < 69 && msg == ""; depth++ {
+			nest(depth, func() {
+				var want, buf [300]uintptr
+				m := CallersFP(1, want[:])
+				ShadowCallersEager(1, buf[:]) // patches our return slot
+				self := runtime.FuncForPC(want[0] - 1)
+				var first uintptr
+				for o := range 17 {
+					for i := range buf {
+						buf[i] = ^uintptr(i)
+					}
+					n := ShadowCallers(1, buf[o:o+m+10])
+					if f := runtime.FuncForPC(buf[o] - 1); o == 0 && f != nil && self != nil && f.Entry() == self.Entry() {
+						first = buf[o]
+					}
+					if buf[o] != first || first == 0 {
+						msg = fmt.Sprintf("depth %d, pcs at +%d words: entry 0 is %s, want the same return address into %s each time", depth, o, frames(buf[o:o+1]), frames(want[:1]))
+						return
+					}
+					if n != m || !slices.Equal(buf[o+1:o+n], want[1:m]) {
+						msg = fmt.Sprintf("depth %d, pcs at +%d words: %d frames, want %d\ngot:  %s\nwant: %s", depth, o, n, m, frames(buf[o+1:o+n]), frames(want[1:m]))
+						return
+					}
+					for i, pc := range buf {
+						if (i < o || i >= o+n) && pc != ^uintptr(i) {
+							msg = fmt.Sprintf("depth %d, pcs at +%d words: word %d outside the %d frames written", depth, o, i, n)
+							return
+						}
+					}
+				}
+				if cached, _ := ShadowStats(); cached < m-1 {
+					msg = fmt.Sprintf("depth %d: %d frames cached, want %d: the copy was not tested", depth, cached, m-1)
+				}
+			})
+			ShadowReset()
+		}
+	}()
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+}

@@ -147,7 +147,7 @@ echo
 echo "software shadow stacks (gostack.ShadowCallers) vs the plain frame-pointer walk, thread CPU per capture:"
 if go run ./cmd/rewind goshadow overlay -o "$tmp/overlay" >/dev/null 2>&1; then
 	go test -overlay="$tmp/overlay/overlay.json" -tags rewind_shadow ./gostack \
-		-run ShadowBenchTable -v -shadowtable -shadowrounds 3 -test.benchtime=100ms 2>&1 |
+		-run ShadowBenchTable -v -shadowtable -shadowrounds 5 -test.benchtime=100ms 2>&1 |
 		awk '/case: median/ || /^ *depth/ || /^ +[0-9]+ +[0-9.]+ / { sub(/^ +/, "  "); print }'
 else
 	echo "  (the overlay could not be written for this Go; skipped)"
