@@ -59,6 +59,12 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 	s.prepare(true)
 	tr := getTracer()
 	s.tracer = tr
+	if opt.During == nil && opt.MaxPause >= 0 {
+		s.maxPause = opt.MaxPause
+		if s.maxPause == 0 {
+			s.maxPause = DefaultMaxPause
+		}
+	}
 	if opt.During != nil {
 		// During may allocate (thousands of fibers' copies): no garbage
 		// collection cycle may start while the target is stopped. Turning
@@ -77,7 +83,7 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 			return
 		}
 		s.mark(markFrozen)
-		if !early {
+		if !early && !s.mapsRead {
 			s.readMaps()
 		}
 		s.mark(markMaps)
@@ -230,6 +236,15 @@ type session struct {
 
 	maxStack   int    // bytes per thread; negative: none
 	scratch    []byte // stack copies go here, faulted in before the pause
+	scratchUse int    // bytes of scratch taken by earlier copyStacks calls
+	mapsRead   bool   // readMaps ran
+
+	// maxPause is Options.MaxPause for a Capture without During (zero
+	// otherwise): once threads have waited that long for slower ones to
+	// stop, every stopped thread is copied and resumed at once, and each
+	// later one as soon as it stops (staggered).
+	maxPause   time.Duration
+	staggered  bool
 	mapsBuf    []byte // /proc/PID/maps is read into it, ditto
 	detachLost int    // threads found gone when detaching
 	regBuf     [userRegsWords + 8]uint64
@@ -248,6 +263,8 @@ type tstate struct {
 	stack    target.Region
 	switched []target.Region // other stacks its frame pointers lead to (copySwitched)
 	err      error
+	released bool      // copied and resumed before the others (staggered)
+	resumeAt time.Time // when it was detached
 }
 
 func newSession(info procInfo, opt Options) *session {
@@ -343,8 +360,10 @@ func (s *session) freeze() error {
 	s.collect(round)
 	s.mark(markCollected)
 	// Threads created while the others were stopping: once every listed
-	// thread is stopped none can be created, so this ends.
-	for {
+	// thread is stopped none can be created, so this ends. Threads
+	// released early (staggered) run again and may create more: those
+	// are not waited for.
+	for !s.staggered {
 		tids, err := listTasks(s.pid)
 		if err != nil {
 			break
@@ -452,6 +471,13 @@ func (s *session) collect(round []*tstate) {
 		}
 		progressed := n < len(pending)
 		pending = pending[:n]
+		if s.maxPause > 0 && (s.staggered || time.Since(s.start) > s.maxPause) {
+			// Threads slow to stop (waiting for a CPU on a busy machine)
+			// keep the others stopped no longer: those stopped are copied
+			// and resumed now, each late one as soon as it stops.
+			s.staggered = true
+			s.release()
+		}
 		if len(pending) == 0 {
 			break
 		}
@@ -479,6 +505,9 @@ func (s *session) collect(round []*tstate) {
 			}
 			pending = pending[:n]
 			last = now
+			if s.staggered {
+				s.release()
+			}
 		}
 		if now.After(deadline) {
 			for _, th := range pending {
@@ -556,6 +585,7 @@ func (s *session) readRegs(th *tstate) error {
 // pthread_exit), /proc/PID/maps is empty, and a live thread's copy is
 // read instead.
 func (s *session) readMaps() {
+	s.mapsRead = true
 	s.mapsRaw, s.mapsErr = s.readMapsText(fmt.Sprintf("/proc/%d/maps", s.pid))
 	if len(s.mapsRaw) == 0 {
 		for _, th := range s.threads {
@@ -595,12 +625,12 @@ func (s *session) copyStacks() {
 		dst        []byte
 	}
 	var jobs []job
-	used, overflow := 0, 0
+	used, overflow := s.scratchUse, 0
 	// process_vm_readv takes any thread's id; the main thread's is no
 	// good once it has exited (a zombie has no memory).
 	memTID := 0
 	for _, th := range s.threads {
-		if !th.stopped || th.err != nil {
+		if !th.stopped || th.err != nil || th.released {
 			continue
 		}
 		if memTID == 0 || th.tid == s.pid {
@@ -628,6 +658,7 @@ func (s *session) copyStacks() {
 		}
 		jobs = append(jobs, j)
 	}
+	s.scratchUse = used
 	if len(jobs) == 0 {
 		return
 	}
@@ -671,30 +702,59 @@ func (s *session) copyStacks() {
 // capture.
 func (s *session) thaw() {
 	for _, th := range s.threads {
-		if !th.attached {
-			continue
-		}
-		th.attached = false
-		if !th.stopped {
-			// Only a stopped tracee can be detached: the tracer
-			// detaches this one when it stops (or forgets it when it
-			// exits).
-			s.orphan(th)
-			continue
-		}
-		if err := ptraceDetach(th.tid, th.sig); err != nil {
-			// ESRCH on a stopped tracee: SIGKILL woke it and it is
-			// exiting. A dead tracee stays a zombie until its tracer
-			// waits for it (and a process's main thread cannot be
-			// reaped before its other threads are), so the tracer
-			// reaps it, or detaches it if it was not dying after all.
-			s.detachLost++
-			s.orphan(th)
-		}
+		s.detach(th)
 	}
 	s.end = time.Now()
 	if !s.started {
 		s.start = s.end
+	}
+}
+
+// detach resumes th if it is attached.
+func (s *session) detach(th *tstate) {
+	if !th.attached {
+		return
+	}
+	th.attached = false
+	th.resumeAt = time.Now()
+	if !th.stopped {
+		// Only a stopped tracee can be detached: the tracer detaches
+		// this one when it stops (or forgets it when it exits).
+		s.orphan(th)
+		return
+	}
+	if err := ptraceDetach(th.tid, th.sig); err != nil {
+		// ESRCH on a stopped tracee: SIGKILL woke it and it is exiting.
+		// A dead tracee stays a zombie until its tracer waits for it (and
+		// a process's main thread cannot be reaped before its other
+		// threads are), so the tracer reaps it, or detaches it if it was
+		// not dying after all.
+		s.detachLost++
+		s.orphan(th)
+	}
+}
+
+// release copies the stacks of the threads stopped and not yet released
+// (the maps first, if they were not read yet) and resumes them: a
+// staggered capture's way to keep every thread's pause near maxPause.
+func (s *session) release() {
+	var ready bool
+	for _, th := range s.threads {
+		ready = ready || th.attached && th.stopped && !th.released
+	}
+	if !ready {
+		return
+	}
+	if !s.mapsRead {
+		s.readMaps()
+	}
+	s.copyStacks()
+	s.copySwitched()
+	for _, th := range s.threads {
+		if th.attached && th.stopped && !th.released {
+			th.released = true
+			s.detach(th)
+		}
 	}
 }
 
@@ -710,7 +770,10 @@ func (s *session) orphan(th *tstate) {
 // snapshot assembles the result (after freeze and thaw).
 func (s *session) snapshot() *Snapshot {
 	pm := NewProcMemory(s.pid)
-	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start)}
+	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start), Staggered: s.staggered}
+	if s.staggered {
+		snap.Pause = 0 // the longest any thread was stopped, below
+	}
 	if s.started && !s.marks[markFrozen].IsZero() {
 		snap.StopWait = s.marks[markFrozen].Sub(s.start)
 	}
@@ -722,6 +785,12 @@ func (s *session) snapshot() *Snapshot {
 		t := Thread{TID: th.tid, Err: th.err}
 		if th.stopped && s.started {
 			t.StopLatency = th.stopAt.Sub(s.start)
+			if !th.resumeAt.IsZero() {
+				t.Stopped = th.resumeAt.Sub(th.stopAt)
+			}
+			if s.staggered {
+				snap.Pause = max(snap.Pause, t.Stopped)
+			}
 		}
 		if th.err == nil {
 			t.Regs = th.regs

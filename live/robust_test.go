@@ -552,3 +552,62 @@ func TestCheckWaiters(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPause: a thread that cannot stop for long (vforker's thread waits
+// for its vfork child) keeps the others stopped only for Options.MaxPause:
+// they are copied and resumed, and the late thread is copied when it stops.
+// With a negative MaxPause every thread waits for the late one, as before.
+func TestMaxPause(t *testing.T) {
+	tg := startTarget(t, true, compileC(t, "vforker"))
+	defer endVforks(t, tg.pid)
+	defer func(d time.Duration) { StopTimeout = d }(StopTimeout)
+	StopTimeout = 3 * time.Second // the child sleeps 1.5 s
+	const budget = 20 * time.Millisecond
+	capture := func(maxPause time.Duration) (*Snapshot, *Thread) {
+		for try := 0; try < 5; try++ {
+			s := mustCapture(t, tg.pid, Options{MaxPause: maxPause})
+			for i := range s.Threads {
+				if th := &s.Threads[i]; th.StopLatency > 100*time.Millisecond {
+					return s, th
+				}
+			}
+			// The vfork thread was between two vforks: try again.
+			checkReleased(t, tg.pid, "SDR")
+		}
+		t.Fatalf("the vfork thread always stopped at once")
+		return nil, nil
+	}
+	s, late := capture(budget)
+	if !s.Staggered {
+		t.Errorf("a thread stopped %v late, and the capture is not staggered", late.StopLatency)
+	}
+	if _, ok := late.Regs.PC(); late.Err != nil || len(late.Stack.Data) == 0 || !ok {
+		t.Errorf("late thread %d: err %v, %d stack bytes", late.TID, late.Err, len(late.Stack.Data))
+	}
+	for _, th := range s.Threads {
+		if th.Err != nil || len(th.Stack.Data) == 0 {
+			t.Errorf("thread %d: err %v, %d stack bytes", th.TID, th.Err, len(th.Stack.Data))
+		}
+		// The budget, plus copying, plus a loaded machine's scheduling.
+		if th.Stopped > 10*budget {
+			t.Errorf("thread %d stopped %v, budget %v", th.TID, th.Stopped, budget)
+		}
+	}
+	if s.Pause > 10*budget {
+		t.Errorf("pause %v, budget %v", s.Pause, budget)
+	}
+	t.Logf("staggered: late thread %d stopped after %v; pause %v", late.TID, late.StopLatency, s.Pause)
+	checkReleased(t, tg.pid, "SDR")
+
+	s, late = capture(-1)
+	if s.Staggered {
+		t.Error("MaxPause -1 staggered the capture")
+	}
+	for _, th := range s.Threads {
+		if th.TID != late.TID && th.Stopped < late.StopLatency-th.StopLatency {
+			t.Errorf("thread %d stopped %v, resumed before the late thread stopped (%v)", th.TID, th.Stopped, late.StopLatency)
+		}
+	}
+	t.Logf("one instant: late thread %d stopped after %v; pause %v", late.TID, late.StopLatency, s.Pause)
+	checkReleased(t, tg.pid, "SDR")
+}

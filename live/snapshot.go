@@ -62,7 +62,22 @@ type Options struct {
 	// between that read and the pause is missed (a thread's stack copy
 	// then stops at the old bounds). Capture only.
 	MapsBeforePause bool
+	// MaxPause bounds, for Capture without During, how long threads stay
+	// stopped waiting for slower ones: a thread that is running or
+	// waiting for a CPU on a busy machine stops only when it is
+	// scheduled. When some threads have not stopped MaxPause after the
+	// first PTRACE_INTERRUPT, the threads stopped so far are copied and
+	// resumed at once, and each late one is copied and resumed as soon
+	// as it stops (Snapshot.Staggered): every thread is stopped for about
+	// MaxPause at most, and the snapshot is no longer of one instant.
+	// Threads created after the first are resumed are not captured. Zero
+	// means DefaultMaxPause; negative waits for every thread (one
+	// instant, however long it takes).
+	MaxPause time.Duration
 }
+
+// DefaultMaxPause is the default Options.MaxPause.
+const DefaultMaxPause = 10 * time.Millisecond
 
 // DefaultMaxStopped is the default Options.MaxStopped.
 const DefaultMaxStopped = 2 * time.Second
@@ -94,6 +109,9 @@ type Thread struct {
 	// this thread's stop was seen: a thread that was running, or waiting
 	// for a CPU on a busy machine, takes longest.
 	StopLatency time.Duration
+	// Stopped is how long this thread was stopped: from its stop to its
+	// resumption.
+	Stopped time.Duration
 }
 
 // Snapshot is a captured process.
@@ -107,7 +125,12 @@ type Snapshot struct {
 	// Pause is the time from the first thread stopped (just before the
 	// first PTRACE_INTERRUPT) to the last thread resumed (the return of
 	// the last PTRACE_DETACH). For WithStopped it includes the callback.
+	// For a staggered capture it is the longest time one thread was
+	// stopped.
 	Pause time.Duration
+	// Staggered says that threads slow to stop were copied after the
+	// others had been resumed (Options.MaxPause).
+	Staggered bool
 	// StopWait is the part of Pause spent waiting for the threads to stop
 	// (the largest StopLatency, threads created meanwhile included); the
 	// rest is copying registers, maps and stacks, and resuming.

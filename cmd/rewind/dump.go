@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/fibers"
@@ -74,6 +73,7 @@ func runDump(args []string) error {
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
+	maxPause := fs.Duration("max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy, --fibers and --goroutines)")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
@@ -135,7 +135,7 @@ func runDump(args []string) error {
 		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, *maxStopped, *maxStack, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -200,8 +200,10 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	return rep, nil
 }
 
-func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
-	lopt := live.Options{MaxStack: maxStack, Threads: opt.Threads, MaxStopped: maxStopped}
+// dumpLive captures process pid with lopt (its Threads from opt) and
+// unwinds it.
+func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+	lopt.Threads = opt.Threads
 	var fc *fibers.Copier
 	if fr.scan {
 		found, err := fibers.ScanLive(pid)

@@ -75,23 +75,28 @@ func (t *timings) pause(snap *live.Snapshot) {
 	if len(slow) > 0 {
 		n += " (slowest: " + strings.Join(slow, ", ") + ")"
 	}
-	n += ", then copying and resuming " + ms(snap.Pause-snap.StopWait)
+	if snap.Staggered {
+		n += ", staggered: threads stopped were copied and resumed while later ones were still stopping (--max-pause); the pause is the longest any thread was stopped"
+	} else {
+		n += ", then copying and resuming " + ms(snap.Pause-snap.StopWait)
+	}
 	t.notes = append(t.notes, n)
-	// Each thread was stopped from its stop until it was resumed, which
-	// is at most the end of the pause: the threads that stopped first
-	// waited longest for the others.
+	// Each thread was stopped from its stop until it was resumed: without
+	// staggering, the threads that stopped first waited longest for the
+	// others.
+	slices.SortStableFunc(th, func(a, b live.Thread) int { return cmp.Compare(b.Stopped, a.Stopped) })
 	var per []string
-	for i := len(th) - 1; i >= 0; i-- {
-		if x := th[i]; x.Err == nil {
+	for i, x := range th {
+		if x.Err == nil {
 			if len(per) == maxPerThread {
-				per = append(per, fmt.Sprintf("and %d more", countStopped(th[:i+1])))
+				per = append(per, fmt.Sprintf("and %d more", countStopped(th[i:])))
 				break
 			}
-			per = append(per, fmt.Sprintf("%d %s", x.TID, ms(snap.Pause-x.StopLatency)))
+			per = append(per, fmt.Sprintf("%d %s", x.TID, ms(x.Stopped)))
 		}
 	}
 	if len(per) > 0 {
-		t.notes = append(t.notes, "stopped per thread (at most): "+strings.Join(per, ", "))
+		t.notes = append(t.notes, "stopped per thread: "+strings.Join(per, ", "))
 	}
 }
 
