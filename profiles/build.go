@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -192,6 +193,7 @@ type Builder struct {
 	pstKey uint64
 	stacks map[uint64]*knownStack
 	snap   target.Snapshot
+	spare  chan chunkArena // see chunkArena
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -238,12 +240,17 @@ func (b *Builder) Add(samples []*Sample) {
 		}
 	}
 	b.prefetch(samples)
+	b.prof.Stacks = slices.Grow(b.prof.Stacks, len(samples))
 	b.pw = b.startPrewalk(samples)
 	for i, s := range samples {
 		b.pwAt = i
 		b.add(s)
 		s.Stack = nil
 	}
+	if len(b.pw.chunks) > 0 {
+		b.pw.release(len(b.pw.chunks))
+	}
+	b.pst.Frames = nil
 	b.pw = nil
 }
 

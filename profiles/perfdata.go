@@ -74,6 +74,14 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 			return r.Open(path)
 		}
 	}
+	if a.SampleType&perfdata.SampleStackUser != 0 {
+		// Nearly every record is a sample with a stack copy: reserve
+		// the events of that many, rather than copying them while the
+		// slice doubles (fresh memory is page faults: the heap is not
+		// collected during a report).
+		start, end := f.DataRange()
+		c.events = make([]event, 0, min((end-start)/int64(a.SampleStackUser+64), 1<<20))
+	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	c.warmObjects(f.BuildIDs)
 	// A file of several events (perf record -e a,b) is profiled by the
