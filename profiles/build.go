@@ -115,6 +115,11 @@ type Fidelity struct {
 	// Every is k when the method walked only every k-th sample (see
 	// Options.FidelitySamples), else 0 or 1.
 	Every int
+	// Copied counts the samples whose walk was not made again but copied
+	// from the first method's, because it is provably the same: the CFI
+	// only method ("dwarf") where the default chain ("auto") found every
+	// frame with CFI (see cfiSame in prewalk.go).
+	Copied int
 }
 
 // Percent returns the share of complete stacks in percent.
@@ -191,9 +196,12 @@ type Builder struct {
 	pwAt   int
 	pst    unwind.Stack // a prewalked stack (its frames are the workers')
 	pstKey uint64
-	stacks map[uint64]*knownStack
-	snap   target.Snapshot
-	spare  chan chunkArena // see chunkArena
+	// pstCopied: the prewalked stack is the first method's walk, copied
+	// (see cfiSame).
+	pstCopied bool
+	stacks    map[uint64]*knownStack
+	snap      target.Snapshot
+	spare     chan chunkArena // see chunkArena
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -293,6 +301,9 @@ func (b *Builder) add(s *Sample) {
 		}
 		if i > 0 && b.stride > 1 {
 			f.Every = b.stride
+		}
+		if st == &b.pst && b.pstCopied {
+			f.Copied++
 		}
 		if i == 0 {
 			if !ok && atCopyEdge(st, sp, len(s.Stack)) {

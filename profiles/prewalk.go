@@ -33,6 +33,7 @@ type walked struct {
 	key    uint64         // stackKey(frames), for the first method
 	end    unwind.EndReason
 	ran    bool
+	copied bool // the first method's walk, which is this method's too (cfiCopy)
 }
 
 // walkChunk is the walks of one chunk of samples: methods walks per
@@ -60,6 +61,9 @@ type prewalk struct {
 	// fid reports, per sample of the batch, whether the fidelity methods
 	// (all but the first) walk it.
 	fid []bool
+	// cfiCopy marks the fidelity methods whose walk of a sample is the
+	// first method's when cfiSame says so.
+	cfiCopy []bool
 	// spare receives the arenas of consumed chunks (the builder's, kept
 	// across batches); released is the number of chunks released.
 	spare    chan chunkArena
@@ -125,6 +129,11 @@ func (b *Builder) startPrewalk(samples []*Sample) *prewalk {
 		b.spare = make(chan chunkArena, 2*runtime.GOMAXPROCS(0)+2)
 	}
 	pw := &prewalk{methods: len(b.opt.Methods), fid: make([]bool, len(samples)), spare: b.spare}
+	pw.cfiCopy = make([]bool, len(b.opt.Methods))
+	for m := 1; m < len(b.opt.Methods); m++ {
+		pw.cfiCopy[m] = isAutoChain(b.opt.Methods[0].Unwinder) && isCFIOnly(b.opt.Methods[m].Unwinder) &&
+			b.opt.Methods[0].Unwinder.MaxDepth == b.opt.Methods[m].Unwinder.MaxDepth
+	}
 	spaces := make([]*target.AddressSpace, len(samples))
 	for i, s := range samples {
 		pw.fid[i] = b.seen%stride == 0
@@ -222,6 +231,12 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 			// that outgrows it is copied (frames hold a pointer: copies
 			// cost write barriers).
 			lo := len(c.frames)
+			if first := &c.walks[(i-c.lo)*pw.methods]; m > 0 && pw.cfiCopy[m] && cfiSame(first.frames, first.end) {
+				c.frames = append(c.frames, first.frames...)
+				c.walks[(i-c.lo)*pw.methods+m] = walked{end: first.end, ran: true, copied: true, frames: c.frames[lo:len(c.frames):len(c.frames)]}
+				walks++
+				continue
+			}
 			if cap(c.frames)-lo < 64 {
 				c.frames = slices.Grow(c.frames, max(64, cap(c.frames)))
 			}
@@ -267,11 +282,11 @@ func (b *Builder) walk(s *Sample, m int) *unwind.Stack {
 		}
 		if len(pw.chunks) > 0 {
 			w := pw.get(b.pwAt, m)
-			b.pst.Frames, b.pst.End, b.pstKey = w.frames, w.end, w.key
+			b.pst.Frames, b.pst.End, b.pstKey, b.pstCopied = w.frames, w.end, w.key, w.copied
 			return &b.pst
 		}
 	}
-	b.pstKey = 0
+	b.pstKey, b.pstCopied = 0, false
 	sp, _ := s.Regs.SP()
 	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: sp, Data: s.Stack})
 	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &b.snap, b.c.addressSpace(s.space))
@@ -398,4 +413,51 @@ func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
 		}
 	}
 	return locs, ok
+}
+
+// A fidelity table line of the CFI-only method ("dwarf") repeats, for
+// most samples, the walk the default chain ("auto": SFrame, then CFI,
+// then frame pointers, per frame) already made: when SFrame had nothing
+// for any frame and CFI made every step, including the last (the return
+// address undefined at the thread's entry), the CFI-only walk takes the
+// same steps from the same registers and memory and ends the same way.
+// That walk is then copied instead of made again: it was a quarter of a
+// report's unwinding. Anything else (a frame by SFrame, frame pointers or
+// a signal frame, another end) is walked.
+
+// isAutoChain reports whether u is the default chain, unwind.NewAuto's.
+func isAutoChain(u *unwind.Unwinder) bool {
+	if u == nil || len(u.Steppers) != 3 {
+		return false
+	}
+	sf, ok := u.Steppers[0].(unwind.SFrame)
+	_, cfi := u.Steppers[1].(unwind.CFITable)
+	_, fp := u.Steppers[2].(unwind.FramePointers)
+	return ok && sf.Source == nil && cfi && fp
+}
+
+// isCFIOnly reports whether u is unwind.NewDWARF's: the CFI table only.
+func isCFIOnly(u *unwind.Unwinder) bool {
+	if u == nil || len(u.Steppers) != 1 {
+		return false
+	}
+	_, ok := u.Steppers[0].(unwind.CFITable)
+	return ok
+}
+
+// cfiSame reports whether a walk of the default chain is also the
+// CFI-only walk: every caller frame was found by CFI, and the walk ended
+// where CFI marks the return address undefined, in an object without an
+// SFrame section (so the SFrame stepper, tried first, had no say in it).
+func cfiSame(frames []unwind.Frame, end unwind.EndReason) bool {
+	if end != unwind.EndRAUndefined || len(frames) == 0 || frames[0].Method != unwind.MethodContext {
+		return false
+	}
+	for i := 1; i < len(frames); i++ {
+		if frames[i].Method != unwind.MethodDWARF {
+			return false
+		}
+	}
+	last := frames[len(frames)-1].Map
+	return last != nil && last.Module != nil && last.Module.File != nil && last.Module.File.SFrame == nil
 }

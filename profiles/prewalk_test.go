@@ -2,6 +2,7 @@ package profiles_test
 
 import (
 	"bytes"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/unwind"
 )
 
 // recordFixture records the fixture (no frame pointers) with perf record
@@ -102,5 +104,27 @@ func TestFidelitySubsample(t *testing.T) {
 	}
 	if strings.Contains(fidelityTable(all), "subsample") {
 		t.Errorf("a table of every sample mentions a subsample:\n%s", fidelityTable(all))
+	}
+}
+
+// walkedCFI is the CFI-only stepper under another type, so that the
+// builder does not recognize its method as the one whose walks it copies.
+type walkedCFI struct{ unwind.CFITable }
+
+// TestFidelityCopiedWalks checks the "dwarf" line the builder fills in
+// with copies of the "auto" walks against one it walks: they must be the
+// same, and copies must have been made.
+func TestFidelityCopiedWalks(t *testing.T) {
+	data := recordFixture(t, "0.5", "3")
+	ms := methods("auto", "dwarf")
+	ms = append(ms, profiles.Method{Name: "dwarf-walked", Unwinder: &unwind.Unwinder{Steppers: []unwind.Stepper{walkedCFI{}}}})
+	p := profiles.Build(readPerfData(t, data).Collector, profiles.Options{Methods: ms})
+	copied, walked := p.Fidelity[1], p.Fidelity[2]
+	if copied.Copied == 0 || walked.Copied != 0 {
+		t.Fatalf("%d dwarf walks copied, %d of the walked line; want some, none", copied.Copied, walked.Copied)
+	}
+	t.Logf("%d of %d dwarf walks copied", copied.Copied, copied.Samples)
+	if copied.Samples != walked.Samples || copied.Complete != walked.Complete || copied.Frames != walked.Frames || !maps.Equal(copied.Ends, walked.Ends) {
+		t.Errorf("copied walks %+v, walked %+v", copied, walked)
 	}
 }

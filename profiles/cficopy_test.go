@@ -1,0 +1,56 @@
+package profiles
+
+import (
+	"testing"
+
+	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/sframe"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// TestCFISameRefuses checks that only an all-CFI walk ending at an
+// undefined return address, outside SFrame-described objects, is taken
+// as the CFI-only method's walk.
+func TestCFISameRefuses(t *testing.T) {
+	plain := &target.Mapping{Module: &target.Module{File: &elfobj.File{}}}
+	withSFrame := &target.Mapping{Module: &target.Module{File: &elfobj.File{SFrame: &elfobj.Section{}}}}
+	walk := func(last *target.Mapping, methods ...unwind.Method) []unwind.Frame {
+		var fs []unwind.Frame
+		for i, m := range methods {
+			fs = append(fs, unwind.Frame{PC: uint64(0x1000 + i), Method: m, Map: plain})
+		}
+		fs[len(fs)-1].Map = last
+		return fs
+	}
+	ctx, cfi := unwind.MethodContext, unwind.MethodDWARF
+	cases := []struct {
+		name   string
+		frames []unwind.Frame
+		end    unwind.EndReason
+		want   bool
+	}{
+		{"all CFI", walk(plain, ctx, cfi, cfi), unwind.EndRAUndefined, true},
+		{"one frame", walk(plain, ctx), unwind.EndRAUndefined, true},
+		{"frame pointers", walk(plain, ctx, unwind.MethodFP, cfi), unwind.EndRAUndefined, false},
+		{"sframe", walk(plain, ctx, unwind.MethodSFrame, cfi), unwind.EndRAUndefined, false},
+		{"signal", walk(plain, ctx, unwind.MethodSignal, cfi), unwind.EndRAUndefined, false},
+		{"other end", walk(plain, ctx, cfi, cfi), unwind.EndOutermost, false},
+		{"no info end", walk(plain, ctx, cfi), unwind.EndNoInfo, false},
+		{"last in an SFrame object", walk(withSFrame, ctx, cfi, cfi), unwind.EndRAUndefined, false},
+		{"last unmapped", walk(nil, ctx, cfi), unwind.EndRAUndefined, false},
+		{"not from the context", walk(plain, cfi, cfi), unwind.EndRAUndefined, false},
+		{"empty", nil, unwind.EndRAUndefined, false},
+	}
+	for _, c := range cases {
+		if got := cfiSame(c.frames, c.end); got != c.want {
+			t.Errorf("%s: cfiSame = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if !isAutoChain(unwind.NewAuto()) || isAutoChain(unwind.NewDWARF()) || isAutoChain(&unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{Source: func(*target.Module) (*sframe.Section, error) { return nil, nil }}, unwind.CFITable{}, unwind.FramePointers{}}}) {
+		t.Error("isAutoChain is wrong")
+	}
+	if !isCFIOnly(unwind.NewDWARF()) || isCFIOnly(unwind.NewAuto()) || isCFIOnly(unwind.NewFP()) {
+		t.Error("isCFIOnly is wrong")
+	}
+}
