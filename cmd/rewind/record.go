@@ -55,7 +55,7 @@ type profileFlags struct {
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 	return &profileFlags{
-		out:      fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here)"),
+		out:      fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here, rewind-TIME-2.html and so on when that file exists)"),
 		method:   methodFlag(fs),
 		maxDepth: fs.Int("max-depth", 1024, "stop each walk after `N` frames"),
 		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
