@@ -115,10 +115,11 @@ type Fidelity struct {
 	// Every is k when the method walked only every k-th sample (see
 	// Options.FidelitySamples), else 0 or 1.
 	Every int
-	// Copied counts the samples whose walk was not made again but copied
+	// Copied counts the samples whose walk was not made again but made
 	// from the first method's, because it is provably the same: the CFI
 	// only method ("dwarf") where the default chain ("auto") found every
-	// frame with CFI (see cfiSame in prewalk.go).
+	// frame with CFI, the SFrame only method where the leaf's object has
+	// no .sframe (see copyKind in prewalk.go).
 	Copied int
 }
 

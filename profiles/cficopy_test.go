@@ -11,7 +11,8 @@ import (
 
 // TestCFISameRefuses checks that only an all-CFI walk ending at an
 // undefined return address, outside SFrame-described objects, is taken
-// as the CFI-only method's walk.
+// as the CFI-only method's walk, and only a leaf outside SFrame-described
+// objects whose caller CFI found is taken as the SFrame-only walk.
 func TestCFISameRefuses(t *testing.T) {
 	plain := &target.Mapping{Module: &target.Module{File: &elfobj.File{}}}
 	withSFrame := &target.Mapping{Module: &target.Module{File: &elfobj.File{SFrame: &elfobj.Section{}}}}
@@ -45,6 +46,40 @@ func TestCFISameRefuses(t *testing.T) {
 	for _, c := range cases {
 		if got := cfiSame(c.frames, c.end); got != c.want {
 			t.Errorf("%s: cfiSame = %v, want %v", c.name, got, c.want)
+		}
+	}
+	leaf := []struct {
+		name   string
+		frames []unwind.Frame
+		want   bool
+	}{
+		{"caller by CFI", walk(plain, ctx, cfi), true},
+		{"deeper walk, any end", walk(plain, ctx, cfi, unwind.MethodFP), true},
+		{"leaf alone (a root, or no caller)", walk(plain, ctx), false},
+		{"caller by frame pointers", walk(plain, ctx, unwind.MethodFP), false},
+		{"caller by SFrame", walk(plain, ctx, unwind.MethodSFrame), false},
+		{"leaf in an SFrame object", append(walk(withSFrame, ctx), walk(plain, cfi)...), false},
+		{"leaf unmapped", append(walk(nil, ctx), walk(plain, cfi)...), false},
+	}
+	for _, c := range leaf {
+		if got := sframeLeafOnly(c.frames); got != c.want {
+			t.Errorf("%s: sframeLeafOnly = %v, want %v", c.name, got, c.want)
+		}
+	}
+	auto, deep := unwind.NewAuto(), unwind.NewAuto()
+	deep.MaxDepth = 5
+	for _, c := range []struct {
+		first, m *unwind.Unwinder
+		want     copyKind
+	}{
+		{auto, unwind.NewDWARF(), copyCFI},
+		{auto, unwind.NewSFrame(), copySFrameLeaf},
+		{auto, unwind.NewFP(), copyNone},
+		{deep, unwind.NewDWARF(), copyNone},
+		{unwind.NewDWARF(), unwind.NewSFrame(), copyNone},
+	} {
+		if got := copyKindOf(c.first, c.m); got != c.want {
+			t.Errorf("copyKindOf(%v, %v) = %d, want %d", c.first.Steppers, c.m.Steppers, got, c.want)
 		}
 	}
 	if !isAutoChain(unwind.NewAuto()) || isAutoChain(unwind.NewDWARF()) || isAutoChain(&unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{Source: func(*target.Module) (*sframe.Section, error) { return nil, nil }}, unwind.CFITable{}, unwind.FramePointers{}}}) {

@@ -33,7 +33,7 @@ type walked struct {
 	key    uint64         // stackKey(frames), for the first method
 	end    unwind.EndReason
 	ran    bool
-	copied bool // the first method's walk, which is this method's too (cfiCopy)
+	copied bool // made from the first method's walk (see copyKind)
 }
 
 // walkChunk is the walks of one chunk of samples: methods walks per
@@ -61,9 +61,9 @@ type prewalk struct {
 	// fid reports, per sample of the batch, whether the fidelity methods
 	// (all but the first) walk it.
 	fid []bool
-	// cfiCopy marks the fidelity methods whose walk of a sample is the
-	// first method's when cfiSame says so.
-	cfiCopy []bool
+	// copy says, per method, whether its walk of a sample can be made
+	// from the first method's (see copyKind).
+	copy []copyKind
 	// spare receives the arenas of consumed chunks (the builder's, kept
 	// across batches); released is the number of chunks released.
 	spare    chan chunkArena
@@ -129,10 +129,9 @@ func (b *Builder) startPrewalk(samples []*Sample) *prewalk {
 		b.spare = make(chan chunkArena, 2*runtime.GOMAXPROCS(0)+2)
 	}
 	pw := &prewalk{methods: len(b.opt.Methods), fid: make([]bool, len(samples)), spare: b.spare}
-	pw.cfiCopy = make([]bool, len(b.opt.Methods))
+	pw.copy = make([]copyKind, len(b.opt.Methods))
 	for m := 1; m < len(b.opt.Methods); m++ {
-		pw.cfiCopy[m] = isAutoChain(b.opt.Methods[0].Unwinder) && isCFIOnly(b.opt.Methods[m].Unwinder) &&
-			b.opt.Methods[0].Unwinder.MaxDepth == b.opt.Methods[m].Unwinder.MaxDepth
+		pw.copy[m] = copyKindOf(b.opt.Methods[0].Unwinder, b.opt.Methods[m].Unwinder)
 	}
 	spaces := make([]*target.AddressSpace, len(samples))
 	for i, s := range samples {
@@ -231,11 +230,14 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 			// that outgrows it is copied (frames hold a pointer: copies
 			// cost write barriers).
 			lo := len(c.frames)
-			if first := &c.walks[(i-c.lo)*pw.methods]; m > 0 && pw.cfiCopy[m] && cfiSame(first.frames, first.end) {
-				c.frames = append(c.frames, first.frames...)
-				c.walks[(i-c.lo)*pw.methods+m] = walked{end: first.end, ran: true, copied: true, frames: c.frames[lo:len(c.frames):len(c.frames)]}
-				walks++
-				continue
+			if m > 0 && pw.copy[m] != copyNone {
+				first := &c.walks[(i-c.lo)*pw.methods]
+				if frames, end, ok := pw.copy[m].walk(first.frames, first.end); ok {
+					c.frames = append(c.frames, frames...)
+					c.walks[(i-c.lo)*pw.methods+m] = walked{end: end, ran: true, copied: true, frames: c.frames[lo:len(c.frames):len(c.frames)]}
+					walks++
+					continue
+				}
 			}
 			if cap(c.frames)-lo < 64 {
 				c.frames = slices.Grow(c.frames, max(64, cap(c.frames)))
@@ -422,8 +424,52 @@ func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
 // address undefined at the thread's entry), the CFI-only walk takes the
 // same steps from the same registers and memory and ends the same way.
 // That walk is then copied instead of made again: it was a quarter of a
-// report's unwinding. Anything else (a frame by SFrame, frame pointers or
-// a signal frame, another end) is walked.
+// report's unwinding. Likewise the SFrame-only walk of a sample whose
+// leaf is in an object without .sframe, when the default chain found
+// its caller with CFI (so the leaf is no thread root and no Go stack
+// switch): it is the leaf alone, ended for want of unwind information.
+// Anything else (a frame by SFrame, frame pointers or a signal frame,
+// another end) is walked.
+
+// copyKind is how a fidelity method's walk is made from the first
+// method's.
+type copyKind uint8
+
+const (
+	copyNone       copyKind = iota // walked
+	copyCFI                        // the whole walk (cfiSame)
+	copySFrameLeaf                 // the leaf alone (sframeLeafOnly)
+)
+
+// copyKindOf returns how method m's walks can be made from first's.
+func copyKindOf(first, m *unwind.Unwinder) copyKind {
+	if !isAutoChain(first) || first.MaxDepth != m.MaxDepth {
+		return copyNone
+	}
+	switch {
+	case isCFIOnly(m):
+		return copyCFI
+	case isSFrameOnly(m):
+		return copySFrameLeaf
+	}
+	return copyNone
+}
+
+// walk returns the method's walk made from the first method's, and
+// whether it could be.
+func (k copyKind) walk(frames []unwind.Frame, end unwind.EndReason) ([]unwind.Frame, unwind.EndReason, bool) {
+	switch k {
+	case copyCFI:
+		if cfiSame(frames, end) {
+			return frames, end, true
+		}
+	case copySFrameLeaf:
+		if sframeLeafOnly(frames) {
+			return frames[:1], unwind.EndNoInfo, true
+		}
+	}
+	return nil, 0, false
+}
 
 // isAutoChain reports whether u is the default chain, unwind.NewAuto's.
 func isAutoChain(u *unwind.Unwinder) bool {
@@ -443,6 +489,28 @@ func isCFIOnly(u *unwind.Unwinder) bool {
 	}
 	_, ok := u.Steppers[0].(unwind.CFITable)
 	return ok
+}
+
+// isSFrameOnly reports whether u is unwind.NewSFrame's: .sframe only.
+func isSFrameOnly(u *unwind.Unwinder) bool {
+	if u == nil || len(u.Steppers) != 1 {
+		return false
+	}
+	sf, ok := u.Steppers[0].(unwind.SFrame)
+	return ok && sf.Source == nil
+}
+
+// sframeLeafOnly reports whether the SFrame-only walk of a sample is its
+// leaf alone, ended for want of unwind information, given the default
+// chain's walk: the leaf's caller was found by CFI (so the leaf is
+// neither a thread root, which ends a walk, nor a Go stack switch, which
+// would have made its caller), and the leaf's object has no .sframe.
+func sframeLeafOnly(frames []unwind.Frame) bool {
+	if len(frames) < 2 || frames[0].Method != unwind.MethodContext || frames[1].Method != unwind.MethodDWARF {
+		return false
+	}
+	leaf := frames[0].Map
+	return leaf != nil && leaf.Module != nil && leaf.Module.File != nil && leaf.Module.File.SFrame == nil
 }
 
 // cfiSame reports whether a walk of the default chain is also the

@@ -107,24 +107,32 @@ func TestFidelitySubsample(t *testing.T) {
 	}
 }
 
-// walkedCFI is the CFI-only stepper under another type, so that the
-// builder does not recognize its method as the one whose walks it copies.
-type walkedCFI struct{ unwind.CFITable }
+// walkedCFI and walkedSFrame are the CFI-only and SFrame-only steppers
+// under other types, so that the builder does not recognize their
+// methods as ones whose walks it makes from the first method's.
+type (
+	walkedCFI    struct{ unwind.CFITable }
+	walkedSFrame struct{ unwind.SFrame }
+)
 
-// TestFidelityCopiedWalks checks the "dwarf" line the builder fills in
-// with copies of the "auto" walks against one it walks: they must be the
-// same, and copies must have been made.
+// TestFidelityCopiedWalks checks the "dwarf" and "sframe" lines the
+// builder makes from the "auto" walks against ones it walks: they must be
+// the same, and copies must have been made.
 func TestFidelityCopiedWalks(t *testing.T) {
 	data := recordFixture(t, "0.5", "3")
-	ms := methods("auto", "dwarf")
-	ms = append(ms, profiles.Method{Name: "dwarf-walked", Unwinder: &unwind.Unwinder{Steppers: []unwind.Stepper{walkedCFI{}}}})
+	ms := methods("auto", "dwarf", "sframe")
+	ms = append(ms,
+		profiles.Method{Name: "dwarf-walked", Unwinder: &unwind.Unwinder{Steppers: []unwind.Stepper{walkedCFI{}}}},
+		profiles.Method{Name: "sframe-walked", Unwinder: &unwind.Unwinder{Steppers: []unwind.Stepper{walkedSFrame{}}}})
 	p := profiles.Build(readPerfData(t, data).Collector, profiles.Options{Methods: ms})
-	copied, walked := p.Fidelity[1], p.Fidelity[2]
-	if copied.Copied == 0 || walked.Copied != 0 {
-		t.Fatalf("%d dwarf walks copied, %d of the walked line; want some, none", copied.Copied, walked.Copied)
-	}
-	t.Logf("%d of %d dwarf walks copied", copied.Copied, copied.Samples)
-	if copied.Samples != walked.Samples || copied.Complete != walked.Complete || copied.Frames != walked.Frames || !maps.Equal(copied.Ends, walked.Ends) {
-		t.Errorf("copied walks %+v, walked %+v", copied, walked)
+	for i := 1; i <= 2; i++ {
+		copied, walked := p.Fidelity[i], p.Fidelity[i+2]
+		if copied.Copied == 0 || walked.Copied != 0 {
+			t.Fatalf("%d %s walks copied, %d of %s; want some, none", copied.Copied, copied.Method, walked.Copied, walked.Method)
+		}
+		t.Logf("%d of %d %s walks copied", copied.Copied, copied.Samples, copied.Method)
+		if copied.Samples != walked.Samples || copied.Complete != walked.Complete || copied.Frames != walked.Frames || !maps.Equal(copied.Ends, walked.Ends) {
+			t.Errorf("copied walks %+v, walked %+v", copied, walked)
+		}
 	}
 }
