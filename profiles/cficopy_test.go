@@ -1,10 +1,7 @@
 package profiles
 
 import (
-	"os"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/sframe"
@@ -93,27 +90,8 @@ func TestCFISameRefuses(t *testing.T) {
 	}
 }
 
-// TestPrefetch calls the prefetch on whole buffers, their last byte and
-// nothing: it must read no byte it is not given and never fault, even at
-// the end of a mapping.
-func TestPrefetch(t *testing.T) {
-	page := os.Getpagesize()
-	m, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Skip(err)
-	}
-	defer unix.Munmap(m)
-	// The second page is made inaccessible: a prefetch of the first
-	// page's last bytes must not fault on it.
-	if err := unix.Mprotect(m[page:], unix.PROT_NONE); err != nil {
-		t.Skip(err)
-	}
-	buf := m[:page]
-	prefetch(&buf[0], len(buf))
-	prefetch(&buf[page-1], 1)
-	prefetch(&buf[page-64], 64)
-	prefetch(&buf[0], 0)
-	prefetch(&buf[0], -5)
+// TestStackExtent bounds the bytes fetched ahead of a walk.
+func TestStackExtent(t *testing.T) {
 	for _, fs := range [][]unwind.Frame{nil, {{SP: 100}}, {{SP: 100}, {SP: 50}}, {{SP: 100}, {SP: 300}}, {{SP: 0}, {SP: 1 << 40}}} {
 		n := stackExtent(fs)
 		if n < 0 || n > maxPrefetch+256 {

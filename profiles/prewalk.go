@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/rewindstack/rewind/internal/prefetch"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -299,7 +300,7 @@ const maxPrefetch = 4 << 10
 // walk will probably read, without waiting for them.
 func (w *walker) prefetchStack(s *Sample) {
 	if n := min(len(s.Stack), w.extent, maxPrefetch); n > 0 {
-		prefetch(&s.Stack[0], n)
+		prefetch.Bytes(s.Stack[:n])
 	}
 }
 

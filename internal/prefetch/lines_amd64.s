@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func prefetch(p *byte, n int)
-TEXT ·prefetch(SB), NOSPLIT, $0-16
+// func lines(p *byte, n int)
+TEXT ·lines(SB), NOSPLIT, $0-16
 	MOVQ	p+0(FP), AX
 	MOVQ	n+8(FP), CX
 loop:
