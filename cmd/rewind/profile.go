@@ -37,10 +37,25 @@ func profileMethods(method string, maxDepth int) ([]profiles.Method, error) {
 
 // newBuilder returns the profile builder of a record or report run.
 func newBuilder(col *profiles.Collector, methods []profiles.Method, pf *profileFlags) *profiles.Builder {
+	sym, dir := profileSymbolizer(pf)
+	return newBuilderWith(col, methods, pf, sym, dir)
+}
+
+// profileSymbolizer returns the symbolizer of a record or report run and
+// the cache directory ("" when there is none).
+func profileSymbolizer(pf *profileFlags) (*symbolize.Symbolizer, string) {
 	dir := cacheDir(*pf.noCache)
 	sym := &symbolize.Symbolizer{Inlines: true, FindDebug: pf.findDebug}
 	if dir != "" {
 		sym.Cache = symbolize.NewPersistentCache(dir)
+	}
+	return sym, dir
+}
+
+// newBuilderWith is newBuilder with the symbolizer and cache directory
+// profileSymbolizer returned.
+func newBuilderWith(col *profiles.Collector, methods []profiles.Method, pf *profileFlags, sym *symbolize.Symbolizer, dir string) *profiles.Builder {
+	if dir != "" {
 		col.Objects.Tables.Dir = dir
 	}
 	kernel := func() *profiles.Kallsyms {

@@ -54,8 +54,12 @@ func runReport(args []string) error {
 		res.Expect(path, buildID)
 		return res.Open(path)
 	}
+	// The symbolizer and the caches are set up first: the objects'
+	// tables, symbols and debug information load while the records are
+	// decoded.
+	sym, dir := profileSymbolizer(pf)
 	restoreGC := lessGC(pos[0])
-	pd, readErr := profiles.ReadPerfDataOpen(pos[0], perfevent.Arch(), warn, open)
+	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym})
 	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
@@ -65,7 +69,7 @@ func runReport(args []string) error {
 	if readErr != nil {
 		warn(fmt.Sprintf("%v; writing the profile of the records before it", readErr))
 	}
-	if err := finishProfile(newBuilder(pd.Collector, methods, pf), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report")); err != nil {
+	if err := finishProfile(newBuilderWith(pd.Collector, methods, pf, sym, dir), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report")); err != nil {
 		return err
 	}
 	return readErr
