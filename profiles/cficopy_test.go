@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
@@ -100,5 +102,22 @@ func TestStackExtent(t *testing.T) {
 	}
 	if n := stackExtent([]unwind.Frame{{SP: 100}, {SP: 300}}); n != 200+256 {
 		t.Errorf("stackExtent = %d, want 456", n)
+	}
+}
+
+// TestSampleOfNoTask checks that a sample the kernel took in no task (pid
+// and tid -1) is -1's, named ":-1" as perf script names it.
+func TestSampleOfNoTask(t *testing.T) {
+	c := NewCollector(regs.AMD64)
+	s := &perfdata.Sample{SampleIDFields: perfdata.SampleIDFields{PID: 0xffffffff, TID: 0xffffffff, Time: 1},
+		Misc: perfdata.MiscKernel, IP: 0xffffffff81000000, Period: 1}
+	s.Attr = &perfdata.Attr{}
+	c.Add(&perfdata.Record{Type: perfdata.RecordSample, ID: s.SampleIDFields, Sample: s})
+	p := Build(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}})
+	if len(p.Stacks) != 1 {
+		t.Fatalf("%d stacks", len(p.Stacks))
+	}
+	if st := p.Stacks[0]; st.PID != -1 || st.TID != -1 || st.Comm != ":-1" {
+		t.Errorf("pid %d tid %d comm %q, want -1 -1 \":-1\"", st.PID, st.TID, st.Comm)
 	}
 }

@@ -151,7 +151,9 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 	case perfdata.RecordSample:
 		s := rec.Sample
 		out := c.newSample()
-		*out = Sample{PID: int(s.PID), TID: int(s.TID), Time: s.Time, Period: s.Period, IP: s.IP}
+		// The kernel writes -1 for the task of a sample it took in none
+		// (perf script prints ":-1"): the fields are signed.
+		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP}
 		if s.Period == 0 {
 			out.Period = 1
 		}
