@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,16 +16,33 @@ import (
 )
 
 // recordFixture records the fixture (no frame pointers) with perf record
-// --call-graph dwarf and returns the file.
+// --call-graph dwarf and returns the file. The tests need a few hundred
+// samples: on a loaded machine the fixture gets less CPU than its
+// seconds, so a recording with fewer than minSamples is made again, for
+// twice as long, up to 8 times secs.
 func recordFixture(t *testing.T, secs, threads string) string {
+	const minSamples = 400
 	perf := perftest.RequirePerf(t)
 	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
 	data := filepath.Join(t.TempDir(), "perf.data")
-	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,8192",
-		"-o", data, "--", exe, secs, threads).CombinedOutput(); err != nil {
-		t.Skipf("perf record cannot run here: %v\n%s", err, out)
+	s, err := strconv.ParseFloat(secs, 64)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return data
+	for try := 0; ; try++ {
+		if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,8192",
+			"-o", data, "--", exe, strconv.FormatFloat(s, 'f', -1, 64), threads).CombinedOutput(); err != nil {
+			t.Skipf("perf record cannot run here: %v\n%s", err, out)
+		}
+		pd := readPerfData(t, data)
+		n := len(pd.Collector.Samples())
+		pd.Close()
+		if n >= minSamples || try == 3 {
+			return data
+		}
+		t.Logf("%d samples in %g s (a loaded machine): recording again", n, s)
+		s *= 2
+	}
 }
 
 func readPerfData(t *testing.T, data string) *profiles.PerfData {
