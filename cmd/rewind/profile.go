@@ -73,9 +73,14 @@ func newBuilderWith(col *profiles.Collector, methods []profiles.Method, pf *prof
 
 // finishProfile unwinds and symbolizes the samples still in the
 // collector, prints the fidelity table and writes the output file.
-func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlags, periodNS int64, title string) error {
+// unwound (may be nil) is called once the profile no longer needs the
+// samples' stack copies, before the output is written.
+func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlags, periodNS int64, title string, unwound func()) error {
 	b.Add(col.Samples())
 	prof := b.Profile()
+	if unwound != nil {
+		unwound()
+	}
 	prof.OffCPU = pf.offCPU
 	pf.tm.mark("unwind+symbolize")
 	if !*pf.quiet {

@@ -237,7 +237,7 @@ func runRecord(args []string) error {
 	if cmdErr != nil && rec.Samples() == 0 {
 		return fmt.Errorf("%s failed (%v) before any sample: no profile written", cmdArgs[0], cmdErr)
 	}
-	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs))
+	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs), nil)
 }
 
 // pendingLimit bounds the stack copies a recording keeps before it starts
