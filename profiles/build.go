@@ -287,12 +287,25 @@ func (b *Builder) add(s *Sample) {
 		return
 	}
 	sp, _ := s.Regs.SP()
+	firstOK := false
 	for i := range b.opt.Methods {
 		st := b.walk(s, i)
 		if st == nil {
 			continue // a fidelity method that skips this sample
 		}
-		locs, ok := b.stackLocs(st, i)
+		var locs []*Location
+		var ok bool
+		if i > 0 && st == &b.pst && b.pstCopied && b.pw.copy[i] == copyCFI {
+			// The first method's walk: its outermost frames, which
+			// are all stackLocs would look at, reach the root as the
+			// first method's did.
+			ok = firstOK
+		} else {
+			locs, ok = b.stackLocs(st, i)
+		}
+		if i == 0 {
+			firstOK = ok
+		}
 		f := &b.fid[i]
 		f.Samples++
 		f.Frames += len(st.Frames)
