@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -114,6 +115,12 @@ type Fidelity struct {
 	// Every is k when the method walked only every k-th sample (see
 	// Options.FidelitySamples), else 0 or 1.
 	Every int
+	// Copied counts the samples whose walk was not made again but made
+	// from the first method's, because it is provably the same: the CFI
+	// only method ("dwarf") where the default chain ("auto") found every
+	// frame with CFI, the SFrame only method where the leaf's object has
+	// no .sframe (see copyKind in prewalk.go).
+	Copied int
 }
 
 // Percent returns the share of complete stacks in percent.
@@ -197,8 +204,12 @@ type Builder struct {
 	pwAt   int
 	pst    unwind.Stack // a prewalked stack (its frames are the workers')
 	pstKey uint64
-	stacks map[uint64]*knownStack
-	snap   target.Snapshot
+	// pstCopied: the prewalked stack is the first method's walk, copied
+	// (see cfiSame).
+	pstCopied bool
+	stacks    map[uint64]*knownStack
+	snap      target.Snapshot
+	spare     chan chunkArena // see chunkArena
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -245,12 +256,17 @@ func (b *Builder) Add(samples []*Sample) {
 		}
 	}
 	b.prefetch(samples)
+	b.prof.Stacks = slices.Grow(b.prof.Stacks, len(samples))
 	b.pw = b.startPrewalk(samples)
 	for i, s := range samples {
 		b.pwAt = i
 		b.add(s)
 		s.Stack = nil
 	}
+	if len(b.pw.chunks) > 0 {
+		b.pw.release(len(b.pw.chunks))
+	}
+	b.pst.Frames = nil
 	b.pw = nil
 }
 
@@ -281,12 +297,25 @@ func (b *Builder) add(s *Sample) {
 		return
 	}
 	sp, _ := s.Regs.SP()
+	firstOK := false
 	for i := range b.opt.Methods {
 		st := b.walk(s, i)
 		if st == nil {
 			continue // a fidelity method that skips this sample
 		}
-		locs, ok := b.stackLocs(st, i)
+		var locs []*Location
+		var ok bool
+		if i > 0 && st == &b.pst && b.pstCopied && b.pw.copy[i] == copyCFI {
+			// The first method's walk: its outermost frames, which
+			// are all stackLocs would look at, reach the root as the
+			// first method's did.
+			ok = firstOK
+		} else {
+			locs, ok = b.stackLocs(st, i)
+		}
+		if i == 0 {
+			firstOK = ok
+		}
 		f := &b.fid[i]
 		f.Samples++
 		f.Frames += len(st.Frames)
@@ -296,6 +325,9 @@ func (b *Builder) add(s *Sample) {
 		}
 		if i > 0 && b.stride > 1 {
 			f.Every = b.stride
+		}
+		if st == &b.pst && b.pstCopied {
+			f.Copied++
 		}
 		if i == 0 {
 			if !ok && atCopyEdge(st, sp, len(s.Stack), s.stackFull) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/symbolize"
 )
 
 // PerfData is a perf.data file read into a collector.
@@ -37,6 +38,40 @@ func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, er
 // see package locate). A nil open opens the recorded path, then perf's
 // copy in its build-id cache.
 func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(path, buildID string) (*elfobj.File, error)) (*PerfData, error) {
+	return readPerfData(path, arch, ReadOptions{Warn: warn, Open: open}, false)
+}
+
+// ReadOptions control ReadPerfDataWith.
+type ReadOptions struct {
+	// Warn receives warnings (may be nil).
+	Warn func(string)
+	// Open opens the recorded objects (see ReadPerfDataOpen; nil: the
+	// recorded path, then perf's build-id cache).
+	Open func(path, buildID string) (*elfobj.File, error)
+	// TablesDir is where unwind tables are cached (the collector's
+	// Objects.Tables.Dir; "" for none).
+	TablesDir string
+	// Symbolizer, when set, is the one that will name the profile's
+	// frames: it loads the symbols and debug information of the objects
+	// the file lists while the records are decoded.
+	Symbolizer *symbolize.Symbolizer
+}
+
+// ReadPerfDataWith is ReadPerfData with options. While the records are
+// decoded, the objects the file's build-id list names (perf lists those
+// samples hit) are opened in the background, and their thread roots,
+// unwind tables and, with opt.Symbolizer, symbols and debug information
+// are loaded: on two cores this was the first milliseconds of unwinding,
+// when the walks and the first stacks' names waited for them.
+func ReadPerfDataWith(path string, arch regs.Arch, opt ReadOptions) (*PerfData, error) {
+	return readPerfData(path, arch, opt, true)
+}
+
+// readPerfData reads the file; tables says whether the warm-up loads the
+// objects' unwind tables (not when the caller may still set where they
+// are cached).
+func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*PerfData, error) {
+	warn, open := opt.Warn, opt.Open
 	f, err := perfdata.Open(path)
 	if err != nil {
 		return nil, err
@@ -85,8 +120,17 @@ func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(
 			return r.Open(path)
 		}
 	}
+	if a.SampleType&perfdata.SampleStackUser != 0 {
+		// Nearly every record is a sample with a stack copy: reserve
+		// the events of that many, rather than copying them while the
+		// slice doubles (fresh memory is page faults: the heap is not
+		// collected during a report).
+		start, end := f.DataRange()
+		c.events = make([]event, 0, min((end-start)/int64(a.SampleStackUser+64), 1<<20))
+	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
-	c.warmObjects(f.BuildIDs)
+	c.Objects.Tables.Dir = opt.TablesDir
+	c.warmObjects(f.BuildIDs, opt.Symbolizer, tables)
 	others := 0
 	err = f.Records(func(r *perfdata.Record) error {
 		if r.Type == perfdata.RecordSample && r.Attr != a && !isDummy(r.Attr) {

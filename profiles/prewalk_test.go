@@ -2,6 +2,7 @@ package profiles_test
 
 import (
 	"bytes"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/unwind"
 )
 
 // recordFixture records the fixture (no frame pointers) with perf record
@@ -104,5 +106,35 @@ func TestFidelitySubsample(t *testing.T) {
 	}
 	if strings.Contains(fidelityTable(all), "subsample") {
 		t.Errorf("a table of every sample mentions a subsample:\n%s", fidelityTable(all))
+	}
+}
+
+// walkedCFI and walkedSFrame are the CFI-only and SFrame-only steppers
+// under other types, so that the builder does not recognize their
+// methods as ones whose walks it makes from the first method's.
+type (
+	walkedCFI    struct{ unwind.CFITable }
+	walkedSFrame struct{ unwind.SFrame }
+)
+
+// TestFidelityCopiedWalks checks the "dwarf" and "sframe" lines the
+// builder makes from the "auto" walks against ones it walks: they must be
+// the same, and copies must have been made.
+func TestFidelityCopiedWalks(t *testing.T) {
+	data := recordFixture(t, "300", "3")
+	ms := methods("auto", "dwarf", "sframe")
+	ms = append(ms,
+		profiles.Method{Name: "dwarf-walked", Unwinder: &unwind.Unwinder{Steppers: []unwind.Stepper{walkedCFI{}}}},
+		profiles.Method{Name: "sframe-walked", Unwinder: &unwind.Unwinder{Steppers: []unwind.Stepper{walkedSFrame{}}}})
+	p := profiles.Build(readPerfData(t, data).Collector, profiles.Options{Methods: ms})
+	for i := 1; i <= 2; i++ {
+		copied, walked := p.Fidelity[i], p.Fidelity[i+2]
+		if copied.Copied == 0 || walked.Copied != 0 {
+			t.Fatalf("%d %s walks copied, %d of %s; want some, none", copied.Copied, copied.Method, walked.Copied, walked.Method)
+		}
+		t.Logf("%d of %d %s walks copied", copied.Copied, copied.Samples, copied.Method)
+		if copied.Samples != walked.Samples || copied.Complete != walked.Complete || copied.Frames != walked.Frames || !maps.Equal(copied.Ends, walked.Ends) {
+			t.Errorf("copied walks %+v, walked %+v", copied, walked)
+		}
 	}
 }

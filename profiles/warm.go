@@ -1,10 +1,12 @@
 package profiles
 
 import (
+	"math"
 	"strings"
 
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 )
 
 // warmObjects opens, in the background, the objects a perf.data file's
@@ -12,9 +14,10 @@ import (
 // thread-root functions, which needs their symbol tables (and those of
 // their separate debug files): about a millisecond per library that
 // otherwise delays the first walk, done while the records are decoded.
-// Unwind tables are not built here: the caller may still set where they
-// are cached.
-func (c *Collector) warmObjects(ids []perfdata.BuildID) {
+// With tables their unwind tables are loaded too (where
+// c.Objects.Tables.Dir says, set before), and with sym their symbols and
+// debug information, by naming their entry points.
+func (c *Collector) warmObjects(ids []perfdata.BuildID, sym *symbolize.Symbolizer, tables bool) {
 	var paths []string
 	for _, b := range ids {
 		if b.CPUMode == perfdata.MiscUser && strings.HasPrefix(b.Filename, "/") {
@@ -28,6 +31,12 @@ func (c *Collector) warmObjects(ids []perfdata.BuildID) {
 		for _, p := range paths {
 			if m := c.Objects.Module(p); m.File != nil {
 				symbolize.RootRanges(m)
+				if tables {
+					m.Table()
+				}
+				if sym != nil {
+					sym.Frame(&target.Mapping{End: math.MaxUint64, Path: p, Module: m}, m.File.Entry, true)
+				}
 			}
 		}
 	}()

@@ -69,7 +69,7 @@ type profileFlags struct {
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 	return &profileFlags{
-		out:      fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here)"),
+		out:      fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here, rewind-TIME-2.html and so on when that file exists)"),
 		method:   methodFlag(fs),
 		maxDepth: fs.Int("max-depth", 1024, "stop each walk after `N` frames"),
 		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
@@ -264,7 +264,7 @@ func runRecord(args []string) error {
 	case size >= maxStackCopy:
 		pf.copyEdgeHint = fmt.Sprintf("%d bytes were copied, the kernel's most", size)
 	}
-	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs))
+	return finishProfile(build, col, pf, 1e9/int64(*freq), recordTitle(pf, *pid, cmdArgs), nil)
 }
 
 // pendingLimit bounds the stack copies a recording keeps before it starts

@@ -68,16 +68,25 @@ func runReport(args []string) error {
 		return f, err
 	}
 	pf.afterBuild = missing.warn
+	// The symbolizer and the caches are set up first: the objects'
+	// tables, symbols and debug information load while the records are
+	// decoded.
+	sym, dir := profileSymbolizer(pf)
 	restoreGC := lessGC(pos[0])
-	pd, readErr := profiles.ReadPerfDataOpen(pos[0], perfevent.Arch(), warn, open)
+	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym})
 	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr
 	}
-	defer pd.Close() // the samples' stacks point into it
+	// The samples' stacks point into the file's mapping. Once they are
+	// unwound it is unmapped on another goroutine while the output is
+	// written: unmapping a 33 MB file took 0.7 ms, the last thing the
+	// report did before it exited.
+	closeFile := sync.OnceValue(pd.Close)
+	defer closeFile()
 	pf.inputErr = readErr
-	if err := finishProfile(newBuilder(pd.Collector, methods, pf), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report")); err != nil {
+	if err := finishProfile(newBuilderWith(pd.Collector, methods, pf, sym, dir), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report"), func() { go closeFile() }); err != nil {
 		return err
 	}
 	return readErr
