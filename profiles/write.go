@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/pprof/profile"
+	"github.com/rewindstack/rewind/internal/pprof"
 
 	"github.com/rewindstack/rewind/internal/textesc"
 )
@@ -134,50 +134,52 @@ func (p *Profile) WriteFolded(w io.Writer) error {
 	return bw.Flush()
 }
 
-// Pprof converts the profile to a pprof profile with two sample values,
+// Pprof converts the profile to pprof's data model (write it with its
+// Write method; github.com/google/pprof/profile.Parse reads that) with
+// two sample values,
 // samples/count and cpu/nanoseconds. Inlined calls are extra Lines of
 // their Location, innermost first, as pprof expects; mappings carry their
 // build-ids; samples are labelled with pid, tid and thread name.
-func (p *Profile) Pprof(periodNS int64) *profile.Profile {
-	pp := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
-		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+func (p *Profile) Pprof(periodNS int64) *pprof.Profile {
+	pp := &pprof.Profile{
+		SampleType: []*pprof.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType: &pprof.ValueType{Type: "cpu", Unit: "nanoseconds"},
 		Period:     periodNS,
 	}
 	if p.OffCPU {
 		pp.SampleType[1].Type = "off_cpu"
 		pp.PeriodType, pp.Period = nil, 0
 	}
-	maps := map[*Mapping]*profile.Mapping{}
+	maps := map[*Mapping]*pprof.Mapping{}
 	// pprof takes the first mapping for the main binary: put executables
 	// before shared libraries.
 	ordered := append([]*Mapping(nil), p.Mappings...)
 	sort.SliceStable(ordered, func(i, j int) bool { return !isLib(ordered[i].Path) && isLib(ordered[j].Path) })
 	for _, m := range ordered {
-		pm := &profile.Mapping{ID: m.ID, Start: m.Start, Limit: m.End, Offset: m.Offset, File: m.Path, BuildID: m.BuildID,
+		pm := &pprof.Mapping{ID: m.ID, Start: m.Start, Limit: m.End, Offset: m.Offset, File: m.Path, BuildID: m.BuildID,
 			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
 		maps[m] = pm
 		pp.Mapping = append(pp.Mapping, pm)
 	}
-	var kmap *profile.Mapping
+	var kmap *pprof.Mapping
 	type fnKey struct{ name, file string }
-	funcs := map[fnKey]*profile.Function{}
-	fn := func(name, file string) *profile.Function {
+	funcs := map[fnKey]*pprof.Function{}
+	fn := func(name, file string) *pprof.Function {
 		k := fnKey{name, file}
 		if f := funcs[k]; f != nil {
 			return f
 		}
-		f := &profile.Function{ID: uint64(len(pp.Function) + 1), Name: name, SystemName: name, Filename: file}
+		f := &pprof.Function{ID: uint64(len(pp.Function) + 1), Name: name, SystemName: name, Filename: file}
 		funcs[k] = f
 		pp.Function = append(pp.Function, f)
 		return f
 	}
-	locs := map[*Location]*profile.Location{}
+	locs := map[*Location]*pprof.Location{}
 	for _, l := range p.Locations {
-		pl := &profile.Location{ID: l.ID, Address: l.Addr, Mapping: maps[l.Mapping]}
+		pl := &pprof.Location{ID: l.ID, Address: l.Addr, Mapping: maps[l.Mapping]}
 		if l.Kernel {
 			if kmap == nil {
-				kmap = &profile.Mapping{ID: uint64(len(pp.Mapping) + 1), File: "[kernel.kallsyms]", HasFunctions: true}
+				kmap = &pprof.Mapping{ID: uint64(len(pp.Mapping) + 1), File: "[kernel.kallsyms]", HasFunctions: true}
 				pp.Mapping = append(pp.Mapping, kmap)
 			}
 			pl.Mapping = kmap
@@ -195,7 +197,7 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 			if f.SystemName != sys && sys != name {
 				f.SystemName = sys
 			}
-			pl.Line = append(pl.Line, profile.Line{Function: f, Line: int64(ln.Line)})
+			pl.Line = append(pl.Line, pprof.Line{Function: f, Line: int64(ln.Line)})
 		}
 		locs[l] = pl
 		pp.Location = append(pp.Location, pl)
@@ -204,7 +206,7 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 		pid, tid int
 		stack    string
 	}
-	agg := map[sKey]*profile.Sample{}
+	agg := map[sKey]*pprof.Sample{}
 	// Samples with the same stack share its Locations (see
 	// Builder.stackLocs): key each shared stack once per thread.
 	type sharedKey struct {
@@ -212,7 +214,7 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 		first    **Location
 		n        int
 	}
-	shared := map[sharedKey]*profile.Sample{}
+	shared := map[sharedKey]*pprof.Sample{}
 	var kb strings.Builder
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
@@ -233,7 +235,7 @@ func (p *Profile) Pprof(periodNS int64) *profile.Profile {
 		k := sKey{s.PID, s.TID, kb.String()}
 		ps := agg[k]
 		if ps == nil {
-			ps = &profile.Sample{
+			ps = &pprof.Sample{
 				Value:    []int64{0, 0},
 				Label:    map[string][]string{},
 				NumLabel: map[string][]int64{"pid": {int64(s.PID)}, "tid": {int64(s.TID)}},
