@@ -1,0 +1,207 @@
+package symbolize
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/target"
+)
+
+// libcDebug returns the path of libc and of its separate debug file, or
+// skips the test when libc6-dbg is not installed.
+func libcDebug(t *testing.T) (string, string) {
+	t.Helper()
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := elfobj.Open(libc)
+	if err != nil {
+		t.Skipf("no libc: %v", err)
+	}
+	defer f.Close()
+	df := findDebugFile(f, []string{DefaultDebugDir})
+	if df == nil {
+		t.Skip("libc has no separate debug file installed (libc6-dbg)")
+	}
+	defer df.Close()
+	return libc, df.Path
+}
+
+// checkArangesIndex requires the index made from .debug_aranges to answer
+// exactly as the one made from the unit entries, at every pc.
+func checkArangesIndex(t *testing.T, path string, pcs []uint64) {
+	t.Helper()
+	a, err := openSource(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.aranges) == 0 {
+		t.Fatalf("%s: no .debug_aranges: nothing to compare", path)
+	}
+	b, err := openSource(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.aranges = nil
+	fromAranges, fromUnits := newDWARFIndex(a, nil), newDWARFIndex(b, nil)
+	found := 0
+	for _, pc := range pcs {
+		got, gotOK := fromAranges.lookup(pc)
+		want, wantOK := fromUnits.lookup(pc)
+		if gotOK != wantOK || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: %#x: from .debug_aranges %v %+v, from the units %v %+v", path, pc, gotOK, got, wantOK, want)
+		}
+		if gotOK {
+			found++
+		}
+	}
+	if found*4 < len(pcs) {
+		t.Fatalf("%s: only %d of %d addresses have DWARF", path, found, len(pcs))
+	}
+	t.Logf("%s: %d addresses agree (%d with DWARF)", path, len(pcs), found)
+}
+
+// TestArangesIndex checks that the units found by .debug_aranges are those
+// the unit entries' ranges give, for gcc's DWARF 4 and 5 and, when
+// libc6-dbg is installed, libc's debug file.
+func TestArangesIndex(t *testing.T) {
+	for _, v := range []string{"-gdwarf-4", "-gdwarf-5"} {
+		exe := buildC(t, "gcc", "inline.c", "-O2", "-g", v)
+		checkArangesIndex(t, exe, textPCs(t, exe, 0, 1))
+	}
+	libc, dbg := libcDebug(t)
+	checkArangesIndex(t, dbg, textPCs(t, libc, 0, 61))
+}
+
+// TestPartialRead checks that looking up one address of libc decompresses
+// only part of its .debug_info, and parses only that address's unit.
+func TestPartialRead(t *testing.T) {
+	libc, dbg := libcDebug(t)
+	src, err := openSource(dbg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := newDWARFIndex(src, nil)
+	// The first address with DWARF: its unit is near the start.
+	var pc uint64
+	for _, p := range textPCs(t, libc, 0, 64) {
+		if fr, ok := ix.lookup(p); ok && len(fr) > 0 && fr[len(fr)-1].name != "" {
+			pc = p
+			break
+		}
+	}
+	if pc == 0 {
+		t.Fatal("no address of libc has DWARF")
+	}
+	if len(src.info) >= int(src.infoSize)/2 {
+		t.Fatalf("decompressed %d of %d bytes of .debug_info for one lookup", len(src.info), src.infoSize)
+	}
+	if ix.built == 0 || ix.built > 3 {
+		t.Fatalf("%d units parsed for one lookup", ix.built)
+	}
+	t.Logf("%#x: %d of %d bytes of .debug_info, %d of %d units", pc, len(src.info), src.infoSize, ix.built, len(ix.cus))
+}
+
+// TestIncrementalCache checks that an incremental cache saves the units
+// lookups needed, that a later run adds to them what it needs, and that
+// every answer is the one symbolizing without a cache gives.
+func TestIncrementalCache(t *testing.T) {
+	exe := buildC(t, "gcc", "inline.c", "-O2", "-g")
+	space, bias := loadSpace(t, exe)
+	all := textPCs(t, exe, bias, 1)
+	libc, _ := libcDebug(t)
+	lspace, lbias := loadSpace(t, libc)
+	lpcs := textPCs(t, libc, lbias, 4099)
+	dir := t.TempDir()
+	run := func(space *target.AddressSpace, pcs []uint64) ([][]Location, *Cache) {
+		c := NewIncrementalCache(dir)
+		sym := &Symbolizer{Inlines: true, Cache: c}
+		var want []Want
+		for _, pc := range pcs {
+			want = append(want, Want{Map: space.Find(pc), PC: pc, Exact: true})
+		}
+		sym.Prepare(want)
+		out := make([][]Location, len(pcs))
+		for i, pc := range pcs {
+			out[i] = testFrameAt(sym, space, testFrame{PC: pc, Exact: true})
+		}
+		sym.Flush()
+		return out, c
+	}
+	check := func(space *target.AddressSpace, pcs []uint64, got [][]Location) {
+		t.Helper()
+		want := resolveAll(space, pcs, NewCache(), nil)
+		for i := range pcs {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("%#x: incremental cache\n%s\nwant\n%s", pcs[i], formatLocs(got[i]), formatLocs(want[i]))
+			}
+		}
+	}
+	indexFile := func() (string, int64) {
+		t.Helper()
+		files, _ := filepath.Glob(filepath.Join(dir, "dwarf", "*", "*"))
+		var libcFile string
+		var size int64
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			if err == nil && fi.Size() > size {
+				libcFile, size = f, fi.Size()
+			}
+		}
+		return libcFile, size
+	}
+
+	// First run: a tenth of libc's addresses.
+	first := lpcs[:len(lpcs)/10]
+	got, c := run(lspace, first)
+	check(lspace, first, got)
+	_, size1 := indexFile()
+	if size1 == 0 {
+		t.Fatal("no index file written")
+	}
+	di := onlyIndex(t, c, libc)
+	if di.dw.complete() {
+		t.Fatalf("after %d addresses the index holds all %d units", len(first), len(di.dw.cus))
+	}
+
+	// Second run: the same addresses again need no DWARF at all.
+	got, c = run(lspace, first)
+	check(lspace, first, got)
+	if di := onlyIndex(t, c, libc); di.dw.stored == nil || di.dw.src != nil {
+		t.Fatalf("the second run over the same addresses read DWARF (stored %v)", di.dw.stored != nil)
+	}
+
+	// Third run: all addresses; the file grows.
+	got, _ = run(lspace, lpcs)
+	check(lspace, lpcs, got)
+	if _, size3 := indexFile(); size3 <= size1 {
+		t.Fatalf("index file %d bytes after the third run, %d after the first", size3, size1)
+	}
+	got, c = run(lspace, lpcs)
+	check(lspace, lpcs, got)
+	if di := onlyIndex(t, c, libc); di.dw.src != nil {
+		t.Fatal("the fourth run read DWARF")
+	}
+
+	// A program whose every unit is looked into: a complete index.
+	got, c = run(space, all)
+	check(space, all, got)
+	if di := onlyIndex(t, c, exe); !di.dw.complete() {
+		t.Fatal("index of the fixture incomplete after looking up all its addresses")
+	}
+}
+
+// onlyIndex returns the cache entry of the object at path.
+func onlyIndex(t *testing.T, c *Cache, path string) *debugInfo {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, di := range c.byKey {
+		if di.objPath == path && di.dw != nil {
+			return di
+		}
+	}
+	t.Fatalf("no DWARF index of %s in the cache", path)
+	return nil
+}
