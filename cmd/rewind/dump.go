@@ -109,7 +109,8 @@ func runDump(args []string) error {
 	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
 	objs := &target.Objects{}
 	if dir := cacheDir(*noCache); dir != "" {
-		sym.Cache = symbolize.NewPersistentCache(dir)
+		// A dump reads as little DWARF as its frames need, and keeps it.
+		sym.Cache = symbolize.NewIncrementalCache(dir)
 		objs.Tables.Dir = dir
 	}
 	defer printCacheNotes(*stats)
@@ -118,6 +119,12 @@ func runDump(args []string) error {
 		tm = newTimings()
 		defer tm.print()
 	}
+	defer func() {
+		// What the symbolizer read of debug files goes to the cache
+		// once the stacks are out.
+		sym.Flush()
+		tm.mark("save")
+	}()
 	if *goroutines {
 		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack,
 			json: *asJSON, group: *group, objs: objs, u: u, sym: sym, tm: tm})
@@ -146,6 +153,7 @@ func runDump(args []string) error {
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err
 	}
+	tm.mark("output")
 	return lf.inputErr
 }
 
