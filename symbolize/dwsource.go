@@ -31,7 +31,8 @@ type dwarfSource struct {
 
 	mu     sync.Mutex
 	info   []byte    // decompressed prefix of .debug_info
-	infoR  io.Reader // the rest of it (nil once all is read)
+	inf    *inflater // the rest of it, if zlib-compressed (info is its output)
+	infoR  io.Reader // else the rest of it (nil once all is read)
 	units  []unitSpan
 	real   map[int]bool   // units d is to read (see data)
 	orig   map[int][]byte // the headers of the units disguised (see disguise)
@@ -86,7 +87,12 @@ func openSource(path string) (*dwarfSource, error) {
 			return nil, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
 		}
 		src.infoSize = s.Size
-		if err := protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
+		if z, ok := zlibSection(h.f, h.ef, s); ok {
+			if src.inf, err = newInflater(z, make([]byte, s.Size)); err != nil {
+				h.Close()
+				return nil, fmt.Errorf("section %s: %v", s.Name, err)
+			}
+		} else if err := protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -124,7 +130,10 @@ func (src *dwarfSource) loadOthers() {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		b, err := sectionData(s)
+		b, ok, err := inflateSection(src.h.f, src.h.ef, s)
+		if !ok {
+			b, err = sectionData(s)
+		}
 		if err != nil {
 			src.secsErr = err
 			return
@@ -144,6 +153,10 @@ func (src *dwarfSource) line() []byte {
 // mu held.
 func (src *dwarfSource) readTo(n uint64) {
 	n = min(n, src.infoSize)
+	if src.inf != nil {
+		src.inflateTo(n)
+		return
+	}
 	if uint64(len(src.info)) >= n || src.infoR == nil || src.err != nil {
 		return
 	}
@@ -176,6 +189,40 @@ func (src *dwarfSource) readTo(n uint64) {
 	}
 }
 
+// inflateTo is readTo for a zlib-compressed .debug_info. Called with mu
+// held.
+func (src *dwarfSource) inflateTo(n uint64) {
+	f := src.inf
+	if uint64(f.n) >= n || f.done || src.err != nil {
+		return
+	}
+	// The output is the window later matches copy from: the headers
+	// disguise changed must be as they were (disguise makes them over
+	// again for the next dwarf.Data).
+	for i, orig := range src.orig {
+		copy(f.out[src.units[i].hdr:], orig)
+	}
+	src.orig = nil
+	// Steps of at least 64 KiB: unit headers are read one by one as the
+	// units are walked.
+	err := f.run(int(max(n, uint64(f.n)+64<<10)))
+	src.info = f.out[:f.n]
+	if err != nil || f.done && uint64(f.n) < src.infoSize {
+		if err == nil {
+			err = errTruncated
+		}
+		src.err = fmt.Errorf(".debug_info: %v", err)
+	}
+}
+
+// more reports whether more of .debug_info may be read.
+func (src *dwarfSource) more() bool {
+	if src.inf != nil {
+		return !src.inf.done && src.inf.err == nil && src.err == nil
+	}
+	return src.infoR != nil
+}
+
 // walkTo discovers the units of .debug_info, reading on, until one that
 // ends past off (or the section's end). Called with mu held.
 func (src *dwarfSource) walkTo(off uint64) {
@@ -193,7 +240,7 @@ func (src *dwarfSource) walkTo(off uint64) {
 		src.readTo(next + 32) // the longest header
 		u, ok := unitHeader(src.info, next, src.bo)
 		if !ok {
-			if uint64(len(src.info)) > next+32 || src.infoR == nil {
+			if uint64(len(src.info)) > next+32 || !src.more() {
 				return // malformed: units end here
 			}
 			continue
