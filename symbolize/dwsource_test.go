@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/target"
@@ -204,4 +205,63 @@ func onlyIndex(t *testing.T, c *Cache, path string) *debugInfo {
 	}
 	t.Fatalf("no DWARF index of %s in the cache", path)
 	return nil
+}
+
+// TestPreload checks that Preload parses, in the background, the units of
+// the PCs it is given, and that symbolizing after it gives what
+// symbolizing without it gives.
+func TestPreload(t *testing.T) {
+	libc, _ := libcDebug(t)
+	space, bias := loadSpace(t, libc)
+	pcs := textPCs(t, libc, bias, 40009)
+	var starts []Want
+	for _, pc := range pcs[:3] {
+		starts = append(starts, Want{Map: space.Find(pc), PC: pc, Exact: true})
+	}
+	c := NewIncrementalCache(t.TempDir())
+	sym := &Symbolizer{Inlines: true, Cache: c}
+	sym.Preload(space, starts)
+	// Nothing else asks for a unit: the background work parses them.
+	for tries := 0; ; tries++ {
+		c.mu.Lock()
+		var di *debugInfo
+		for _, d := range c.byKey {
+			if d.objPath == libc {
+				di = d
+			}
+		}
+		c.mu.Unlock()
+		var ix *dwarfIndex
+		if di != nil {
+			ix = di.dwarf() // waits for Preload to have opened it
+		}
+		built := 0
+		if ix != nil {
+			ix.mu.Lock()
+			built = ix.built
+			ix.mu.Unlock()
+		}
+		if built > 0 {
+			break
+		}
+		if tries > 1000 {
+			t.Fatal("Preload parsed no unit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var want []Want
+	for _, pc := range pcs {
+		want = append(want, Want{Map: space.Find(pc), PC: pc, Exact: true})
+	}
+	sym.Prepare(want)
+	got := make([][]Location, len(pcs))
+	for i, pc := range pcs {
+		got[i] = testFrameAt(sym, space, testFrame{PC: pc, Exact: true})
+	}
+	ref := resolveAll(space, pcs, NewCache(), nil)
+	for i := range pcs {
+		if !reflect.DeepEqual(got[i], ref[i]) {
+			t.Fatalf("%#x: with Preload\n%s\nwant\n%s", pcs[i], formatLocs(got[i]), formatLocs(ref[i]))
+		}
+	}
 }

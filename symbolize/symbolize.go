@@ -153,15 +153,11 @@ func (s *Symbolizer) Prepare(frames []Want) {
 		if m == nil || m.Module == nil || m.Module.File == nil {
 			continue
 		}
-		lookup := f.PC
-		if !f.Exact && lookup != 0 {
-			lookup--
-		}
 		mi := s.module(m.Module)
 		if _, ok := byMod[mi]; !ok {
 			order = append(order, mi)
 		}
-		byMod[mi] = append(byMod[mi], lookup-m.Bias)
+		byMod[mi] = append(byMod[mi], lookupAddr(f)-m.Bias)
 	}
 	for _, mi := range order {
 		if mi.info.goTable() != nil {
@@ -171,6 +167,54 @@ func (s *Symbolizer) Prepare(frames []Want) {
 			dw.want(byMod[mi])
 		}
 	}
+}
+
+// Preload starts, in the background, reading what symbolizing frames in
+// the objects mapped in space will need: each object's DWARF index (from
+// the persistent cache, or else as much of its DWARF as the frames in
+// starts need: a dump gives the threads' current PCs, known before any
+// unwinding) and its symbol table. A dump calls it before unwinding, so
+// that this work runs on another core meanwhile. Nothing depends on it
+// having finished.
+func (s *Symbolizer) Preload(space *target.AddressSpace, starts []Want) {
+	addrs := map[*target.Module][]uint64{}
+	for _, f := range starts {
+		if m := f.Map; m != nil && m.Module != nil && m.Module.File != nil {
+			addrs[m.Module] = append(addrs[m.Module], lookupAddr(f)-m.Bias)
+		}
+	}
+	seen := map[*target.Module]bool{}
+	for _, m := range space.Mappings() {
+		if m.Module == nil || m.Module.File == nil || seen[m.Module] {
+			continue
+		}
+		seen[m.Module] = true
+		mod := m.Module
+		go func() {
+			mi := s.module(mod)
+			if mi.info.goTable() != nil {
+				return
+			}
+			if dw := mi.info.dwarf(); dw != nil {
+				dw.want(addrs[mod])
+				for _, a := range addrs[mod] {
+					dw.lookup(a) // parses its units
+				}
+			}
+			if mi.sym != nil {
+				mi.sym.LoadSymbols()
+			}
+		}()
+	}
+}
+
+// lookupAddr is the address a frame is looked up at: a return address's
+// call instruction.
+func lookupAddr(f Want) uint64 {
+	if !f.Exact && f.PC != 0 {
+		return f.PC - 1
+	}
+	return f.PC
 }
 
 // Flush writes what the Symbolizer's cache learnt to its persistent

@@ -192,6 +192,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 		return nil, err
 	}
 	tm.mark("open")
+	preload(sym, tg) // on the other core, while unwinding
 	warnUnreadable(tg.Space)
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
@@ -244,6 +245,7 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 		if err == nil {
 			tg = snap.Target(objs, warn)
 			tm.mark("open")
+			preload(sym, tg) // on the other core, while unwinding
 			addFibers(tg)
 			walks = stacks.Walk(tg, opt)
 			tm.mark("unwind")
@@ -259,6 +261,19 @@ func dumpLive(pid int, lazy bool, maxStopped time.Duration, maxStack int, objs *
 	rep.PauseUS = &pause
 	tm.pause(snap)
 	return rep, nil
+}
+
+// preload has the symbolizer start reading, in the background, what the
+// frames will need, beginning with each thread's current PC.
+func preload(sym *symbolize.Symbolizer, tg *target.Target) {
+	var starts []symbolize.Want
+	for i := range tg.Contexts {
+		c := &tg.Contexts[i]
+		if pc, ok := c.Regs.PC(); ok && c.Err == nil {
+			starts = append(starts, symbolize.Want{Map: tg.Space.Find(pc), PC: pc, Exact: true})
+		}
+	}
+	sym.Preload(tg.Space, starts)
 }
 
 func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", textesc.String(msg)) }
