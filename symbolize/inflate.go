@@ -351,65 +351,109 @@ func (f *inflater) dynamic() error {
 }
 
 // huffman decodes symbols of the current block until its end or limit.
-func (f *inflater) huffman(limit int) error {
-	out := f.out
-	n := f.n
-	defer func() { f.n = n }()
+// The bit buffer lives in locals here (the compiler keeps them in
+// registers), written back around the slow paths and on return.
+func (f *inflater) huffman(limit int) (err error) {
+	out, in := f.out, f.in
+	n, pos := f.n, f.pos
+	bits, nb := f.bits, f.nb
+	lit, dst := &f.lit.fast, &f.dist.fast
+	// Locals captured by no closure, so they stay in registers; the
+	// slow paths store and reload them.
 	for n < limit {
-		if f.nb < 48 {
-			f.refill()
-			if f.over > 8 {
-				return errTruncated
+		if nb < 48 {
+			if pos+8 <= len(in) {
+				bits |= binary.LittleEndian.Uint64(in[pos:]) << nb
+				adv := (63 - nb) >> 3
+				pos += int(adv)
+				nb += adv << 3
+			} else {
+				f.pos, f.bits, f.nb = pos, bits, nb
+				f.refill()
+				pos, bits, nb = f.pos, f.bits, f.nb
+				if f.over > 8 {
+					f.n = n
+					return errTruncated
+				}
 			}
 		}
 		var sym int
-		if e := f.lit.fast[f.bits&(1<<fastBits-1)]; e != 0 {
+		if e := lit[bits&(1<<fastBits-1)]; e != 0 {
 			l := uint(e & 15)
-			f.bits >>= l
-			f.nb -= l
+			bits >>= l
+			nb -= l
 			sym = int(e >> 4)
-		} else if sym = f.decode(&f.lit); sym < 0 {
-			return errInflate
-		}
-		if sym < 256 {
-			if n >= len(out) {
+		} else {
+			f.bits, f.nb = bits, nb
+			sym = f.decode(&f.lit)
+			bits, nb = f.bits, f.nb
+			if sym < 0 {
+				f.n = n
 				return errInflate
 			}
+		}
+		if sym < 256 {
 			out[n] = byte(sym)
 			n++
 			continue
 		}
 		if sym == 256 {
 			f.inBlock = false
-			return nil
+			break
 		}
 		sym -= 257
 		if sym >= 29 {
-			return errInflate
+			err = errInflate
+			break
 		}
-		length := int(lenBase[sym]) + int(f.take(uint(lenExtra[sym])))
-		ds := f.decode(&f.dist)
+		le := uint(lenExtra[sym])
+		length := int(lenBase[sym]) + int(bits&(1<<le-1))
+		bits >>= le
+		nb -= le
+		var ds int
+		if e := dst[bits&(1<<fastBits-1)]; e != 0 {
+			l := uint(e & 15)
+			bits >>= l
+			nb -= l
+			ds = int(e >> 4)
+		} else {
+			f.bits, f.nb = bits, nb
+			ds = f.decode(&f.dist)
+			bits, nb = f.bits, f.nb
+		}
 		if ds < 0 || ds >= 30 {
-			return errInflate
+			err = errInflate
+			break
 		}
-		if f.nb < 13 {
-			f.refill()
-		}
-		dist := int(dstBase[ds]) + int(f.take(uint(dstExtra[ds])))
+		de := uint(dstExtra[ds])
+		dist := int(dstBase[ds]) + int(bits&(1<<de-1))
+		bits >>= de
+		nb -= de
 		if dist > n || length > len(out)-n {
-			return errInflate
+			err = errInflate
+			break
 		}
-		if dist >= length {
+		switch {
+		case dist >= 8 && len(out)-n >= length+8:
+			// Eight bytes at a time, each word read from bytes already
+			// written (dist >= 8); up to seven bytes past the match are
+			// written too, and overwritten by what follows.
+			for i := 0; i < length; i += 8 {
+				binary.LittleEndian.PutUint64(out[n+i:], binary.LittleEndian.Uint64(out[n-dist+i:]))
+			}
+			n += length
+		case dist >= length:
 			copy(out[n:n+length], out[n-dist:n])
 			n += length
-			continue
-		}
-		// Overlapping: the copied bytes repeat with period dist.
-		for end := n + length; n < end; n++ {
-			out[n] = out[n-dist]
+		default:
+			// Overlapping: the copied bytes repeat with period dist.
+			for end := n + length; n < end; n++ {
+				out[n] = out[n-dist]
+			}
 		}
 	}
-	return nil
+	f.n, f.pos, f.bits, f.nb = n, pos, bits, nb
+	return err
 }
 
 // zlibSection returns the zlib stream of s, a section of ef compressed
