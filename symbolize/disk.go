@@ -14,14 +14,16 @@ import (
 	"github.com/rewindstack/rewind/internal/cachefile"
 )
 
-// The persistent cache keeps, per object, the whole DWARF index (unit
-// address ranges, and per unit its line table and inline tree) in one
-// file, so that the next run of rewind against the same binaries reads a
-// few megabytes at most, decoding only the units it looks into, instead
-// of decompressing and parsing the debug information again: indexing
-// libc's separate debug file costs about half a second once; afterwards a
-// dump symbolizes in about a millisecond, whatever addresses its threads
-// are at.
+// The persistent cache keeps, per object, the DWARF index (unit address
+// ranges, and per unit its line table and inline tree) in one file, so
+// that the next run of rewind against the same binaries decodes only the
+// units it looks into instead of decompressing and parsing the debug
+// information again. NewPersistentCache indexes every unit at once
+// (libc's debug file: 1937 units, a few hundred milliseconds, once);
+// NewIncrementalCache, which dumps use, stores the units looked into so
+// far and adds to them (libc: the dozen units of a dump's frames, read
+// from a prefix of .debug_info in tens of milliseconds), so a dump
+// whose frames are all in stored units reads no DWARF at all.
 //
 // The file is named by the object's build-id and a hash of the DWARF
 // source's identity (see indexKey), so installing or upgrading a -dbg

@@ -31,10 +31,12 @@ file:line where debug information exists, and the method that found the
 frame; each thread ends with the reason its walk stopped.
 
 Compiled unwind tables and DWARF indexes are kept per build-id in a
-persistent cache (` + cacheDirHelp + `),
-so only the first dump that meets a library pays for reading its debug
-information (about half a second for libc with libc6-dbg); --stats shows
-where the time goes, --no-cache bypasses the cache.
+persistent cache (` + cacheDirHelp + `).
+A dump reads only the part of a library's debug information its frames
+need (found by .debug_aranges; for libc with libc6-dbg, tens of
+milliseconds the first time) and adds it to the cache, so later dumps
+of the same code read none; --stats shows where the time goes, --no-cache
+bypasses the cache.
 
 With --goroutines (a Go program, Go 1.22 or later, with or without DWARF
 and symbols) the goroutines are listed instead, in Go's own traceback
