@@ -48,9 +48,11 @@ var (
 // (rare, by design of the code) are decoded bit by bit.
 const fastBits = 10
 
-// huffTable is a canonical Huffman code.
+// huffTable is a canonical Huffman code. Its fast entries say, besides
+// the code's length, what the symbol means (see entry), so that decoding
+// a match needs no further table.
 type huffTable struct {
-	fast  [1 << fastBits]uint16 // sym<<4 | length; 0: longer code, or none
+	fast  [1 << fastBits]uint32 // entry of the symbol | code length; 0: longer code, or none
 	count [16]uint16            // codes of each length
 	syms  [288]uint16           // symbols by length, then value
 	nsyms int
@@ -100,7 +102,7 @@ func (f *inflater) take(n uint) uint32 {
 // build makes t the canonical code of lens; false if the lengths
 // over-subscribe the code space (an incomplete code is allowed: its
 // unused codes decode as errors).
-func (t *huffTable) build(lens []uint8) bool {
+func (t *huffTable) build(lens []uint8, entry func(sym int) uint32) bool {
 	t.count = [16]uint16{}
 	for _, l := range lens {
 		t.count[l]++
@@ -125,7 +127,7 @@ func (t *huffTable) build(lens []uint8) bool {
 			t.nsyms++
 		}
 	}
-	t.fast = [1 << fastBits]uint16{}
+	t.fast = [1 << fastBits]uint32{}
 	code := 0
 	i := 0
 	for l := 1; l < 16; l++ {
@@ -139,7 +141,7 @@ func (t *huffTable) build(lens []uint8) bool {
 			for b := 0; b < l; b++ {
 				rev |= (code >> b & 1) << (l - 1 - b)
 			}
-			e := t.syms[i]<<4 | uint16(l)
+			e := entry(int(t.syms[i])) | uint32(l)
 			for j := rev; j < 1<<fastBits; j += 1 << l {
 				t.fast[j] = e
 			}
@@ -149,14 +151,49 @@ func (t *huffTable) build(lens []uint8) bool {
 	return true
 }
 
-// decode reads one symbol of t; -1 for a code t does not have. The
-// buffer must hold at least 15 bits.
+// Entries: bits 0-3 the code's length (0 in an entry made for a symbol
+// decoded bit by bit), 4-7 the extra bits that follow it, 8-9 the kind,
+// 16-31 the value: a literal byte, a match length or distance base.
+const (
+	kindLiteral = 0 << 8 // also: a code length code, a distance
+	kindLength  = 1 << 8
+	kindEnd     = 2 << 8
+	kindBad     = 3 << 8
+)
+
+func plainEntry(sym int) uint32 { return uint32(sym) << 16 }
+
+func litEntry(sym int) uint32 {
+	switch {
+	case sym < 256:
+		return uint32(sym)<<16 | kindLiteral
+	case sym == 256:
+		return kindEnd
+	case sym < 257+29:
+		return uint32(lenBase[sym-257])<<16 | uint32(lenExtra[sym-257])<<4 | kindLength
+	}
+	return kindBad
+}
+
+func distEntry(sym int) uint32 {
+	if sym < 30 {
+		return dstBase[sym]<<16 | uint32(dstExtra[sym])<<4
+	}
+	return kindBad
+}
+
+// decode reads one symbol of t, whose entries are plainEntry; -1 for a
+// code t does not have. The buffer must hold at least 15 bits.
 func (f *inflater) decode(t *huffTable) int {
 	if e := t.fast[f.bits&(1<<fastBits-1)]; e != 0 {
 		f.take(uint(e & 15))
-		return int(e >> 4)
+		return int(e >> 16)
 	}
-	// Bit by bit, the canonical way.
+	return f.decodeSlow(t)
+}
+
+// decodeSlow reads one symbol bit by bit, the canonical way.
+func (f *inflater) decodeSlow(t *huffTable) int {
 	code, first, index := 0, 0, 0
 	for l := 1; l < 16; l++ {
 		code |= int(f.take(1))
@@ -190,12 +227,12 @@ func fixedTables() {
 			lens[i] = 8
 		}
 	}
-	fixedLit.build(lens[:])
+	fixedLit.build(lens[:], litEntry)
 	var d [30]uint8
 	for i := range d {
 		d[i] = 5
 	}
-	fixedDst.build(d[:])
+	fixedDst.build(d[:], distEntry)
 }
 
 var (
@@ -305,7 +342,7 @@ func (f *inflater) dynamic() error {
 		cl[clOrder[i]] = uint8(f.take(3))
 	}
 	var clt huffTable
-	if !clt.build(cl[:]) || clt.nsyms == 0 {
+	if !clt.build(cl[:], plainEntry) || clt.nsyms == 0 {
 		return errInflate
 	}
 	var lens [286 + 30]uint8
@@ -344,7 +381,7 @@ func (f *inflater) dynamic() error {
 	if f.over > 8 {
 		return errTruncated
 	}
-	if lens[256] == 0 || !f.lit.build(lens[:nlit]) || !f.dist.build(lens[nlit:nlit+ndist]) {
+	if lens[256] == 0 || !f.lit.build(lens[:nlit], litEntry) || !f.dist.build(lens[nlit:nlit+ndist], distEntry) {
 		return errInflate
 	}
 	return nil
@@ -377,56 +414,66 @@ func (f *inflater) huffman(limit int) (err error) {
 				}
 			}
 		}
-		var sym int
-		if e := lit[bits&(1<<fastBits-1)]; e != 0 {
-			l := uint(e & 15)
+		e := lit[bits&(1<<fastBits-1)]
+		if l := uint(e & 15); l != 0 {
 			bits >>= l
 			nb -= l
-			sym = int(e >> 4)
 		} else {
 			f.bits, f.nb = bits, nb
-			sym = f.decode(&f.lit)
+			sym := f.decodeSlow(&f.lit)
 			bits, nb = f.bits, f.nb
 			if sym < 0 {
-				f.n = n
-				return errInflate
+				err = errInflate
+				break
 			}
+			e = litEntry(sym)
 		}
-		if sym < 256 {
-			out[n] = byte(sym)
+		switch e & (3 << 8) {
+		case kindLiteral:
+			out[n] = byte(e >> 16)
 			n++
+			// At least 33 bits are left: a second literal, if it is one,
+			// without going round the loop.
+			if e2 := lit[bits&(1<<fastBits-1)]; e2&15 != 0 && e2&(3<<8) == kindLiteral && n < limit {
+				l := uint(e2 & 15)
+				bits >>= l
+				nb -= l
+				out[n] = byte(e2 >> 16)
+				n++
+			}
 			continue
-		}
-		if sym == 256 {
+		case kindEnd:
 			f.inBlock = false
-			break
-		}
-		sym -= 257
-		if sym >= 29 {
+		case kindBad:
 			err = errInflate
+		}
+		if err != nil || !f.inBlock {
 			break
 		}
-		le := uint(lenExtra[sym])
-		length := int(lenBase[sym]) + int(bits&(1<<le-1))
+		le := uint(e >> 4 & 15)
+		length := int(e>>16) + int(bits&(1<<le-1))
 		bits >>= le
 		nb -= le
-		var ds int
-		if e := dst[bits&(1<<fastBits-1)]; e != 0 {
-			l := uint(e & 15)
+		d := dst[bits&(1<<fastBits-1)]
+		if l := uint(d & 15); l != 0 {
 			bits >>= l
 			nb -= l
-			ds = int(e >> 4)
 		} else {
 			f.bits, f.nb = bits, nb
-			ds = f.decode(&f.dist)
+			ds := f.decodeSlow(&f.dist)
 			bits, nb = f.bits, f.nb
+			if ds < 0 {
+				err = errInflate
+				break
+			}
+			d = distEntry(ds)
 		}
-		if ds < 0 || ds >= 30 {
+		if d&(3<<8) == kindBad {
 			err = errInflate
 			break
 		}
-		de := uint(dstExtra[ds])
-		dist := int(dstBase[ds]) + int(bits&(1<<de-1))
+		de := uint(d >> 4 & 15)
+		dist := int(d>>16) + int(bits&(1<<de-1))
 		bits >>= de
 		nb -= de
 		if dist > n || length > len(out)-n {
