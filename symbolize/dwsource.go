@@ -41,9 +41,10 @@ type dwarfSource struct {
 	d      *dwarf.Data
 	err    error // a failure decompressing or making d: no more DWARF
 
-	secsDone chan struct{}
-	secs     map[string][]byte // other sections, whole (after secsDone)
-	secsErr  error
+	othersOnce sync.Once
+	secsDone   chan struct{}
+	secs       map[string][]byte // other sections, whole (after secsDone)
+	secsErr    error
 }
 
 // maxPartialBuilds bounds the dwarf.Data made of part of the units.
@@ -102,7 +103,6 @@ func openSource(path string) (*dwarfSource, error) {
 	} else if a := h.ef.Section(".zdebug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
 		src.aranges, _ = sectionData(a)
 	}
-	go src.loadOthers()
 	return src, nil
 }
 
@@ -113,6 +113,17 @@ func sourceOf(secs map[string][]byte, bo binary.ByteOrder) *dwarfSource {
 		aranges: secs["aranges"], secs: secs, secsDone: make(chan struct{})}
 	close(src.secsDone)
 	return src
+}
+
+// startOthers starts decompressing the other sections, in the
+// background, the first time a unit is asked for: an object none of whose
+// units is needed costs no more than its unit table.
+func (src *dwarfSource) startOthers() {
+	src.othersOnce.Do(func() {
+		if src.h != nil {
+			go src.loadOthers()
+		}
+	})
 }
 
 // loadOthers decompresses every section but .debug_info.
@@ -145,6 +156,7 @@ func (src *dwarfSource) loadOthers() {
 
 // line returns .debug_line (nil until the other sections are loaded).
 func (src *dwarfSource) line() []byte {
+	src.startOthers()
 	<-src.secsDone
 	return src.secs["line"]
 }
@@ -288,6 +300,7 @@ func (src *dwarfSource) unitOfDIE(off uint64) (uint64, bool) {
 // tables of the units asked for are parsed, and every offset stays what it
 // is in the file.
 func (src *dwarfSource) data(offs ...uint64) *dwarf.Data {
+	src.startOthers() // in parallel with reading .debug_info
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	for _, off := range offs {

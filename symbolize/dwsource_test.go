@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"debug/elf"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -262,6 +263,44 @@ func TestPreload(t *testing.T) {
 	for i := range pcs {
 		if !reflect.DeepEqual(got[i], ref[i]) {
 			t.Fatalf("%#x: with Preload\n%s\nwant\n%s", pcs[i], formatLocs(got[i]), formatLocs(ref[i]))
+		}
+	}
+}
+
+// TestIncrementalNoUnit checks that an object whose frames are in no unit
+// (here libc's PLT) still gets an index file, so that the next run reads
+// its unit table instead of opening its DWARF.
+func TestIncrementalNoUnit(t *testing.T) {
+	libc, _ := libcDebug(t)
+	ef, err := elf.Open(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plt := ef.Section(".plt")
+	ef.Close()
+	if plt == nil {
+		t.Skip("libc has no .plt")
+	}
+	space, bias := loadSpace(t, libc)
+	pc := plt.Addr + bias + 16
+	dir := t.TempDir()
+	for run := 0; run < 2; run++ {
+		c := NewIncrementalCache(dir)
+		sym := &Symbolizer{Inlines: true, Cache: c}
+		sym.Prepare([]Want{{Map: space.Find(pc), PC: pc, Exact: true}})
+		testFrameAt(sym, space, testFrame{PC: pc, Exact: true})
+		sym.Flush()
+		di := onlyIndex(t, c, libc)
+		if run == 0 {
+			if di.dw.built != 0 {
+				t.Fatalf("%d units parsed for a PLT address", di.dw.built)
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "dwarf", "*", "*"))
+			if len(files) != 1 {
+				t.Fatalf("index files %v after the first run, want one", files)
+			}
+		} else if di.dw.stored == nil || di.dw.src != nil {
+			t.Fatalf("the second run opened the DWARF (index read: %v)", di.dw.stored != nil)
 		}
 	}
 }

@@ -351,6 +351,7 @@ type debugInfo struct {
 	// far (written by flush, as saved with key), not all of them.
 	incremental bool
 	saved, key  string
+	flushed     bool // written by flush at least once
 
 	mu      sync.RWMutex
 	results map[uint64][]Location // Module not set
@@ -494,9 +495,12 @@ func (di *debugInfo) flush() {
 	built := ix.built
 	ix.built = 0
 	ix.mu.Unlock()
-	if built == 0 {
+	// A new index is written even with no unit in it: the next run then
+	// reads its unit table instead of opening the DWARF.
+	if built == 0 && (ix.stored != nil || di.flushed) {
 		return
 	}
+	di.flushed = true
 	cachefile.Note(writeIndex(di.dir, di.saved, di.key, ix), "DWARF index not saved")
 }
 
