@@ -89,7 +89,7 @@ func openSource(path string) (*dwarfSource, error) {
 		}
 		src.infoSize = s.Size
 		if z, ok := zlibSection(h.f, h.ef, s); ok {
-			if src.inf, err = newInflater(z, make([]byte, s.Size)); err != nil {
+			if src.inf, err = newInflater(z, bigBuffer(s.Size)); err != nil {
 				h.Close()
 				return nil, fmt.Errorf("section %s: %v", s.Name, err)
 			}

@@ -517,7 +517,7 @@ func zlibSection(r io.ReaderAt, ef *elf.File, s *elf.Section) ([]byte, bool) {
 	if s.FileSize < uint64(hdr)+2 {
 		return nil, false
 	}
-	raw := make([]byte, s.FileSize)
+	raw := bigBuffer(s.FileSize)
 	if n, err := r.ReadAt(raw, int64(s.Offset)); n != len(raw) && err != nil {
 		return nil, false
 	}
@@ -538,7 +538,7 @@ func inflateSection(r io.ReaderAt, ef *elf.File, s *elf.Section) (data []byte, o
 	if s.Size > maxSection || s.Size/2048 > s.FileSize {
 		return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
 	}
-	f, err := newInflater(z, make([]byte, s.Size))
+	f, err := newInflater(z, bigBuffer(s.Size))
 	if err == nil {
 		err = f.run(len(f.out))
 	}
