@@ -221,7 +221,7 @@ func TestPreload(t *testing.T) {
 	}
 	c := NewIncrementalCache(t.TempDir())
 	sym := &Symbolizer{Inlines: true, Cache: c}
-	sym.Preload(space, starts)
+	sym.Preload(starts)
 	// Nothing else asks for a unit: the background work parses them.
 	for tries := 0; ; tries++ {
 		c.mu.Lock()

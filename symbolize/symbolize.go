@@ -169,35 +169,29 @@ func (s *Symbolizer) Prepare(frames []Want) {
 	}
 }
 
-// Preload starts, in the background, reading what symbolizing frames in
-// the objects mapped in space will need: each object's DWARF index (from
-// the persistent cache, or else as much of its DWARF as the frames in
-// starts need: a dump gives the threads' current PCs, known before any
-// unwinding) and its symbol table. A dump calls it before unwinding, so
-// that this work runs on another core meanwhile. Nothing depends on it
-// having finished.
-func (s *Symbolizer) Preload(space *target.AddressSpace, starts []Want) {
+// Preload starts, in the background, reading what symbolizing the frames
+// in starts will need (a dump gives the threads' current PCs, known before
+// any unwinding, which are mostly in libc): the DWARF index of each object
+// they are in (from the persistent cache, or else as much of its DWARF as
+// they need), with their units parsed, and its symbol table. A dump calls
+// it before unwinding, so that this work runs on another core meanwhile.
+// Nothing depends on it having finished.
+func (s *Symbolizer) Preload(starts []Want) {
 	addrs := map[*target.Module][]uint64{}
 	for _, f := range starts {
 		if m := f.Map; m != nil && m.Module != nil && m.Module.File != nil {
 			addrs[m.Module] = append(addrs[m.Module], lookupAddr(f)-m.Bias)
 		}
 	}
-	seen := map[*target.Module]bool{}
-	for _, m := range space.Mappings() {
-		if m.Module == nil || m.Module.File == nil || seen[m.Module] {
-			continue
-		}
-		seen[m.Module] = true
-		mod := m.Module
+	for mod, as := range addrs {
 		go func() {
 			mi := s.module(mod)
 			if mi.info.goTable() != nil {
 				return
 			}
 			if dw := mi.info.dwarf(); dw != nil {
-				dw.want(addrs[mod])
-				for _, a := range addrs[mod] {
+				dw.want(as)
+				for _, a := range as {
 					dw.lookup(a) // parses its units
 				}
 			}

@@ -275,7 +275,7 @@ func preload(sym *symbolize.Symbolizer, tg *target.Target) {
 			starts = append(starts, symbolize.Want{Map: tg.Space.Find(pc), PC: pc, Exact: true})
 		}
 	}
-	sym.Preload(tg.Space, starts)
+	sym.Preload(starts)
 }
 
 func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", textesc.String(msg)) }
