@@ -61,6 +61,8 @@ type dwarfIndex struct {
 	mu    sync.Mutex
 	names map[nameKey]string
 	built int // units parsed from DWARF (not decoded from stored)
+
+	fromAranges bool // units found by .debug_aranges (newDWARFIndex)
 }
 
 // cuSlot is one unit: the offset of its header in .debug_info, and its
@@ -284,12 +286,20 @@ func loadAlt(ef *elf.File, path string, dirs []string) *dwarfAlt {
 // lookups decompress only as much of .debug_info as they look into), else
 // from the unit entries (DW_AT_ranges, low and high pc), which means
 // reading all of .debug_info.
+//
+// .debug_aranges may list only some units: clang emits none unless told
+// to, so a clang program linked with gcc's start-up files lists only
+// those. Without reading every unit that cannot be told for sure, but
+// such a table covers little of the code: it is used only if it covers
+// at least 90% of the object's executable sections (libc: 97%; the rest
+// is code without debug information).
 func newDWARFIndex(src *dwarfSource, alt *dwarfAlt) *dwarfIndex {
 	ix := &dwarfIndex{src: src, alt: alt, names: map[nameKey]string{}, maxEntries: int(min(src.infoSize, maxSection)) + 1}
 	if ix.alt == nil {
 		ix.alt = src.alt
 	}
-	if ar, ok := parseAranges(src.aranges, src.bo); ok && len(ar) > 0 {
+	if ar, ok := parseAranges(src.aranges, src.bo); ok && len(ar) > 0 && covers(ar, src.execSize) {
+		ix.fromAranges = true
 		offs := make([]uint64, 0, len(ar))
 		for _, r := range ar {
 			offs = append(offs, r.unit)
@@ -310,6 +320,31 @@ func newDWARFIndex(src *dwarfSource, alt *dwarfAlt) *dwarfIndex {
 	sort.SliceStable(ix.ranges, func(i, j int) bool { return ix.ranges[i].lo < ix.ranges[j].lo })
 	ix.maxHi = prefixMax(len(ix.ranges), func(i int) uint64 { return ix.ranges[i].hi })
 	return ix
+}
+
+// covers reports whether the ranges cover at least 90% of size bytes (or
+// size is unknown).
+func covers(ar []arange, size uint64) bool {
+	if size == 0 {
+		return true
+	}
+	rs := make([]arange, len(ar))
+	copy(rs, ar)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	var total, lo, hi uint64
+	for i, r := range rs {
+		switch {
+		case i == 0:
+			lo, hi = r.lo, r.hi
+		case r.lo <= hi:
+			hi = max(hi, r.hi)
+		default:
+			total += hi - lo
+			lo, hi = r.lo, r.hi
+		}
+	}
+	total += hi - lo
+	return total >= size/10*9
 }
 
 func compactSorted(s []uint64) []uint64 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -28,6 +29,7 @@ type dwarfSource struct {
 	infoSize uint64    // .debug_info's size, decompressed
 	alt      *dwarfAlt // the dwz supplementary file, if any
 	aranges  []byte    // .debug_aranges (nil: none)
+	execSize uint64    // bytes of code the object has (0: unknown)
 
 	mu     sync.Mutex
 	info   []byte    // decompressed prefix of .debug_info
@@ -96,6 +98,13 @@ func openSource(path string) (*dwarfSource, error) {
 		} else if err := protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
 			h.Close()
 			return nil, err
+		}
+	}
+	for _, sec := range h.ef.Sections {
+		// A separate debug file keeps the headers of the object's
+		// sections (without their contents).
+		if sec.Flags&elf.SHF_EXECINSTR != 0 && !strings.HasPrefix(sec.Name, ".plt") {
+			src.execSize += sec.Size
 		}
 	}
 	if a := h.ef.Section(".debug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {

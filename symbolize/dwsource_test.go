@@ -2,9 +2,11 @@ package symbolize
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +34,7 @@ func libcDebug(t *testing.T) (string, string) {
 
 // checkArangesIndex requires the index made from .debug_aranges to answer
 // exactly as the one made from the unit entries, at every pc.
-func checkArangesIndex(t *testing.T, path string, pcs []uint64) {
+func checkArangesIndex(t *testing.T, path string, pcs []uint64, wantAranges bool) {
 	t.Helper()
 	a, err := openSource(path)
 	if err != nil {
@@ -47,6 +49,12 @@ func checkArangesIndex(t *testing.T, path string, pcs []uint64) {
 	}
 	b.aranges = nil
 	fromAranges, fromUnits := newDWARFIndex(a, nil), newDWARFIndex(b, nil)
+	if fromAranges.fromAranges != wantAranges {
+		t.Fatalf("%s: index from .debug_aranges: %v, want %v", path, fromAranges.fromAranges, wantAranges)
+	}
+	if pcs == nil {
+		pcs = textPCs(t, path, 0, 1)
+	}
 	found := 0
 	for _, pc := range pcs {
 		got, gotOK := fromAranges.lookup(pc)
@@ -65,15 +73,46 @@ func checkArangesIndex(t *testing.T, path string, pcs []uint64) {
 }
 
 // TestArangesIndex checks that the units found by .debug_aranges are those
-// the unit entries' ranges give, for gcc's DWARF 4 and 5 and, when
-// libc6-dbg is installed, libc's debug file.
+// the unit entries' ranges give (libc's debug file, when libc6-dbg is
+// installed), and that a table covering too little of the code is not
+// trusted (gcc's DWARF 4 and 5 for a small program, a program with a unit
+// .debug_aranges leaves out).
 func TestArangesIndex(t *testing.T) {
 	for _, v := range []string{"-gdwarf-4", "-gdwarf-5"} {
 		exe := buildC(t, "gcc", "inline.c", "-O2", "-g", v)
-		checkArangesIndex(t, exe, textPCs(t, exe, 0, 1))
+		// Its own code is a third of it (the rest is gcc's start-up
+		// code, without debug information): too little to trust.
+		checkArangesIndex(t, exe, textPCs(t, exe, 0, 1), false)
 	}
+	checkArangesIndex(t, partialAranges(t), nil, false)
 	libc, dbg := libcDebug(t)
-	checkArangesIndex(t, dbg, textPCs(t, libc, 0, 61))
+	checkArangesIndex(t, dbg, textPCs(t, libc, 0, 61), true)
+}
+
+// partialAranges builds a program whose .debug_aranges lists one of its
+// two units (as when a unit comes from clang, which emits none by
+// default); most of its code is in the unlisted one.
+func partialAranges(t *testing.T) string {
+	needTool(t, "gcc")
+	needTool(t, "objcopy")
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.c")
+	var src strings.Builder
+	for i := 1; i <= 16; i++ {
+		fmt.Fprintf(&src, "int big%d(int *a, int m) { int s = 0; for (int i = 0; i < m; i++) { s += a[i] * (i ^ %d); if (s & 0x100) s -= a[(i * 7 + %d) %% m]; else s ^= a[(i * 13 + %d) %% m] << 3; } return s; }\n", i, i, i, i)
+	}
+	if err := os.WriteFile(big, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "part")
+	for _, c := range [][]string{
+		{"gcc", "-O2", "-g", "-c", big, "-o", big + ".o"},
+		{"objcopy", "--remove-section", ".debug_aranges", big + ".o"},
+		{"gcc", "-O2", "-g", "-o", exe, filepath.Join("testdata", "inline.c"), big + ".o"},
+	} {
+		run(t, "", c[0], c[1:]...)
+	}
+	return exe
 }
 
 // TestPartialRead checks that looking up one address of libc decompresses
