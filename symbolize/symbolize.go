@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
@@ -340,6 +341,7 @@ type debugInfo struct {
 
 	dwOnce sync.Once
 	dw     *dwarfIndex
+	dwDone atomic.Bool // dwOnce has run: dw, saved and key are set
 
 	// incremental: the persistent index holds the units looked into so
 	// far (written by flush, as saved with key), not all of them.
@@ -420,6 +422,7 @@ func (di *debugInfo) goTable() *goTable {
 // its units are parsed and the file written at once.
 func (di *debugInfo) dwarf() *dwarfIndex {
 	di.dwOnce.Do(func() {
+		defer di.dwDone.Store(true)
 		for _, p := range uniq(di.symPath, di.objPath) {
 			var saved, key string
 			var stored *dwarfIndex
@@ -481,7 +484,7 @@ func openDWARF(path string, dirs []string) *dwarfSource {
 // flush writes the index to the cache if units were parsed from DWARF
 // since it was read or written.
 func (di *debugInfo) flush() {
-	if di.saved == "" || di.dw == nil {
+	if !di.dwDone.Load() || di.saved == "" || di.dw == nil {
 		return
 	}
 	ix := di.dw
