@@ -455,10 +455,9 @@ func (ix *dwarfIndex) cu(ci int) *cuData {
 	return cd
 }
 
-// want makes sure the DWARF read covers every unit that a lookup of
-// addrs looks into and the index does not hold yet, so that they are all
-// read in one pass.
-func (ix *dwarfIndex) want(addrs []uint64) {
+// missing returns the header offsets of the units a lookup of addrs
+// looks into that the index does not hold yet.
+func (ix *dwarfIndex) missing(addrs []uint64) []uint64 {
 	var need []uint64
 	for _, pc := range addrs {
 		i := sort.Search(len(ix.ranges), func(i int) bool { return ix.ranges[i].lo > pc }) - 1
@@ -472,6 +471,14 @@ func (ix *dwarfIndex) want(addrs []uint64) {
 			}
 		}
 	}
+	return need
+}
+
+// want makes sure the DWARF read covers every unit that a lookup of
+// addrs looks into and the index does not hold yet, so that they are all
+// read in one pass.
+func (ix *dwarfIndex) want(addrs []uint64) {
+	need := ix.missing(addrs)
 	if len(need) == 0 {
 		return
 	}

@@ -170,13 +170,12 @@ func (s *Symbolizer) Prepare(frames []Want) {
 	}
 }
 
-// Preload starts, in the background, reading what symbolizing the frames
-// in starts will need (a dump gives the threads' current PCs, known before
-// any unwinding, which are mostly in libc): the DWARF index of each object
-// they are in (from the persistent cache, or else as much of its DWARF as
-// they need), with their units parsed, and its symbol table. A dump calls
-// it before unwinding, so that this work runs on another core meanwhile.
-// Nothing depends on it having finished.
+// Preload opens the DWARF index of each object the frames in starts are
+// in (a dump gives the threads' current PCs, known before any unwinding,
+// which are mostly in libc) and, when the index lacks units they need,
+// starts reading them in the background, with the object's symbol table:
+// a dump calls it before unwinding, so that the decompression runs on
+// another core meanwhile. Nothing depends on it having finished.
 func (s *Symbolizer) Preload(starts []Want) {
 	addrs := map[*target.Module][]uint64{}
 	for _, f := range starts {
@@ -185,16 +184,20 @@ func (s *Symbolizer) Preload(starts []Want) {
 		}
 	}
 	for mod, as := range addrs {
+		// Opening the index is quick (a cache file, or the unit table);
+		// only reading DWARF is worth another core.
+		mi := s.module(mod)
+		if mi.info.goTable() != nil {
+			continue
+		}
+		dw := mi.info.dwarf()
+		if dw == nil || len(dw.missing(as)) == 0 {
+			continue
+		}
 		go func() {
-			mi := s.module(mod)
-			if mi.info.goTable() != nil {
-				return
-			}
-			if dw := mi.info.dwarf(); dw != nil {
-				dw.want(as)
-				for _, a := range as {
-					dw.lookup(a) // parses its units
-				}
+			dw.want(as)
+			for _, a := range as {
+				dw.lookup(a) // parses its units
 			}
 			if mi.sym != nil {
 				mi.sym.LoadSymbols()
