@@ -59,6 +59,15 @@ func Walk(t *target.Target, opt Options) []Walked {
 // Report symbolizes walks into a report.
 func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output.Report {
 	rep := &output.Report{PID: t.PID, Source: t.Source, Threads: make([]output.Thread, 0, len(walks))}
+	// Every frame is announced first, so that a large debug file is read
+	// once, only as far as its last unit holding one of them.
+	var want []symbolize.Want
+	for i := range walks {
+		for _, f := range walks[i].Stack.Frames {
+			want = append(want, symbolize.Want{Map: f.Map, PC: f.PC, Exact: f.Exact})
+		}
+	}
+	sym.Prepare(want)
 	for i := range walks {
 		w := &walks[i]
 		th := Symbolize(w.TID, w.Name, &w.Stack, sym)

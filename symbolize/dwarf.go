@@ -39,12 +39,14 @@ import (
 // whatever was read before the error; a panic inside debug/dwarf is
 // recovered and leaves the CU empty. Callers fall back to symbols.
 type dwarfIndex struct {
-	d    *dwarf.Data
-	line []byte    // .debug_line, to check headers before debug/dwarf reads them
+	// src reads the DWARF; for an index read from the persistent cache it
+	// is opened (by open) only when a unit the file lacks is looked into.
+	src  *dwarfSource
+	open func() *dwarfSource
 	alt  *dwarfAlt // the dwz supplementary file, if any
 
-	// stored is set instead of d for an index read from the persistent
-	// cache: units are decoded from it rather than parsed from DWARF.
+	// stored is set for an index read from the persistent cache: units it
+	// holds are decoded from it rather than parsed from DWARF.
 	stored *storedIndex
 
 	// maxEntries bounds every walk over entries: debug/dwarf returns an
@@ -58,10 +60,15 @@ type dwarfIndex struct {
 
 	mu    sync.Mutex
 	names map[nameKey]string
+	built int // units parsed from DWARF (not decoded from stored)
+
+	fromAranges bool // units found by .debug_aranges (newDWARFIndex)
 }
 
+// cuSlot is one unit: the offset of its header in .debug_info, and its
+// content once parsed or decoded.
 type cuSlot struct {
-	off  dwarf.Offset
+	off  uint64
 	data atomic.Pointer[cuData]
 }
 
@@ -274,9 +281,88 @@ func loadAlt(ef *elf.File, path string, dirs []string) *dwarfAlt {
 	return nil
 }
 
-// newDWARFIndex reads the unit headers of d.
-func newDWARFIndex(d *dwarf.Data, line []byte, infoSize int, alt *dwarfAlt) *dwarfIndex {
-	ix := &dwarfIndex{d: d, line: line, alt: alt, names: map[nameKey]string{}, maxEntries: infoSize + 1}
+// newDWARFIndex indexes the units of src by their address ranges: from
+// .debug_aranges when the object has it (no unit need be read, so a few
+// lookups decompress only as much of .debug_info as they look into), else
+// from the unit entries (DW_AT_ranges, low and high pc), which means
+// reading all of .debug_info.
+//
+// .debug_aranges may list only some units: clang emits none unless told
+// to, so a clang program linked with gcc's start-up files lists only
+// those. Without reading every unit that cannot be told for sure, but
+// such a table covers little of the code: it is used only if it covers
+// at least 90% of the object's executable sections (libc: 97%; the rest
+// is code without debug information).
+func newDWARFIndex(src *dwarfSource, alt *dwarfAlt) *dwarfIndex {
+	ix := &dwarfIndex{src: src, alt: alt, names: map[nameKey]string{}, maxEntries: int(min(src.infoSize, maxSection)) + 1}
+	if ix.alt == nil {
+		ix.alt = src.alt
+	}
+	if ar, ok := parseAranges(src.aranges, src.bo); ok && len(ar) > 0 && covers(ar, src.execSize) {
+		ix.fromAranges = true
+		offs := make([]uint64, 0, len(ar))
+		for _, r := range ar {
+			offs = append(offs, r.unit)
+		}
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		offs = compactSorted(offs)
+		ix.cus = make([]cuSlot, len(offs))
+		for i, o := range offs {
+			ix.cus[i].off = o
+		}
+		for _, r := range ar {
+			ci := sort.Search(len(offs), func(i int) bool { return offs[i] >= r.unit })
+			ix.ranges = append(ix.ranges, cuRange{r.lo, r.hi, int32(ci)})
+		}
+	} else {
+		ix.scanUnits()
+	}
+	sort.SliceStable(ix.ranges, func(i, j int) bool { return ix.ranges[i].lo < ix.ranges[j].lo })
+	ix.maxHi = prefixMax(len(ix.ranges), func(i int) uint64 { return ix.ranges[i].hi })
+	return ix
+}
+
+// covers reports whether the ranges cover at least 90% of size bytes (or
+// size is unknown).
+func covers(ar []arange, size uint64) bool {
+	if size == 0 {
+		return true
+	}
+	rs := make([]arange, len(ar))
+	copy(rs, ar)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	var total, lo, hi uint64
+	for i, r := range rs {
+		switch {
+		case i == 0:
+			lo, hi = r.lo, r.hi
+		case r.lo <= hi:
+			hi = max(hi, r.hi)
+		default:
+			total += hi - lo
+			lo, hi = r.lo, r.hi
+		}
+	}
+	total += hi - lo
+	return total >= size/10*9
+}
+
+func compactSorted(s []uint64) []uint64 {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// scanUnits reads every unit entry for its address ranges.
+func (ix *dwarfIndex) scanUnits() {
+	d := ix.src.all()
+	if d == nil {
+		return
+	}
 	var unranged []int
 	_ = protect(func() error {
 		r := d.Reader()
@@ -286,8 +372,12 @@ func newDWARFIndex(d *dwarf.Data, line []byte, infoSize int, alt *dwarfAlt) *dwa
 				return nil
 			}
 			if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagSkeletonUnit {
+				hdr, ok := ix.src.unitOfDIE(uint64(e.Offset))
+				if !ok {
+					return nil
+				}
 				ci := len(ix.cus)
-				ix.cus = append(ix.cus, cuSlot{off: e.Offset})
+				ix.cus = append(ix.cus, cuSlot{off: hdr})
 				rs, _ := d.Ranges(e)
 				n := 0
 				for _, rg := range rs {
@@ -323,15 +413,19 @@ func newDWARFIndex(d *dwarf.Data, line []byte, infoSize int, alt *dwarfAlt) *dwa
 			}
 		}
 	}
-	sort.SliceStable(ix.ranges, func(i, j int) bool { return ix.ranges[i].lo < ix.ranges[j].lo })
-	ix.maxHi = make([]uint64, len(ix.ranges))
-	for i, r := range ix.ranges {
-		ix.maxHi[i] = r.hi
-		if i > 0 && ix.maxHi[i-1] > r.hi {
-			ix.maxHi[i] = ix.maxHi[i-1]
+}
+
+// source returns the DWARF source, opening it for an index read from the
+// cache (nil if it cannot be opened). Called with mu held.
+func (ix *dwarfIndex) source() *dwarfSource {
+	if ix.src == nil && ix.open != nil {
+		ix.src, ix.open = ix.open(), nil
+		if ix.src != nil {
+			ix.alt = ix.src.alt
+			ix.maxEntries = int(min(ix.src.infoSize, maxSection)) + 1
 		}
 	}
-	return ix
+	return ix.src
 }
 
 // cu returns unit ci's parsed data, parsing it on first use.
@@ -345,28 +439,75 @@ func (ix *dwarfIndex) cu(ci int) *cuData {
 	if cd := slot.data.Load(); cd != nil {
 		return cd
 	}
-	if ix.stored != nil {
+	if ix.stored != nil && ix.stored.has(ci) {
 		cd := ix.stored.decodeCU(ci)
 		slot.data.Store(cd)
 		return cd
 	}
 	cd := &cuData{}
-	if err := protect(func() error { return ix.buildCU(slot.off, cd) }); err != nil {
-		cd = &cuData{} // a panic may have left it half built
+	if src := ix.source(); src != nil {
+		if err := protect(func() error { return ix.buildCU(src, slot.off, cd) }); err != nil {
+			cd = &cuData{} // a panic may have left it half built
+		}
+		ix.built++
 	}
 	slot.data.Store(cd)
 	return cd
 }
 
-// buildCU parses the line table and the inline tree of the unit at off.
-func (ix *dwarfIndex) buildCU(off dwarf.Offset, cd *cuData) error {
-	r := ix.d.Reader()
-	r.Seek(off)
+// missing returns the header offsets of the units a lookup of addrs
+// looks into that the index does not hold yet.
+func (ix *dwarfIndex) missing(addrs []uint64) []uint64 {
+	var need []uint64
+	for _, pc := range addrs {
+		i := sort.Search(len(ix.ranges), func(i int) bool { return ix.ranges[i].lo > pc }) - 1
+		for ; i >= 0; i-- {
+			r := ix.ranges[i]
+			if pc < r.hi && ix.cus[r.cu].data.Load() == nil && (ix.stored == nil || !ix.stored.has(int(r.cu))) {
+				need = append(need, ix.cus[r.cu].off)
+			}
+			if i == 0 || ix.maxHi[i-1] <= pc {
+				break
+			}
+		}
+	}
+	return need
+}
+
+// want makes sure the DWARF read covers every unit that a lookup of
+// addrs looks into and the index does not hold yet, so that they are all
+// read in one pass.
+func (ix *dwarfIndex) want(addrs []uint64) {
+	need := ix.missing(addrs)
+	if len(need) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	src := ix.source()
+	ix.mu.Unlock()
+	if src != nil {
+		src.data(need...)
+	}
+}
+
+// buildCU parses the line table and the inline tree of the unit whose
+// header is at off.
+func (ix *dwarfIndex) buildCU(src *dwarfSource, off uint64, cd *cuData) error {
+	u, ok := src.unitAt(off)
+	if !ok {
+		return nil
+	}
+	d := src.data(off)
+	if d == nil {
+		return nil
+	}
+	r := d.Reader()
+	r.Seek(dwarf.Offset(u.die))
 	cu, err := r.Next()
 	if err != nil || cu == nil {
 		return err
 	}
-	ix.readLines(cu, r.ByteOrder(), cd)
+	ix.readLines(d, src.line(), cu, r.ByteOrder(), cd)
 	if !cu.Children {
 		return nil
 	}
@@ -400,7 +541,7 @@ func (ix *dwarfIndex) buildCU(off dwarf.Offset, cd *cuData) error {
 		descend := false
 		switch e.Tag {
 		case dwarf.TagSubprogram:
-			rs, _ := ix.d.Ranges(e)
+			rs, _ := d.Ranges(e)
 			if n := addRanges(cd, rs); n > 0 {
 				own = int32(len(cd.nodes))
 				cd.nodes = append(cd.nodes, inlNode{name: ix.nameOf(e), rOff: uint32(len(cd.rngs)) - uint32(n), rN: uint32(n)})
@@ -411,7 +552,7 @@ func (ix *dwarfIndex) buildCU(off dwarf.Offset, cd *cuData) error {
 			}
 		case dwarf.TagInlinedSubroutine:
 			if parent >= 0 {
-				rs, _ := ix.d.Ranges(e)
+				rs, _ := d.Ranges(e)
 				if n := addRanges(cd, rs); n > 0 {
 					own = int32(len(cd.nodes))
 					file, _ := e.Val(dwarf.AttrCallFile).(int64)
@@ -485,12 +626,12 @@ func addRanges(cd *cuData, rs [][2]uint64) int {
 // readLines decodes the unit's line table into cd.files and cd.lines.
 // Sequences that start at address 0 (code the linker discarded) are
 // dropped.
-func (ix *dwarfIndex) readLines(cu *dwarf.Entry, bo binary.ByteOrder, cd *cuData) {
+func (ix *dwarfIndex) readLines(d *dwarf.Data, line []byte, cu *dwarf.Entry, bo binary.ByteOrder, cd *cuData) {
 	off, ok := cu.Val(dwarf.AttrStmtList).(int64)
-	if !ok || !lineHeaderOK(ix.line, off, bo) {
+	if !ok || !lineHeaderOK(line, off, bo) {
 		return
 	}
-	lr, err := ix.d.LineReader(cu)
+	lr, err := d.LineReader(cu)
 	if err != nil || lr == nil {
 		return
 	}
@@ -630,12 +771,17 @@ func (ix *dwarfIndex) str(e *dwarf.Entry, a dwarf.Attr, inAlt bool) string {
 func (ix *dwarfIndex) followName(ref dwarf.Offset, alt bool) string {
 	first := ""
 	for hops := 0; ref != 0 && hops < maxNameHops; hops++ {
-		d := ix.d
+		var d *dwarf.Data
 		if alt {
 			if ix.alt == nil {
 				break
 			}
 			d = ix.alt.d
+		} else if ix.src != nil {
+			d = ix.src.data(uint64(ref))
+		}
+		if d == nil {
+			break
 		}
 		r := d.Reader()
 		r.Seek(ref)

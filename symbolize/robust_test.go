@@ -157,7 +157,7 @@ func fuzzSections(f *testing.F) (map[string][]byte, []uint64) {
 	}
 	defer ef.Close()
 	secs := map[string][]byte{}
-	for _, name := range debugSections {
+	for _, name := range append([]string{"aranges"}, debugSections...) {
 		if s := ef.Section(".debug_" + name); s != nil {
 			b, err := sectionData(s)
 			if err != nil {
@@ -173,8 +173,8 @@ func fuzzSections(f *testing.F) (map[string][]byte, []uint64) {
 	return secs, pcs
 }
 
-// FuzzDWARF overwrites bytes of .debug_info, .debug_line or
-// .debug_abbrev and looks up every instruction: nothing may panic.
+// FuzzDWARF overwrites bytes of .debug_info, .debug_line, .debug_abbrev
+// or .debug_aranges and looks up every instruction: nothing may panic.
 func FuzzDWARF(f *testing.F) {
 	secs, pcs := fuzzSections(f)
 	f.Add(uint8(0), uint32(0), []byte{0xff, 0xff, 0xff, 0xff})
@@ -182,7 +182,7 @@ func FuzzDWARF(f *testing.F) {
 	f.Add(uint8(2), uint32(3), []byte{0})
 	f.Add(uint8(0), uint32(12), []byte{0x2e, 0x01, 0x00})
 	f.Fuzz(func(t *testing.T, which uint8, off uint32, patch []byte) {
-		name := []string{"info", "line", "abbrev"}[int(which)%3]
+		name := []string{"info", "line", "abbrev", "aranges"}[int(which)%4]
 		mod := map[string][]byte{}
 		for k, v := range secs {
 			mod[k] = v
@@ -193,11 +193,7 @@ func FuzzDWARF(f *testing.F) {
 		}
 		copy(b[int(off)%len(b):], patch)
 		mod[name] = b
-		d, err := dwarfFromSections(mod)
-		if err != nil {
-			return
-		}
-		ix := newDWARFIndex(d, mod["line"], len(mod["info"]), nil)
+		ix := newDWARFIndex(sourceOf(mod, binary.LittleEndian), nil)
 		for _, pc := range pcs {
 			ix.lookup(pc)
 		}

@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
@@ -133,6 +134,97 @@ func (s *Symbolizer) Frame(m *target.Mapping, pc uint64, exact bool) []Location 
 	return locs
 }
 
+// Want is a frame Prepare is told of: its mapping, PC and whether the PC
+// is exact, as Frame takes them.
+type Want struct {
+	Map   *target.Mapping
+	PC    uint64
+	Exact bool
+}
+
+// Prepare reads at once, one pass per object, the debug information
+// that resolving frames will need, so that a large debug file is read
+// only as far as its last unit that holds one of them (see
+// NewIncrementalCache). Frame works without it, reading on as it needs.
+func (s *Symbolizer) Prepare(frames []Want) {
+	byMod := map[*modInfo][]uint64{}
+	var order []*modInfo
+	for _, f := range frames {
+		m := f.Map
+		if m == nil || m.Module == nil || m.Module.File == nil {
+			continue
+		}
+		mi := s.module(m.Module)
+		if _, ok := byMod[mi]; !ok {
+			order = append(order, mi)
+		}
+		byMod[mi] = append(byMod[mi], lookupAddr(f)-m.Bias)
+	}
+	for _, mi := range order {
+		if mi.info.goTable() != nil {
+			continue
+		}
+		if dw := mi.info.dwarf(); dw != nil {
+			dw.want(byMod[mi])
+		}
+	}
+}
+
+// Preload opens the DWARF index of each object the frames in starts are
+// in (a dump gives the threads' current PCs, known before any unwinding,
+// which are mostly in libc) and, when the index lacks units they need,
+// starts reading them in the background, with the object's symbol table:
+// a dump calls it before unwinding, so that the decompression runs on
+// another core meanwhile. Nothing depends on it having finished.
+func (s *Symbolizer) Preload(starts []Want) {
+	addrs := map[*target.Module][]uint64{}
+	for _, f := range starts {
+		if m := f.Map; m != nil && m.Module != nil && m.Module.File != nil {
+			addrs[m.Module] = append(addrs[m.Module], lookupAddr(f)-m.Bias)
+		}
+	}
+	for mod, as := range addrs {
+		// Opening the index is quick (a cache file, or the unit table);
+		// only reading DWARF is worth another core.
+		mi := s.module(mod)
+		if mi.info.goTable() != nil {
+			continue
+		}
+		dw := mi.info.dwarf()
+		if dw == nil || len(dw.missing(as)) == 0 {
+			continue
+		}
+		go func() {
+			dw.want(as)
+			for _, a := range as {
+				dw.lookup(a) // parses its units
+			}
+			if mi.sym != nil {
+				mi.sym.LoadSymbols()
+			}
+		}()
+	}
+}
+
+// lookupAddr is the address a frame is looked up at: a return address's
+// call instruction.
+func lookupAddr(f Want) uint64 {
+	if !f.Exact && f.PC != 0 {
+		return f.PC - 1
+	}
+	return f.PC
+}
+
+// Flush writes what the Symbolizer's cache learnt to its persistent
+// cache (see Cache.Flush).
+func (s *Symbolizer) Flush() {
+	c := s.Cache
+	if c == nil {
+		c = sharedCache
+	}
+	c.Flush()
+}
+
 // Addr resolves one runtime address to its physical function.
 func (s *Symbolizer) Addr(space *target.AddressSpace, addr uint64) Location {
 	locs := s.resolve(space.Find(addr), addr)
@@ -204,13 +296,30 @@ func (s *Symbolizer) debugDirs() []string {
 // fraction of the size of its debug information, and the per-address
 // results are bounded by maxResults.
 type Cache struct {
-	dir   string // persistent cache directory ("" for memory only)
-	mu    sync.Mutex
-	byKey map[string]*debugInfo
+	dir         string // persistent cache directory ("" for memory only)
+	incremental bool   // see NewIncrementalCache
+	mu          sync.Mutex
+	byKey       map[string]*debugInfo
 }
 
 // NewCache returns an empty cache.
 func NewCache() *Cache { return &Cache{byKey: map[string]*debugInfo{}} }
+
+// Flush writes to the persistent cache what an incremental cache (see
+// NewIncrementalCache) learnt since it was read or last flushed: the DWARF
+// units lookups parsed. It does nothing for other caches, which write
+// each index whole when they build it.
+func (c *Cache) Flush() {
+	c.mu.Lock()
+	dis := make([]*debugInfo, 0, len(c.byKey))
+	for _, di := range c.byKey {
+		dis = append(dis, di)
+	}
+	c.mu.Unlock()
+	for _, di := range dis {
+		di.flush()
+	}
+}
 
 var sharedCache = NewCache()
 
@@ -235,6 +344,13 @@ type debugInfo struct {
 
 	dwOnce sync.Once
 	dw     *dwarfIndex
+	dwDone atomic.Bool // dwOnce has run: dw, saved and key are set
+
+	// incremental: the persistent index holds the units looked into so
+	// far (written by flush, as saved with key), not all of them.
+	incremental bool
+	saved, key  string
+	flushed     bool // written by flush at least once
 
 	mu      sync.RWMutex
 	results map[uint64][]Location // Module not set
@@ -269,7 +385,7 @@ func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
 	if di := c.byKey[key]; di != nil {
 		return di
 	}
-	di := &debugInfo{objPath: obj.Path, symPath: sym.Path, dirs: dirs, results: map[uint64][]Location{}}
+	di := &debugInfo{objPath: obj.Path, symPath: sym.Path, dirs: dirs, results: map[uint64][]Location{}, incremental: c.incremental}
 	if id := obj.BuildIDHex(); len(id) > 2 {
 		di.dir, di.bid = c.dir, id
 	}
@@ -303,43 +419,89 @@ func (di *debugInfo) goTable() *goTable {
 }
 
 // dwarf returns the DWARF index of the debug file, or else of the object;
-// nil if neither has DWARF.
+// nil if neither has DWARF. With the persistent cache, an index read from
+// it is used as it is, missing units parsed from DWARF on demand when the
+// cache is incremental (see Cache.Flush), else, as for a new index, all
+// its units are parsed and the file written at once.
 func (di *debugInfo) dwarf() *dwarfIndex {
 	di.dwOnce.Do(func() {
+		defer di.dwDone.Store(true)
 		for _, p := range uniq(di.symPath, di.objPath) {
 			var saved, key string
+			var stored *dwarfIndex
 			if di.dir != "" && len(di.bid) >= 2 {
 				saved, key = indexKey(di.bid, p)
 				ix, err := readIndex(di.dir, saved, key)
 				if err == nil {
-					di.dw = ix
-					return
+					path, dirs := p, di.dirs
+					ix.open = func() *dwarfSource { return openDWARF(path, dirs) }
+					if di.incremental || ix.complete() {
+						di.dw, di.saved, di.key = ix, saved, key
+						return
+					}
+					stored = ix
+				} else {
+					cachefile.Note(err, "DWARF index rebuilt")
 				}
-				cachefile.Note(err, "DWARF index rebuilt")
 			}
-			ef, err := openELF(p)
-			if err != nil {
+			if stored != nil {
+				// Not incremental: complete the index now, once.
+				stored.buildAll()
+				di.dw = stored
+				cachefile.Note(writeIndex(di.dir, saved, key, stored), "DWARF index not saved")
+				return
+			}
+			src := openDWARF(p, di.dirs)
+			if src == nil {
 				continue
 			}
-			d, line, infoSize, err := loadDWARF(ef.ef)
-			var alt *dwarfAlt
-			if err == nil {
-				alt = loadAlt(ef.ef, p, di.dirs)
+			di.dw = newDWARFIndex(src, src.alt)
+			if saved == "" {
+				return
 			}
-			ef.Close()
-			if err != nil {
-				continue
+			if di.incremental {
+				// Units are parsed as lookups need them; Flush saves them.
+				di.saved, di.key = saved, key
+				return
 			}
-			di.dw = newDWARFIndex(d, line, infoSize, alt)
-			if saved != "" {
-				// Index everything once, so later runs need no DWARF at all.
-				di.dw.buildAll()
-				cachefile.Note(writeIndex(di.dir, saved, key, di.dw), "DWARF index not saved")
-			}
+			// Index everything once, so later runs need no DWARF at all.
+			di.dw.buildAll()
+			cachefile.Note(writeIndex(di.dir, saved, key, di.dw), "DWARF index not saved")
 			return
 		}
 	})
 	return di.dw
+}
+
+// openDWARF opens the DWARF of the file at path and its dwz supplementary
+// file; nil if it has none.
+func openDWARF(path string, dirs []string) *dwarfSource {
+	src, err := openSource(path)
+	if err != nil {
+		return nil
+	}
+	src.alt = loadAlt(src.h.ef, path, dirs)
+	return src
+}
+
+// flush writes the index to the cache if units were parsed from DWARF
+// since it was read or written.
+func (di *debugInfo) flush() {
+	if !di.dwDone.Load() || di.saved == "" || di.dw == nil {
+		return
+	}
+	ix := di.dw
+	ix.mu.Lock()
+	built := ix.built
+	ix.built = 0
+	ix.mu.Unlock()
+	// A new index is written even with no unit in it: the next run then
+	// reads its unit table instead of opening the DWARF.
+	if built == 0 && (ix.stored != nil || di.flushed) {
+		return
+	}
+	di.flushed = true
+	cachefile.Note(writeIndex(di.dir, di.saved, di.key, ix), "DWARF index not saved")
 }
 
 func uniq(a, b string) []string {

@@ -32,10 +32,12 @@ file:line where debug information exists, and the method that found the
 frame; each thread ends with the reason its walk stopped.
 
 Compiled unwind tables and DWARF indexes are kept per build-id in a
-persistent cache (` + cacheDirHelp + `),
-so only the first dump that meets a library pays for reading its debug
-information (about half a second for libc with libc6-dbg); --stats shows
-where the time goes, --no-cache bypasses the cache.
+persistent cache (` + cacheDirHelp + `).
+A dump reads only the part of a library's debug information its frames
+need (found by .debug_aranges; for libc with libc6-dbg, tens of
+milliseconds the first time) and adds it to the cache, so later dumps
+of the same code read none; --stats shows where the time goes, --no-cache
+bypasses the cache.
 
 With --goroutines (a Go program, Go 1.22 or later, with or without DWARF
 and symbols) the goroutines are listed instead, in Go's own traceback
@@ -108,7 +110,8 @@ func runDump(args []string) error {
 	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
 	objs := &target.Objects{}
 	if dir := cacheDir(*noCache); dir != "" {
-		sym.Cache = symbolize.NewPersistentCache(dir)
+		// A dump reads as little DWARF as its frames need, and keeps it.
+		sym.Cache = symbolize.NewIncrementalCache(dir)
 		objs.Tables.Dir = dir
 	}
 	defer printCacheNotes(*stats)
@@ -117,6 +120,12 @@ func runDump(args []string) error {
 		tm = newTimings()
 		defer tm.print()
 	}
+	defer func() {
+		// What the symbolizer read of debug files goes to the cache
+		// once the stacks are out.
+		sym.Flush()
+		tm.mark("save")
+	}()
 	if *goroutines {
 		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack,
 			json: *asJSON, group: *group, objs: objs, u: u, sym: sym, tm: tm})
@@ -144,6 +153,7 @@ func runDump(args []string) error {
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err
 	}
+	tm.mark("output")
 	return lf.inputErr
 }
 
@@ -189,6 +199,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 		}
 		fr.specs = append(fr.specs, found...)
 	}
+	preload(sym, tg) // on the other core, while unwinding
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
@@ -243,6 +254,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 		if err == nil {
 			tg = snap.Target(objs, warn)
 			tm.mark("open")
+			preload(sym, tg) // on the other core, while unwinding
 			addFibers(tg)
 			walks = stacks.Walk(tg, opt)
 			tm.mark("unwind")
@@ -258,6 +270,19 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 	rep.PauseUS = &pause
 	tm.pause(snap)
 	return rep, nil
+}
+
+// preload has the symbolizer start reading, in the background, what the
+// frames will need, beginning with each thread's current PC.
+func preload(sym *symbolize.Symbolizer, tg *target.Target) {
+	var starts []symbolize.Want
+	for i := range tg.Contexts {
+		c := &tg.Contexts[i]
+		if pc, ok := c.Regs.PC(); ok && c.Err == nil {
+			starts = append(starts, symbolize.Want{Map: tg.Space.Find(pc), PC: pc, Exact: true})
+		}
+	}
+	sym.Preload(starts)
 }
 
 func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", textesc.String(msg)) }

@@ -38,12 +38,16 @@ func (t *timings) mark(name string) {
 	t.last = now
 }
 
-// print writes one line: every phase and the total, in milliseconds.
+// print writes one line: every phase and the total, in milliseconds. The
+// time since the last mark is "output", unless the last phase was "save"
+// (the cache written after the output).
 func (t *timings) print() {
 	if t == nil {
 		return
 	}
-	t.mark("output")
+	if n := len(t.phases); n == 0 || t.phases[n-1] != "save" {
+		t.mark("output")
+	}
 	var b strings.Builder
 	for i, p := range t.phases {
 		fmt.Fprintf(&b, "%s %.2f ms, ", p, float64(t.durs[i].Microseconds())/1000)

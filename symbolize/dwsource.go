@@ -1,0 +1,590 @@
+package symbolize
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// dwarfSource reads an object's DWARF on demand, for a dump that looks up
+// a few addresses in a large debug file (libc's is 6 MB of .debug_info,
+// compressed to 2.3 MB): it decompresses .debug_info only as far as the
+// last unit it has been asked for, since a zlib stream cannot be entered
+// in the middle, and the other sections (abbreviations, line tables,
+// strings, ranges: together less than half of it) whole, in parallel with
+// the first stretch of .debug_info.
+//
+// The dwarf.Data it returns covers the decompressed prefix, cut at a unit
+// boundary; when a later request needs a unit beyond it, more is
+// decompressed and a new dwarf.Data is made (readers of the old one stay
+// valid).
+type dwarfSource struct {
+	h        *elfHandle
+	bo       binary.ByteOrder
+	infoSize uint64    // .debug_info's size, decompressed
+	alt      *dwarfAlt // the dwz supplementary file, if any
+	aranges  []byte    // .debug_aranges (nil: none)
+	execSize uint64    // bytes of code the object has (0: unknown)
+
+	mu     sync.Mutex
+	info   []byte    // decompressed prefix of .debug_info
+	inf    *inflater // the rest of it, if zlib-compressed (info is its output)
+	infoR  io.Reader // else the rest of it (nil once all is read)
+	units  []unitSpan
+	real   map[int]bool   // units d is to read (see data)
+	orig   map[int][]byte // the headers of the units disguised (see disguise)
+	stale  bool           // real has grown since d was made
+	builds int            // dwarf.Data made
+	d      *dwarf.Data
+	err    error // a failure decompressing or making d: no more DWARF
+
+	othersOnce sync.Once
+	secsDone   chan struct{}
+	secs       map[string][]byte // other sections, whole (after secsDone)
+	secsErr    error
+}
+
+// maxPartialBuilds bounds the dwarf.Data made of part of the units.
+const maxPartialBuilds = 4
+
+// unitSpan is one unit of .debug_info: its header at hdr, its DIEs from
+// die, its end; its version, address size and abbreviations' offset.
+type unitSpan struct {
+	hdr, die, end uint64
+	abbrev        uint64
+	version       uint16
+	addrSize      uint8
+}
+
+// openSource opens path's DWARF; the other sections start decompressing
+// at once, in the background.
+func openSource(path string) (*dwarfSource, error) {
+	h, err := openELF(path)
+	if err != nil {
+		return nil, err
+	}
+	src := &dwarfSource{h: h, bo: h.ef.ByteOrder, secsDone: make(chan struct{})}
+	s := h.ef.Section(".debug_info")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		// No .debug_info (or only a legacy .zdebug_info, which
+		// sectionData decompresses whole).
+		z := h.ef.Section(".zdebug_info")
+		if z == nil || z.Type == elf.SHT_NOBITS {
+			h.Close()
+			return nil, errNoDWARF
+		}
+		b, err := sectionData(z)
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		src.info, src.infoSize = b, uint64(len(b))
+	} else {
+		if s.Size > maxSection || s.Flags&elf.SHF_COMPRESSED != 0 && s.Size/2048 > s.FileSize {
+			h.Close()
+			return nil, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
+		}
+		src.infoSize = s.Size
+		if z, ok := zlibSection(h.f, h.ef, s); ok {
+			if src.inf, err = newInflater(z, bigBuffer(s.Size)); err != nil {
+				h.Close()
+				return nil, fmt.Errorf("section %s: %v", s.Name, err)
+			}
+		} else if err := protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	for _, sec := range h.ef.Sections {
+		// A separate debug file keeps the headers of the object's
+		// sections (without their contents).
+		if sec.Flags&elf.SHF_EXECINSTR != 0 && !strings.HasPrefix(sec.Name, ".plt") {
+			src.execSize += sec.Size
+		}
+	}
+	if a := h.ef.Section(".debug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
+		src.aranges, _ = sectionData(a)
+	} else if a := h.ef.Section(".zdebug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
+		src.aranges, _ = sectionData(a)
+	}
+	return src, nil
+}
+
+// sourceOf makes a source of section contents keyed by name without
+// ".debug_" (all of them given whole; for tests).
+func sourceOf(secs map[string][]byte, bo binary.ByteOrder) *dwarfSource {
+	src := &dwarfSource{bo: bo, info: secs["info"], infoSize: uint64(len(secs["info"])),
+		aranges: secs["aranges"], secs: secs, secsDone: make(chan struct{})}
+	close(src.secsDone)
+	return src
+}
+
+// startOthers starts decompressing the other sections, in the
+// background, the first time a unit is asked for: an object none of whose
+// units is needed costs no more than its unit table.
+func (src *dwarfSource) startOthers() {
+	src.othersOnce.Do(func() {
+		if src.h != nil {
+			go src.loadOthers()
+		}
+	})
+}
+
+// loadOthers decompresses every section but .debug_info.
+func (src *dwarfSource) loadOthers() {
+	defer close(src.secsDone)
+	secs := map[string][]byte{}
+	for _, name := range debugSections {
+		if name == "info" {
+			continue
+		}
+		s := src.h.ef.Section(".debug_" + name)
+		if s == nil {
+			s = src.h.ef.Section(".zdebug_" + name)
+		}
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		b, ok, err := inflateSection(src.h.f, src.h.ef, s)
+		if !ok {
+			b, err = sectionData(s)
+		}
+		if err != nil {
+			src.secsErr = err
+			return
+		}
+		secs[name] = b
+	}
+	src.secs = secs
+}
+
+// line returns .debug_line (nil until the other sections are loaded).
+func (src *dwarfSource) line() []byte {
+	src.startOthers()
+	<-src.secsDone
+	return src.secs["line"]
+}
+
+// readTo decompresses .debug_info up to n bytes (or its end). Called with
+// mu held.
+func (src *dwarfSource) readTo(n uint64) {
+	n = min(n, src.infoSize)
+	if src.inf != nil {
+		src.inflateTo(n)
+		return
+	}
+	if uint64(len(src.info)) >= n || src.infoR == nil || src.err != nil {
+		return
+	}
+	// Read on in steps of at least 64 KiB: unit headers are read one by
+	// one as the units are walked.
+	want := min(max(n, uint64(len(src.info))+64<<10), src.infoSize)
+	if uint64(cap(src.info)) < want {
+		// All of it at once: the buffer is never copied, and dwarf.Data
+		// made so far keep pointing into it.
+		nb := make([]byte, len(src.info), src.infoSize)
+		copy(nb, src.info)
+		src.info = nb
+	}
+	old := len(src.info)
+	var got int
+	err := protect(func() error {
+		var err error
+		got, err = io.ReadFull(src.infoR, src.info[old:want])
+		return err
+	})
+	src.info = src.info[:old+got]
+	if err != nil {
+		if uint64(len(src.info)) < n {
+			src.err = fmt.Errorf(".debug_info: %v", err)
+		}
+		src.infoR = nil
+	}
+	if uint64(len(src.info)) >= src.infoSize {
+		src.infoR = nil
+	}
+}
+
+// inflateTo is readTo for a zlib-compressed .debug_info. Called with mu
+// held.
+func (src *dwarfSource) inflateTo(n uint64) {
+	f := src.inf
+	if uint64(f.n) >= n || f.done || src.err != nil {
+		return
+	}
+	// The output is the window later matches copy from: the headers
+	// disguise changed must be as they were (disguise makes them over
+	// again for the next dwarf.Data).
+	for i, orig := range src.orig {
+		copy(f.out[src.units[i].hdr:], orig)
+	}
+	src.orig = nil
+	// Steps of at least 64 KiB: unit headers are read one by one as the
+	// units are walked.
+	err := f.run(int(max(n, uint64(f.n)+64<<10)))
+	src.info = f.out[:f.n]
+	if err != nil || f.done && uint64(f.n) < src.infoSize {
+		if err == nil {
+			err = errTruncated
+		}
+		src.err = fmt.Errorf(".debug_info: %v", err)
+	}
+}
+
+// more reports whether more of .debug_info may be read.
+func (src *dwarfSource) more() bool {
+	if src.inf != nil {
+		return !src.inf.done && src.inf.err == nil && src.err == nil
+	}
+	return src.infoR != nil
+}
+
+// walkTo discovers the units of .debug_info, reading on, until one that
+// ends past off (or the section's end). Called with mu held.
+func (src *dwarfSource) walkTo(off uint64) {
+	for src.err == nil {
+		var next uint64
+		if n := len(src.units); n > 0 {
+			if src.units[n-1].end > off {
+				return
+			}
+			next = src.units[n-1].end
+		}
+		if next >= src.infoSize {
+			return
+		}
+		src.readTo(next + 32) // the longest header
+		u, ok := unitHeader(src.info, next, src.bo)
+		if !ok {
+			if uint64(len(src.info)) > next+32 || !src.more() {
+				return // malformed: units end here
+			}
+			continue
+		}
+		if u.end > src.infoSize {
+			return
+		}
+		src.units = append(src.units, u)
+	}
+}
+
+// unitAt returns the unit whose header is at hdr, reading as far as its
+// end.
+func (src *dwarfSource) unitAt(hdr uint64) (unitSpan, bool) {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.walkTo(hdr)
+	i := sort.Search(len(src.units), func(i int) bool { return src.units[i].hdr >= hdr })
+	if i == len(src.units) || src.units[i].hdr != hdr {
+		return unitSpan{}, false
+	}
+	return src.units[i], true
+}
+
+// unitOfDIE returns the header offset of the unit holding the DIE at off.
+func (src *dwarfSource) unitOfDIE(off uint64) (uint64, bool) {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.walkTo(off)
+	i := sort.Search(len(src.units), func(i int) bool { return src.units[i].end > off })
+	if i == len(src.units) || off < src.units[i].die {
+		return 0, false
+	}
+	return src.units[i].hdr, true
+}
+
+// data returns a dwarf.Data in which the units holding the DIEs at offs
+// can be read (nil if there is no DWARF to be had).
+//
+// Making a dwarf.Data parses the abbreviation table of every unit it is
+// given, which for libc means a table per unit, a megabyte in all. So
+// the units no one asked for are given to it disguised: in a copy of the
+// prefix, each keeps its length but gets the header of a unit of the same
+// version that uses the abbreviations of a unit asked for, so only the
+// tables of the units asked for are parsed, and every offset stays what it
+// is in the file.
+func (src *dwarfSource) data(offs ...uint64) *dwarf.Data {
+	src.startOthers() // in parallel with reading .debug_info
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	for _, off := range offs {
+		src.walkTo(off)
+		i := sort.Search(len(src.units), func(i int) bool { return src.units[i].end > off })
+		if i == len(src.units) || off < src.units[i].hdr {
+			continue
+		}
+		if !src.real[i] {
+			if src.real == nil {
+				src.real = map[int]bool{}
+			}
+			src.real[i], src.stale = true, true
+		}
+	}
+	if !src.stale {
+		return src.d
+	}
+	src.stale = false
+	src.builds++
+	if src.builds > maxPartialBuilds {
+		// Lookups keep finding units not asked for beforehand: read all
+		// of them, once, rather than parse every table again each time.
+		src.walkTo(src.infoSize)
+		for i := range src.units {
+			src.real[i] = true
+		}
+	}
+	end, last := uint64(0), -1
+	for i := range src.real {
+		if src.units[i].end > end {
+			end, last = src.units[i].end, i
+		}
+	}
+	src.readTo(end)
+	<-src.secsDone
+	if src.secsErr != nil && src.err == nil {
+		src.err = src.secsErr
+	}
+	if src.err != nil || end == 0 || uint64(len(src.info)) < end {
+		return src.d
+	}
+	if len(src.real) < last+1 || len(src.orig) > 0 {
+		src.disguise(end)
+	}
+	info := src.info[:end:end]
+	secs := make(map[string][]byte, len(src.secs)+1)
+	for k, v := range src.secs {
+		secs[k] = v
+	}
+	secs["info"] = info
+	d, err := dwarfFromSections(secs)
+	if err != nil {
+		src.err = err
+		return src.d
+	}
+	src.d = d
+	return d
+}
+
+// disguise gives the units of .debug_info up to end that were not asked
+// for the header of one that was (see data), and the units asked for
+// since they were disguised their own back. It works in place: a
+// dwarf.Data made before keeps reading only the units it was made for,
+// whose bytes never change. Called with mu held.
+func (src *dwarfSource) disguise(end uint64) {
+	var model unitSpan
+	found := false
+	for i := range src.real {
+		if u := src.units[i]; !found || u.hdr < model.hdr {
+			model, found = u, true
+		}
+	}
+	for i, u := range src.units {
+		if u.end > end {
+			break
+		}
+		if src.real[i] {
+			if orig, ok := src.orig[i]; ok {
+				copy(src.info[u.hdr:], orig)
+				delete(src.orig, i)
+			}
+			continue
+		}
+		if _, ok := src.orig[i]; ok {
+			continue // disguised already
+		}
+		// The unit's own length, in its own format (32 or 64-bit).
+		p, offSize := uint64(4), 4
+		if src.bo.Uint32(src.info[u.hdr:]) == 0xffffffff {
+			p, offSize = 12, 8
+		}
+		length := u.end - u.hdr - p
+		if length < uint64(4+offSize)+1 {
+			continue // too short to disguise (an empty unit is skipped anyway)
+		}
+		h := src.info[u.hdr+p : u.end]
+		if src.orig == nil {
+			src.orig = map[int][]byte{}
+		}
+		src.orig[i] = append([]byte(nil), src.info[u.hdr:u.hdr+p+uint64(4+offSize)]...)
+		src.bo.PutUint16(h, model.version)
+		if model.version >= 5 {
+			h[2], h[3] = 0x01, model.addrSize // DW_UT_compile
+			putOff(src.bo, h[4:], model.abbrev, offSize)
+		} else {
+			putOff(src.bo, h[2:], model.abbrev, offSize)
+			h[2+offSize] = model.addrSize
+		}
+	}
+}
+
+func putOff(bo binary.ByteOrder, b []byte, v uint64, size int) {
+	if size == 8 {
+		bo.PutUint64(b, v)
+	} else {
+		bo.PutUint32(b, uint32(v))
+	}
+}
+
+// all reads the whole of .debug_info and returns the dwarf.Data of it.
+func (src *dwarfSource) all() *dwarf.Data {
+	src.mu.Lock()
+	src.walkTo(src.infoSize)
+	offs := make([]uint64, len(src.units))
+	for i, u := range src.units {
+		offs[i] = u.hdr
+	}
+	src.mu.Unlock()
+	return src.data(offs...)
+}
+
+// unitHeader reads the header of the unit at off in info: where its DIEs
+// start and where it ends. ok is false when the header is not all in
+// info or is malformed.
+func unitHeader(info []byte, off uint64, bo binary.ByteOrder) (u unitSpan, ok bool) {
+	if off > uint64(len(info)) || uint64(len(info))-off < 4 {
+		return u, false
+	}
+	b := info[off:]
+	length := uint64(bo.Uint32(b))
+	p, offSize := uint64(4), uint64(4)
+	switch {
+	case length == 0xffffffff:
+		if len(b) < 12 {
+			return u, false
+		}
+		length, p, offSize = bo.Uint64(b[4:]), 12, 8
+	case length >= 0xfffffff0:
+		return u, false
+	}
+	if length > maxSection {
+		return u, false
+	}
+	u.hdr, u.end = off, off+p+length
+	if length == 0 {
+		u.die = u.end
+		return u, true
+	}
+	if uint64(len(b)) < p+2 {
+		return u, false
+	}
+	version := bo.Uint16(b[p:])
+	p += 2
+	u.version = version
+	readOff := func(at uint64) uint64 {
+		if offSize == 8 {
+			return bo.Uint64(b[at:])
+		}
+		return uint64(bo.Uint32(b[at:]))
+	}
+	switch {
+	case version >= 2 && version <= 4:
+		if uint64(len(b)) < p+offSize+1 {
+			return u, false
+		}
+		u.abbrev, u.addrSize = readOff(p), b[p+offSize]
+		p += offSize + 1 // abbreviation offset, address size
+	case version == 5:
+		if uint64(len(b)) < p+2+offSize {
+			return u, false
+		}
+		utype := b[p]
+		u.addrSize, u.abbrev = b[p+1], readOff(p+2)
+		p += 2 + offSize // unit type, address size, abbreviation offset
+		switch utype {
+		case 0x02, 0x06: // type, split_type: signature, type offset
+			p += 8 + offSize
+		case 0x04, 0x05: // skeleton, split_compile: DWO id
+			p += 8
+		}
+	default:
+		return u, false
+	}
+	if p > p+length || uint64(len(b)) < p {
+		return u, false
+	}
+	u.die = off + p
+	if u.die > u.end {
+		return u, false
+	}
+	return u, true
+}
+
+// arange is one address range of .debug_aranges: [lo, hi) is in the unit
+// whose header is at unit.
+type arange struct {
+	lo, hi, unit uint64
+}
+
+// parseAranges reads .debug_aranges (version 2, any address size). ok is
+// false when the section is malformed: the caller then reads the ranges
+// from the units themselves. Empty ranges and ranges at address 0 (code
+// the linker discarded) are left out, as the unit scan leaves them out.
+func parseAranges(b []byte, bo binary.ByteOrder) (rs []arange, ok bool) {
+	for off := 0; off < len(b); {
+		if len(b)-off < 4 {
+			return nil, false
+		}
+		length := uint64(bo.Uint32(b[off:]))
+		p, offSize := 4, 4
+		if length == 0xffffffff {
+			if len(b)-off < 12 {
+				return nil, false
+			}
+			length, p, offSize = bo.Uint64(b[off+4:]), 12, 8
+		} else if length >= 0xfffffff0 {
+			return nil, false
+		}
+		if length > uint64(len(b)-off-p) {
+			return nil, false
+		}
+		set := b[off : off+p+int(length)]
+		off += p + int(length)
+		if len(set) < p+2+offSize+2 {
+			return nil, false
+		}
+		if bo.Uint16(set[p:]) != 2 {
+			return nil, false
+		}
+		q := p + 2
+		var unit uint64
+		if offSize == 8 {
+			unit = bo.Uint64(set[q:])
+		} else {
+			unit = uint64(bo.Uint32(set[q:]))
+		}
+		q += offSize
+		asize, segSize := int(set[q]), int(set[q+1])
+		q += 2
+		if segSize != 0 || asize != 4 && asize != 8 {
+			return nil, false
+		}
+		// Tuples start at a multiple of their size from the set's start.
+		if tuple := 2 * asize; q%tuple != 0 {
+			q += tuple - q%tuple
+		}
+		for {
+			if len(set)-q < 2*asize {
+				break // no terminator: tolerated, as readelf does
+			}
+			var lo, n uint64
+			if asize == 8 {
+				lo, n = bo.Uint64(set[q:]), bo.Uint64(set[q+8:])
+			} else {
+				lo, n = uint64(bo.Uint32(set[q:])), uint64(bo.Uint32(set[q+4:]))
+			}
+			q += 2 * asize
+			if lo == 0 && n == 0 {
+				break
+			}
+			if lo != 0 && lo+n > lo {
+				rs = append(rs, arange{lo, lo + n, unit})
+			}
+		}
+	}
+	return rs, true
+}
