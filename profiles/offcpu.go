@@ -107,6 +107,9 @@ type OffCPU struct {
 	col     *Collector
 	format  SwitchFormat
 	pending map[int]*Sample // tid -> switched-out sample, Period 0 until it runs again
+	epoch   map[int]int     // tid -> lost when its pending sample switched out
+	lost    int             // records the kernel reported lost so far
+	unsure  int             // blocked intervals dropped: records were lost during them
 	held    []*Sample       // taken from the collector (or continued) while their thread is still blocked
 	keep    func(pid, tid int) bool
 	bad     int
@@ -115,7 +118,24 @@ type OffCPU struct {
 // NewOffCPU returns an OffCPU adding to col. keep, when not nil, chooses
 // the threads whose blocking is recorded.
 func NewOffCPU(col *Collector, f SwitchFormat, keep func(pid, tid int) bool) *OffCPU {
-	return &OffCPU{col: col, format: f, pending: map[int]*Sample{}, keep: keep}
+	return &OffCPU{col: col, format: f, pending: map[int]*Sample{}, epoch: map[int]int{}, keep: keep}
+}
+
+// Unsure counts the blocked intervals left out because the kernel lost
+// records while they lasted: the thread may have run and blocked again
+// unseen, and its time off CPU is not known.
+func (o *OffCPU) Unsure() int { return o.unsure }
+
+// end finishes the pending sample of tid at time t, or drops it when
+// records were lost since it began.
+func (o *OffCPU) end(tid int, s *Sample, t uint64) {
+	if o.epoch[tid] == o.lost {
+		s.Period = max(1, t-min(t, s.Time))
+	} else {
+		o.unsure++ // Period stays 0: sort drops it
+	}
+	delete(o.pending, tid)
+	delete(o.epoch, tid)
 }
 
 // Bad counts samples whose raw data was too short for the format.
@@ -128,9 +148,11 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 			if s := o.pending[int(r.Task.TID)]; s != nil {
 				// The thread exited while blocked: it was off CPU until
 				// its exit.
-				s.Period = max(1, r.Task.Time-s.Time)
-				delete(o.pending, int(r.Task.TID))
+				o.end(int(r.Task.TID), s, r.Task.Time)
 			}
+		}
+		if r.Type == perfdata.RecordLost || r.Type == perfdata.RecordLostSamples {
+			o.lost++
 		}
 		if r.Type != perfdata.RecordLost && r.Type != perfdata.RecordLostSamples {
 			o.col.Add(r) // lost counts stay with the recorder
@@ -147,8 +169,7 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 	}
 	t := r.Sample.Time
 	if s := o.pending[int(next)]; s != nil && next != 0 {
-		s.Period = max(1, t-s.Time)
-		delete(o.pending, int(next))
+		o.end(int(next), s, t)
 	}
 	// Blocked is one of the states reported in the low byte (S D T t X
 	// Z P I). 0 is TASK_RUNNING: a switch on the way back to user space;
@@ -159,7 +180,11 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 		return
 	}
 	if old := o.pending[int(prev)]; old != nil {
-		old.Period = max(1, t-old.Time) // a switch-in we missed
+		// A switch-in not seen: a recording of one thread's events sees
+		// only its switches out (its time running counts as blocked:
+		// cheap, as a blocking thread runs little); system-wide, the
+		// record was lost.
+		o.end(int(prev), old, t)
 	}
 	s := o.col.AddSample(r)
 	if s == nil {
@@ -167,6 +192,7 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 	}
 	s.Period = 0
 	o.pending[int(prev)] = s
+	o.epoch[int(prev)] = o.lost
 }
 
 // Take returns the off-CPU samples older than before (the recording's
@@ -202,7 +228,12 @@ func (o *OffCPU) sort(out []*Sample) []*Sample {
 // continue in the next period from now. It returns the period's off-CPU
 // samples not returned by Take, taken from the collector.
 func (o *OffCPU) Flush(now uint64) []*Sample {
-	for _, s := range o.pending {
+	for tid, s := range o.pending {
+		if o.epoch[tid] != o.lost {
+			// Still blocked, or ran and blocked again unseen: not known.
+			o.end(tid, s, now)
+			continue
+		}
 		if s.Period == 0 {
 			s.Period = max(1, now-min(now, s.Time))
 		}
@@ -212,6 +243,7 @@ func (o *OffCPU) Flush(now uint64) []*Sample {
 		c := s.Continue(now)
 		if c == nil {
 			delete(o.pending, tid)
+			delete(o.epoch, tid)
 			continue
 		}
 		o.pending[tid] = c

@@ -184,3 +184,37 @@ func TestOffCPUPreemptedInKernel(t *testing.T) {
 		t.Errorf("off CPU %v, want only 20 (idle): 2500", got)
 	}
 }
+
+// TestOffCPULostRecords: a blocked interval during which the kernel lost
+// records is left out (the thread may have run and blocked again unseen),
+// not credited as all blocked; intervals that began after the loss count.
+func TestOffCPULostRecords(t *testing.T) {
+	o := NewOffCPU(NewCollector(regs.AMD64), DefaultSwitchFormat, nil)
+	o.Add(switchRecord(10, 10, 0, 1, 1000)) // 10 blocks
+	o.Add(switchRecord(30, 30, 0, 1, 1500)) // 30 blocks
+	o.Add(&perfdata.Record{Type: perfdata.RecordLost})
+	o.Add(switchRecord(20, 20, 10, 1, 5000)) // 20 blocks; 10 runs: unknown since 1000
+	o.Add(switchRecord(40, 40, 20, 0, 7000)) // 20 runs: 2000
+	o.Add(switchRecord(50, 50, 0, 1, 7500))  // 50 blocks, until the period ends
+	got := map[int]uint64{}
+	for _, s := range o.Flush(9000) { // 30 still blocked since before the loss: unknown
+		got[s.TID] += s.Period
+	}
+	if len(got) != 2 || got[20] != 2000 || got[50] != 1500 {
+		t.Errorf("off CPU %v, want 20: 2000 and 50: 1500 only", got)
+	}
+	if o.Unsure() != 2 {
+		t.Errorf("%d intervals left out, want 2 (threads 10 and 30)", o.Unsure())
+	}
+	// Without a loss, a second switch out with no switch in between (a
+	// recording of one thread's events sees only those) ends the first.
+	o.Add(switchRecord(60, 60, 0, 1, 10000))
+	o.Add(switchRecord(60, 60, 0, 1, 12000))
+	got = map[int]uint64{}
+	for _, s := range o.Flush(13000) {
+		got[s.TID] += s.Period
+	}
+	if got[60] != 2000+1000 {
+		t.Errorf("thread 60: %d, want 3000 (2000, then 1000 until the period ends)", got[60])
+	}
+}
