@@ -42,10 +42,11 @@ have() { command -v "$1" >/dev/null; }
 
 echo "rewind bench-peers, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), kernel $(uname -r), $(go version | cut -d' ' -f3)"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $pairs pairs per row unless noted"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $pairs pairs per row unless noted; rewind built with CGO_ENABLED=0 (README: install)"
 echo
 
-go build -o "$tmp/rewind" ./cmd/rewind
+# Built as the README's install line builds it (a static binary).
+CGO_ENABLED=0 go build -o "$tmp/rewind" ./cmd/rewind
 csrc=internal/fixture/csrc
 gcc -O2 -g -pthread -I"$csrc" -o "$tmp/threads" "$csrc/threads.c" "$csrc/libfix.c"
 gcc -O2 -g -pthread -fomit-frame-pointer -o "$tmp/cpu" internal/perftest/csrc/cpu.c
