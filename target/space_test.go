@@ -1,43 +1,19 @@
 package target
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/fixture"
 )
 
 // TestBuildTableErrorNamesFileOnce: a malformed .eh_frame gives an error
 // naming the file, the section and the offset, each once (cfi's errors
 // name the file already: BuildTable must not say it again).
 func TestBuildTableErrorNamesFileOnce(t *testing.T) {
-	f, err := elfobj.Open("/bin/true")
-	if err != nil {
-		t.Skipf("/bin/true: %v", err)
-	}
-	s := f.EhFrame
-	if s == nil {
-		f.Close()
-		t.Skip("/bin/true has no .eh_frame")
-	}
-	off := s.Offset
-	f.Close()
-	b, err := os.ReadFile("/bin/true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first CIE's length: 0xffffffff announces a 64-bit length,
-	// which then claims more than the section holds.
-	for i := off; i < off+12; i++ {
-		b[i] = 0xff
-	}
-	path := filepath.Join(t.TempDir(), "prog")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err = elfobj.Open(path)
+	path := fixture.BadEhFrame(t)
+	f, err := elfobj.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
