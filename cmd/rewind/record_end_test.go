@@ -27,14 +27,7 @@ func TestRecordDurationEndsCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("record -d 1: exit %d\n%s", code, errOut)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if pid <= 0 {
-		t.Fatalf("bad pid file %q", b)
-	}
+	pid := readPIDFile(t, pidFile)
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 		t.Errorf("the command (pid %d) outlived rewind record -d 1", pid)
 	}
@@ -66,7 +59,17 @@ func TestRecordDurationEndsOrphans(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("record -d 1: exit %d\n%s", code, errOut)
 	}
-	b, err := os.ReadFile(pidFile)
+	pid := readPIDFile(t, pidFile)
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the command's background process (pid %d) outlived rewind record -d 1", pid)
+	}
+}
+
+// readPIDFile returns the process ID a fixture command wrote to path.
+func readPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +77,5 @@ func TestRecordDurationEndsOrphans(t *testing.T) {
 	if pid <= 0 {
 		t.Fatalf("bad pid file %q", b)
 	}
-	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("the command's background process (pid %d) outlived rewind record -d 1", pid)
-	}
+	return pid
 }
