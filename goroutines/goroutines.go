@@ -100,9 +100,9 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	}
 	// A first read while the process runs sizes and faults in the
 	// buffers, so that the read in the pause only copies.
-	pre, _ := readAll(live.NewReader(pid), lay, bias, nil)
+	pre, _ := preRead(live.NewReader(pid), lay, bias)
 	if pre != nil {
-		pre.prepareReuse()
+		pre.prepareReuse(lay.G.Size)
 	}
 	var snap *snapshot
 	var rerr error
@@ -222,6 +222,7 @@ func liveBias(pid int, exe string) (uint64, string, error) {
 }
 
 func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
+	s.merge()
 	// Sorted here, after the pause: gs come in allgs order, nearly that
 	// of their ids.
 	slices.SortFunc(s.gs, func(a, b raw) int { return cmp.Compare(a.goid, b.goid) })
