@@ -173,42 +173,49 @@ func TestReadAgain(t *testing.T) {
 			im.park(n, 101, 0x401700, 1000)
 		}, n - 2, false},
 	}
-	for _, version := range []string{"go1.26.8", "go1.23.12"} {
-		for _, sc := range scenarios {
-			t.Run(version+"/"+sc.name, func(t *testing.T) {
-				im := newImage(t, version, n)
-				im.put(im.g(0)+im.lay.G.WaitSince, 0) // never kept
-				if !im.lay.Labels.Map {
-					im.label(4, 0, "k", "old")
-				}
-				pre, err := preRead(im.reader(), im.lay, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pre.prepareReuse(im.lay.G.Size)
-				if pre.again == nil {
-					t.Fatal("no plan")
-				}
-				sc.change(im)
-				got, err := readAll(im.reader(), im.lay, 0, pre)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if again := got.prevGs != nil; again != sc.again {
-					t.Errorf("read again: %v, want %v", again, sc.again)
-				}
-				got.merge()
-				want, err := readAll(im.reader(), im.lay, 0, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if g, w := describe(got), describe(want); g != w {
-					t.Errorf("read in the pause:\n%s\nread anew:\n%s", g, w)
-				}
-				if got.kept != sc.kept {
-					t.Errorf("%d goroutines kept, want %d", got.kept, sc.kept)
-				}
-			})
+	defer func(b int) { batchBytes = b }(batchBytes)
+	for _, batch := range []int{batchBytes, 3 * gStride} { // all gs at once, or a few at a time
+		for _, version := range []string{"go1.26.8", "go1.23.12"} {
+			for _, sc := range scenarios {
+				batchBytes = batch
+				t.Run(fmt.Sprintf("%s/batch%d/%s", version, batch, sc.name), func(t *testing.T) {
+					im := newImage(t, version, n)
+					im.put(im.g(0)+im.lay.G.WaitSince, 0) // never kept
+					if !im.lay.Labels.Map {
+						im.label(4, 0, "k", "old")
+					}
+					pre, err := preRead(im.reader(), im.lay, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pre.prepareReuse(im.lay.G.Size)
+					if pre.again == nil {
+						t.Fatal("no plan")
+					}
+					sc.change(im)
+					got, err := readAll(im.reader(), im.lay, 0, pre)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if again := got.prevGs != nil; again != sc.again {
+						t.Errorf("read again: %v, want %v", again, sc.again)
+					}
+					got.merge()
+					want, err := readAll(im.reader(), im.lay, 0, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if g, w := describe(got), describe(want); g != w {
+						t.Errorf("read in the pause:\n%s\nread anew:\n%s", g, w)
+					}
+					if got.kept != sc.kept {
+						t.Errorf("%d goroutines kept, want %d", got.kept, sc.kept)
+					}
+					if batchBytes < n*gStride && len(pre.again.batches) < 2 {
+						t.Errorf("%d batches of %d bytes", len(pre.again.batches), batchBytes)
+					}
+				})
+			}
 		}
 	}
 }
