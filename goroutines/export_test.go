@@ -12,3 +12,7 @@ func KeptStacks(s *Set) int { return s.kept }
 func CopyCost(s *Set) (wall, user, sys time.Duration) {
 	return s.copyCost.wall, s.copyCost.user, s.copyCost.sys
 }
+
+// ReadAgain reports whether the read in the pause compared the goroutines
+// with the read made just before it (readAgain).
+func ReadAgain(s *Set) bool { return s.again }

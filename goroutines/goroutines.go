@@ -81,6 +81,9 @@ type Set struct {
 	exe  string // the executable's path as mapped
 	arch regs.Arch
 	kept int // stacks taken from the read before the pause
+	// again: the pause's read compared with the read before it
+	// (readAgain), rather than reading everything anew.
+	again bool
 
 	copyCost copyCost // of a live capture
 }
@@ -222,11 +225,13 @@ func liveBias(pid int, exe string) (uint64, string, error) {
 }
 
 func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
+	again := s.prevGs != nil
 	s.merge()
 	// Sorted here, after the pause: gs come in allgs order, nearly that
 	// of their ids.
 	slices.SortFunc(s.gs, func(a, b raw) int { return cmp.Compare(a.goid, b.goid) })
-	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch, kept: s.kept}
+	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch, kept: s.kept,
+		again: again}
 	for i := range s.gs {
 		g := &s.gs[i]
 		out := Goroutine{ID: g.goid, Status: "???", Scan: g.scan, WaitMinutes: -1, Thread: g.tid,

@@ -669,6 +669,9 @@ func testKeepsParkedStacks(t *testing.T, env []string) {
 	rep, text := report(t, set, snap.Target(nil, nil))
 	kept := goroutines.KeptStacks(set)
 	t.Logf("%d of %d stacks taken from the read before the pause (pause %v)", kept, len(rep.Goroutines), snap.Pause)
+	if !goroutines.ReadAgain(set) {
+		t.Errorf("the pause read everything anew instead of comparing with the read before it")
+	}
 	if kept < len(rep.Goroutines)/2 {
 		t.Errorf("only %d of %d parked stacks kept from the read before the pause", kept, len(rep.Goroutines))
 	}

@@ -253,6 +253,10 @@ func (s *snapshot) read(rd batchReader, lay *goruntime.Layout, bias uint64, prev
 	if cap(s.gs) < int(n) {
 		s.gs = make([]raw, 0, n+n/8)
 	}
+	s.slotPtrs = make([]byte, 0, 8*n)
+	if s.winSize > 0 {
+		s.win = make([]byte, 0, int(n)*s.winSize)
+	}
 	for first := 0; first < int(n); first += chunk {
 		k := min(chunk, int(n)-first)
 		pr := []live.Read{{Addr: ptr + 8*uint64(first), Buf: ptrs[:8*k]}}
