@@ -18,27 +18,57 @@ import (
 // BenchmarkDump dumps a program with 1,000 and 100,000 parked goroutines
 // and, interleaved with each dump, has the program take its own
 // pprof.Lookup("goroutine").WriteTo(io.Discard, 2). It reports medians:
-// the pause rewind imposes (pause-ms), rewind's whole dump with text
-// output (rewind-ms; caches warm after the first), and the program's own
-// dump (own-ms, during which its world is stopped). Run with
+// the pause rewind imposes (pause-ms), the part of it spent copying the
+// goroutines (copy-ms) and the CPU time rewind spent on that copy, user
+// and system (copy-cpu-ms: the kernel's copying is system time), rewind's
+// whole dump with text output (rewind-ms; caches warm after the first),
+// and the program's own dump (own-ms, during which its world is stopped).
+// The CPU time says what the pause costs on a loaded machine, where the
+// wall times also count waiting for a CPU. Run with
 //
 //	go test ./goroutines -run '^$' -bench Dump -benchtime 10x
+//
+// In "1000" and "100000" the program has run two garbage collections
+// before the dumps, as any program whose goroutines have been parked for a
+// few minutes has (the runtime forces one every two minutes): their
+// g.waitsince is set, which proves that they have not run since the read
+// before the pause, so their stacks are not copied again in it. In
+// "100000-unseen" the program runs with GOGC=off: no collection has seen
+// its goroutines parked, and every stack is copied again in the pause.
 func BenchmarkDump(b *testing.B) {
-	for _, n := range []int{1000, 100000} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			benchDump(b, n)
+	for _, c := range []struct {
+		name string
+		n    int
+		gogc string
+	}{{"1000", 1000, ""}, {"100000", 100000, ""}, {"100000-unseen", 100000, "off"}} {
+		b.Run(c.name, func(b *testing.B) {
+			benchDump(b, c.n, c.gogc)
 		})
 	}
 }
 
-func benchDump(b *testing.B, n int) {
+func benchDump(b *testing.B, n int, gogc string) {
 	requirePtrace(b)
 	exe := buildParked(b, nil)
-	p := startParkedArgs(b, exe, "", []string{"bench", strconv.Itoa(n)})
+	var env []string
+	if gogc != "" {
+		env = append(env, "GOGC="+gogc)
+	}
+	p := startParkedArgs(b, exe, "", []string{"bench", strconv.Itoa(n)}, env...)
 	pid := p.cmd.Process.Pid
+	if gogc == "" {
+		if _, err := io.WriteString(p.in, "gc\n"); err != nil {
+			b.Fatal(err)
+		}
+		if line, err := p.out.ReadString('\n'); err != nil || line != "ok\n" {
+			b.Fatalf("fixture answered %q, %v", line, err)
+		}
+	}
 	u, _ := unwind.ByName("auto")
 	sym := &symbolize.Symbolizer{Inlines: true}
 	objs := &target.Objects{}
+	var copies, copyCPUs []time.Duration
+	kept := 0
 	dump := func() (pause, total time.Duration, count int) {
 		start := time.Now()
 		snap, set, err := goroutines.Capture(pid, live.Options{})
@@ -52,6 +82,9 @@ func benchDump(b *testing.B, n int) {
 		if err := goroutines.WriteText(io.Discard, rep); err != nil {
 			b.Fatal(err)
 		}
+		w, u, sy := goroutines.CopyCost(set)
+		copies, copyCPUs = append(copies, w), append(copyCPUs, u+sy)
+		kept = goroutines.KeptStacks(set)
 		return snap.Pause, time.Since(start), len(rep.Goroutines)
 	}
 	own := func() time.Duration {
@@ -66,6 +99,7 @@ func benchDump(b *testing.B, n int) {
 		return time.Duration(ns)
 	}
 	dump() // cold: opens the binary, builds tables and symbol caches
+	copies, copyCPUs = copies[:0], copyCPUs[:0]
 	var pauses, totals, owns []time.Duration
 	count := 0
 	b.ResetTimer()
@@ -79,10 +113,12 @@ func benchDump(b *testing.B, n int) {
 		b.Fatalf("dumped %d goroutines, want >= %d", count, n)
 	}
 	b.ReportMetric(ms(median(pauses)), "pause-ms")
+	b.ReportMetric(ms(median(copies)), "copy-ms")
+	b.ReportMetric(ms(median(copyCPUs)), "copy-cpu-ms")
 	b.ReportMetric(ms(median(totals)), "rewind-ms")
 	b.ReportMetric(ms(median(owns)), "own-ms")
-	b.Logf("%d goroutines: pause %v, rewind %v, the program's own debug=2 dump %v (medians of %d pairs)",
-		count, median(pauses), median(totals), median(owns), b.N)
+	b.Logf("%d goroutines (%d stacks not copied again in the last pause): pause %v (copying them %v, CPU %v), rewind %v, the program's own debug=2 dump %v (medians of %d pairs)",
+		count, kept, median(pauses), median(copies), median(copyCPUs), median(totals), median(owns), b.N)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -80,6 +81,11 @@ type Set struct {
 	exe  string // the executable's path as mapped
 	arch regs.Arch
 	kept int // stacks taken from the read before the pause
+	// again: the pause's read compared with the read before it
+	// (readAgain), rather than reading everything anew.
+	again bool
+
+	copyCost copyCost // of a live capture
 }
 
 // Capture pauses process pid once and returns its threads (as
@@ -97,19 +103,22 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	}
 	// A first read while the process runs sizes and faults in the
 	// buffers, so that the read in the pause only copies.
-	pre, _ := readAll(live.NewReader(pid), lay, bias, nil)
+	pre, _ := preRead(live.NewReader(pid), lay, bias)
 	if pre != nil {
-		pre.prepareReuse()
+		pre.prepareReuse(lay.G.Size)
 	}
 	var snap *snapshot
 	var rerr error
 	var now int64
+	var cost copyCost
 	opt.During = func(r *live.Reader) {
+		cost.start()
 		snap, rerr = readAll(r, lay, bias, pre)
 		var ts unix.Timespec
 		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
 			now = ts.Nano()
 		}
+		cost.stop()
 	}
 	ls, err := live.Capture(pid, opt)
 	if err != nil {
@@ -121,7 +130,37 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	if rerr != nil {
 		return ls, nil, fmt.Errorf("process %d: %w", pid, rerr)
 	}
-	return ls, newSet(snap, lay, now, mapped, regs.AMD64), nil
+	set := newSet(snap, lay, now, mapped, regs.AMD64)
+	set.copyCost = cost
+	return ls, set, nil
+}
+
+// copyCost is what copying the goroutines cost in a capture's pause: the
+// time, and the CPU time of this process (user and system: the system
+// calls' copying is system time) over the same interval.
+type copyCost struct {
+	wall, user, sys time.Duration
+	t0              time.Time
+}
+
+func (c *copyCost) start() {
+	c.t0 = time.Now()
+	c.user, c.sys = processCPU()
+}
+
+func (c *copyCost) stop() {
+	c.wall = time.Since(c.t0)
+	u, s := processCPU()
+	c.user, c.sys = u-c.user, s-c.sys
+}
+
+// processCPU returns this process's user and system CPU time so far.
+func processCPU() (user, sys time.Duration) {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 // FromCore reads the goroutines of a core file. exe, when not empty,
@@ -186,10 +225,13 @@ func liveBias(pid int, exe string) (uint64, string, error) {
 }
 
 func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
+	again := s.prevGs != nil
+	s.merge()
 	// Sorted here, after the pause: gs come in allgs order, nearly that
 	// of their ids.
 	slices.SortFunc(s.gs, func(a, b raw) int { return cmp.Compare(a.goid, b.goid) })
-	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch, kept: s.kept}
+	set := &Set{GoVersion: lay.GoVersion, Layout: lay.Source, Notes: s.notes, exe: exe, arch: arch, kept: s.kept,
+		again: again}
 	for i := range s.gs {
 		g := &s.gs[i]
 		out := Goroutine{ID: g.goid, Status: "???", Scan: g.scan, WaitMinutes: -1, Thread: g.tid,

@@ -548,11 +548,14 @@ func TestChurnDumped100Times(t *testing.T) {
 	u, _ := unwind.ByName("auto")
 	sym := &symbolize.Symbolizer{Inlines: true}
 	objs := &target.Objects{}
-	dropped, total := 0, 0
+	dropped, total, again := 0, 0, 0
 	for i := 0; i < 100; i++ {
 		snap, set, err := goroutines.Capture(pid, live.Options{})
 		if err != nil {
 			t.Fatalf("dump %d: %v", i, err)
+		}
+		if goroutines.ReadAgain(set) {
+			again++
 		}
 		rep := set.Report(snap.Target(objs, nil), u, sym)
 		total += len(rep.Goroutines)
@@ -581,7 +584,8 @@ func TestChurnDumped100Times(t *testing.T) {
 	if f := strings.Fields(string(state)); len(f) > 2 && (f[2] == "T" || f[2] == "t") {
 		t.Errorf("the program is left stopped: %s", f[2])
 	}
-	t.Logf("100 dumps, %d goroutines in all, %d torn gs dropped; %d goroutines churned meanwhile", total, dropped, after-before)
+	t.Logf("100 dumps (%d compared with the read before the pause), %d goroutines in all, %d torn gs dropped; %d goroutines churned meanwhile",
+		again, total, dropped, after-before)
 }
 
 // TestSyscallAndCgo dumps a goroutine blocked in C through cgo and one in
@@ -669,6 +673,9 @@ func testKeepsParkedStacks(t *testing.T, env []string) {
 	rep, text := report(t, set, snap.Target(nil, nil))
 	kept := goroutines.KeptStacks(set)
 	t.Logf("%d of %d stacks taken from the read before the pause (pause %v)", kept, len(rep.Goroutines), snap.Pause)
+	if !goroutines.ReadAgain(set) {
+		t.Errorf("the pause read everything anew instead of comparing with the read before it")
+	}
 	if kept < len(rep.Goroutines)/2 {
 		t.Errorf("only %d of %d parked stacks kept from the read before the pause", kept, len(rep.Goroutines))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"unsafe"
 
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/live"
@@ -69,24 +70,12 @@ func (m memBatch) ReadBatch(reads []live.Read) {
 
 // raw is one goroutine as copied: its g's fields and its stack.
 type raw struct {
-	addr                   uint64 // the g
-	goid, parent           int64
-	status                 uint32
-	scan                   bool
-	waitReason             uint8
-	waitSince              int64
-	stackLo, stackHi       uint64
-	sp, pc, bp             uint64 // g.sched
-	syscallSP, syscallPC   uint64
-	m, lockedM             uint64
-	gopc, startpc          uint64
-	labelsPtr              uint64
-	stack                  target.Region // [sp or syscallsp, ...) as copied
-	labels                 map[string]string
-	tid                    int // the M's thread, for running and syscall
-	stackCut               bool
-	labelsErr, labelsUnsup bool
-	slot                   int32 // index in runtime.allgs when read
+	gFields
+	stack    target.Region // [sp or syscallsp, ...) as copied
+	labels   map[string]string
+	tid      int // the M's thread, for running and syscall
+	stackCut bool
+	slot     int32 // index in runtime.allgs when read
 }
 
 // snapshot is what one read of the runtime's goroutines found.
@@ -99,6 +88,12 @@ type snapshot struct {
 	gbuf, ptrs, arena []byte
 	reads             []live.Read
 	co                live.Coalescing
+	// slotPtrs is runtime.allgs as read: a g pointer per slot.
+	slotPtrs []byte
+	// win holds, when winSize is set (preRead), the first winSize bytes
+	// of each slot's g as read (zeros where unreadable).
+	win     []byte
+	winSize int
 
 	// Set on a read made before a pause (see prepareReuse): bySlot maps
 	// an allgs index to its goroutine in gs (-1: none); spareGs and
@@ -107,14 +102,23 @@ type snapshot struct {
 	bySlot     []int32
 	spareGs    []raw
 	spareArena []byte
+	// again is the plan of the read in the pause (see readAgain).
+	again *rereadPlan
 	// kept counts the stacks taken from the read before the pause.
 	kept int
+
+	// Set on a read in a pause that kept goroutines of the read before
+	// it unchanged (readAgain): gs holds only the others until merge adds
+	// prevGs[keep[i]] for each i, after the pause.
+	keep   []int32
+	prevGs []raw
 }
 
 // prepareReuse readies a read made while the process ran for the read in
-// the pause that follows: an index from allgs slots to goroutines, and
-// faulted-in buffers for the goroutines and for the stacks that changed.
-func (s *snapshot) prepareReuse() {
+// the pause that follows: an index from allgs slots to goroutines,
+// faulted-in buffers for the goroutines and for the stacks that changed,
+// and the plan of readAgain.
+func (s *snapshot) prepareReuse(gsize int) {
 	slots := 0
 	for i := range s.gs {
 		slots = max(slots, int(s.gs[i].slot)+1)
@@ -126,10 +130,21 @@ func (s *snapshot) prepareReuse() {
 	for i := range s.gs {
 		s.bySlot[s.gs[i].slot] = int32(i)
 	}
-	s.spareGs = make([]raw, 0, len(s.gs)+len(s.gs)/8+64)
+	s.spareGs = make([]raw, len(s.gs)/8+64)
+	for i := 0; i < len(s.spareGs); i += max(1, 4096/int(unsafe.Sizeof(raw{}))) {
+		s.spareGs[i] = raw{} // faulted in now, not in the pause
+	}
+	s.spareGs = s.spareGs[:0]
 	s.spareArena = make([]byte, min(len(s.arena), 4<<20)+64<<10)
-	for i := 0; i < len(s.spareArena); i += 4096 {
-		s.spareArena[i] = 0 // faulted in now, not in the pause
+	faultIn(s.spareArena)
+	s.again = planReread(s, gsize)
+}
+
+// faultIn touches every page of b, so that writing it in the pause does
+// not fault (a page fault costs microseconds, more in a virtual machine).
+func faultIn(b []byte) {
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
 	}
 }
 
@@ -187,7 +202,23 @@ func u64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) 
 // prev, when not nil, is a read made shortly before (outside the pause):
 // its buffers are reused.
 func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot) (*snapshot, error) {
-	s := &snapshot{}
+	if prev != nil && prev.again != nil {
+		if s := readAgain(rd, lay, bias, prev); s != nil {
+			return s, nil
+		}
+	}
+	return (&snapshot{}).read(rd, lay, bias, prev)
+}
+
+// preRead is readAll made while the process runs, before the pause whose
+// read compares with it: it also keeps each g's validity window (see
+// validityWindow).
+func preRead(rd batchReader, lay *goruntime.Layout, bias uint64) (*snapshot, error) {
+	return (&snapshot{winSize: validityWindow(&lay.G)}).read(rd, lay, bias, nil)
+}
+
+// read is readAll into s.
+func (s *snapshot) read(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot) (*snapshot, error) {
 	if prev != nil {
 		s.gbuf, s.ptrs, s.reads = prev.gbuf, prev.ptrs, prev.reads[:0]
 		s.co.Reuse(&prev.co)
@@ -222,6 +253,10 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 	if cap(s.gs) < int(n) {
 		s.gs = make([]raw, 0, n+n/8)
 	}
+	s.slotPtrs = make([]byte, 0, 8*n)
+	if s.winSize > 0 {
+		s.win = make([]byte, 0, int(n)*s.winSize)
+	}
 	for first := 0; first < int(n); first += chunk {
 		k := min(chunk, int(n)-first)
 		pr := []live.Read{{Addr: ptr + 8*uint64(first), Buf: ptrs[:8*k]}}
@@ -229,6 +264,7 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 		if pr[0].N != 8*k {
 			return nil, fmt.Errorf("cannot read goroutine pointers %d to %d of %d at %#x", first, first+k, n, pr[0].Addr)
 		}
+		s.slotPtrs = append(s.slotPtrs, ptrs[:8*k]...)
 		for i := range reads[:k] {
 			reads[i] = live.Read{Addr: u64(ptrs, 8*i)}
 		}
@@ -238,6 +274,12 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 	s.co.R, s.co.Gap = rd, stackGap
 	s.copyStacksAndMs(&s.co, lay, prev)
 	s.co.R = nil
+	s.readLabelsOf(rd, lay)
+	return s, nil
+}
+
+// readLabelsOf reads the pprof labels of the goroutines in s.gs.
+func (s *snapshot) readLabelsOf(rd batchReader, lay *goruntime.Layout) {
 	if lay.Labels.Map {
 		s.readLabelMaps(rd)
 	} else if lay.Labels.Supported {
@@ -250,7 +292,6 @@ func readAll(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapshot)
 			}
 		}
 	}
-	return s, nil
 }
 
 // gGap is the most unused memory read between two gs to read them with
@@ -313,35 +354,51 @@ func (s *snapshot) readGs(rd batchReader, reads []live.Read, gsize int) {
 	}
 }
 
-// parseGs decodes one batch of g structs, keeping the live, consistent
-// ones.
+// parseGs decodes one batch of g structs (the gs of allgs slots first,
+// first+1, ...), keeping the live, consistent ones.
 func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout, first int) {
-	o, gsize := &lay.G, lay.G.Size
+	gsize := lay.G.Size
 	for i := range reads {
 		r := &reads[i]
 		if r.N != gsize || len(r.Buf) != gsize {
 			s.notes = append(s.notes, fmt.Sprintf("g at %#x: unreadable, dropped", r.Addr))
+			if s.winSize > 0 {
+				s.win = append(s.win, make([]byte, s.winSize)...)
+			}
 			continue
 		}
-		b := r.Buf
-		st := uint32(u64(b, o.Status))
-		g := raw{addr: r.Addr, status: st &^ gScan, scan: st&gScan != 0,
-			goid: int64(u64(b, o.Goid)), parent: int64(u64(b, o.ParentGoid)),
-			waitReason: b[o.WaitReason], waitSince: int64(u64(b, o.WaitSince)),
-			stackLo: u64(b, o.StackLo), stackHi: u64(b, o.StackHi),
-			sp: u64(b, o.SchedSP), pc: u64(b, o.SchedPC), bp: u64(b, o.SchedBP),
-			syscallSP: u64(b, o.SyscallSP), syscallPC: u64(b, o.SyscallPC),
-			m: u64(b, o.M), lockedM: u64(b, o.LockedM), gopc: u64(b, o.GoPC), startpc: u64(b, o.StartPC),
-			labelsPtr: u64(b, o.Labels), slot: int32(first + i)}
-		if g.status == gDead || g.status == gIdle || g.status == gDeadExtra {
-			continue
+		if s.winSize > 0 {
+			s.win = append(s.win, r.Buf[:s.winSize]...)
 		}
-		if why := g.torn(); why != "" {
-			s.notes = append(s.notes, fmt.Sprintf("goroutine %d (g %#x) dropped: torn (%s)", g.goid, g.addr, why))
-			continue
-		}
-		s.gs = append(s.gs, g)
+		g := decodeG(r.Buf, &lay.G, r.Addr, first+i)
+		s.addG(&g)
 	}
+}
+
+// decodeG decodes the g at addr, read into b, of allgs slot slot.
+func decodeG(b []byte, o *goruntime.GOffsets, addr uint64, slot int) raw {
+	st := uint32(u64(b, o.Status))
+	return raw{gFields: gFields{addr: addr, status: st &^ gScan, scan: st&gScan != 0,
+		goid: int64(u64(b, o.Goid)), parent: int64(u64(b, o.ParentGoid)),
+		waitReason: b[o.WaitReason], waitSince: int64(u64(b, o.WaitSince)),
+		stackLo: u64(b, o.StackLo), stackHi: u64(b, o.StackHi),
+		sp: u64(b, o.SchedSP), pc: u64(b, o.SchedPC), bp: u64(b, o.SchedBP),
+		syscallSP: u64(b, o.SyscallSP), syscallPC: u64(b, o.SyscallPC),
+		m: u64(b, o.M), lockedM: u64(b, o.LockedM), gopc: u64(b, o.GoPC), startpc: u64(b, o.StartPC),
+		labelsPtr: u64(b, o.Labels)}, slot: int32(slot)}
+}
+
+// addG keeps g if it is a live, consistent goroutine; a torn one is
+// dropped with a note.
+func (s *snapshot) addG(g *raw) {
+	if g.status == gDead || g.status == gIdle || g.status == gDeadExtra {
+		return
+	}
+	if why := g.torn(); why != "" {
+		s.notes = append(s.notes, fmt.Sprintf("goroutine %d (g %#x) dropped: torn (%s)", g.goid, g.addr, why))
+		return
+	}
+	s.gs = append(s.gs, *g)
 }
 
 // torn says why a g's fields are not a consistent goroutine ("" when they
