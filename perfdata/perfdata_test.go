@@ -316,7 +316,7 @@ func TestPerfRecordFile(t *testing.T) {
 	defer f.Close()
 	counts := map[uint32]int{}
 	var exeMapped bool
-	var withStack int
+	var withStack, noUser int
 	err = f.Records(func(r *Record) error {
 		counts[r.Type]++
 		if r.Mmap != nil && r.Mmap.Filename == exe && r.Mmap.Executable {
@@ -324,6 +324,11 @@ func TestPerfRecordFile(t *testing.T) {
 		}
 		if r.Sample != nil && len(r.Sample.Regs) > 0 && len(r.Sample.Stack) > 0 && len(r.Sample.Stack) <= 4096 {
 			withStack++
+		}
+		if r.Sample != nil && (len(r.Sample.Regs) == 0 || len(r.Sample.Stack) == 0) {
+			// The kernel copies no user registers or stack for a sample
+			// taken as the thread exits (its mm already gone).
+			noUser++
 		}
 		return nil
 	})
@@ -342,8 +347,8 @@ func TestPerfRecordFile(t *testing.T) {
 	if counts[RecordSample] != want || want == 0 {
 		t.Errorf("%d samples, perf report counts %d", counts[RecordSample], want)
 	}
-	if withStack != want {
-		t.Errorf("%d of %d samples have registers and a stack copy", withStack, want)
+	if withStack+noUser != want || noUser*50 > want {
+		t.Errorf("%d of %d samples have registers and a stack copy, %d have no user registers", withStack, want, noUser)
 	}
 	if !exeMapped {
 		t.Errorf("no executable MMAP2 of %s", exe)
