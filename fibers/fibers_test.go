@@ -167,18 +167,25 @@ func TestExplicitLive(t *testing.T) {
 // the core (no live process involved), give the same frames.
 func TestExplicitCore(t *testing.T) {
 	p, ps := startFibers(t, "-O1", "-fno-omit-frame-pointer")
-	core := fixture.Gcore(t, p)
-	c, err := corefile.Open(core)
+	tg := explicitCore(t, p, ps)
+	checkBacktrace(t, unwindAll(t, tg, "auto"), ps)
+}
+
+// explicitCore takes a gcore core of p and returns its target with the
+// fiber contexts of ps; the core stays open until the test ends.
+func explicitCore(t *testing.T, p *fixture.Proc, ps []parked) *target.Target {
+	t.Helper()
+	c, err := corefile.Open(fixture.Gcore(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	tg, err := c.Target(nil, p.Exe)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tg.Contexts = append(tg.Contexts, fibers.Explicit(tg, specs(ps), nil)...)
-	checkBacktrace(t, unwindAll(t, tg, "auto"), ps)
+	return tg
 }
 
 // TestExplicitMatchesGdb: gdb, given each fiber's registers as rewind read
@@ -194,16 +201,7 @@ func TestExplicitMatchesGdb(t *testing.T) {
 	tg, rep := dumpLive(t, p.PID, ps, "auto")
 	t.Run("live", func(t *testing.T) { compareFibersWithGdb(t, p.PID, tg, rep) })
 	t.Run("core", func(t *testing.T) {
-		c, err := corefile.Open(fixture.Gcore(t, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		ctg, err := c.Target(nil, p.Exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctg.Contexts = append(ctg.Contexts, fibers.Explicit(ctg, specs(ps), nil)...)
+		ctg := explicitCore(t, p, ps)
 		compareFibersWithGdb(t, p.PID, ctg, unwindAll(t, ctg, "auto"))
 	})
 	// The process still runs its main thread where it was: nothing was
