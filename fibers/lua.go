@@ -156,10 +156,22 @@ const (
 	frameVarg  = 3
 )
 
-// luaWalker reads one lua_State's frames.
+// luaWalker reads lua_States' frames. What it derives from prototypes
+// and bytecode alone, which do not change while the fibers are parked, is
+// remembered: thousands of fibers parked in one function cost its
+// bytecode's reads (one system call each on a live process) once.
 type luaWalker struct {
 	l   *luaLayout
 	mem target.Memory
+
+	places map[[2]uint64]luaPlace // (function, return PC into it) -> its source and line
+	names  map[[3]uint64]string   // (prototype, call instruction, slot) -> slotName
+}
+
+// luaPlace is a Lua function's chunk and current line.
+type luaPlace struct {
+	source string
+	line   int
 }
 
 func (w *luaWalker) u32(addr uint64) (uint64, bool) {
@@ -217,17 +229,35 @@ func (w *luaWalker) frames(L uint64) []LuaFrame {
 // frame describes the function of the frame at frame; next is the frame
 // above it (whose link holds this function's current PC), 0 if none.
 func (w *luaWalker) frame(fn, frame, next uint64) LuaFrame {
-	f := LuaFrame{Source: "=[C]", Line: -1}
+	var ret uint64 // the return PC into fn, 0 if unknown
+	if next != 0 {
+		ret, _ = w.linkPC(next)
+	}
+	key := [2]uint64{fn, ret}
+	place, ok := w.places[key]
+	if !ok {
+		place = w.place(fn, ret)
+		if w.places == nil {
+			w.places = map[[2]uint64]luaPlace{}
+		}
+		w.places[key] = place
+	}
+	return LuaFrame{Source: place.source, Line: place.line, Name: w.funcName(frame)}
+}
+
+// place is the chunk and line of function fn when it returns to ret
+// (0: unknown).
+func (w *luaWalker) place(fn, ret uint64) luaPlace {
+	p := luaPlace{source: "=[C]", line: -1}
 	var ffid [1]byte
 	if w.mem.ReadMemory(fn+6, ffid[:]) == nil && ffid[0] == 0 { // FF_LUA: a Lua function
 		if pcRef, ok := w.u32(fn + w.l.fnPC); ok {
 			pt := pcRef - w.l.protoSize
-			f.Source = w.str(w.gcref(pt + w.l.pChunk))
-			f.Line = w.line(pt, w.pcOf(pt, next))
+			p.source = w.str(w.gcref(pt + w.l.pChunk))
+			p.line = w.line(pt, w.pcOf(pt, ret))
 		}
 	}
-	f.Name = w.funcName(frame)
-	return f
+	return p
 }
 
 func (w *luaWalker) gcref(addr uint64) uint64 { v, _ := w.u32(addr); return v }
@@ -249,13 +279,9 @@ func (w *luaWalker) str(s uint64) string {
 }
 
 // pcOf is the bytecode position a Lua function with prototype pt is at,
-// from the return PC its callee's link (next) holds; -1 when unknown.
-func (w *luaWalker) pcOf(pt, next uint64) int64 {
-	if next == 0 {
-		return -1
-	}
-	ret, ok := w.linkPC(next)
-	if !ok {
+// from the return PC its callee's link holds (ret); -1 when unknown.
+func (w *luaWalker) pcOf(pt, ret uint64) int64 {
+	if ret == 0 {
 		return -1
 	}
 	bc := pt + w.l.protoSize
@@ -378,7 +404,16 @@ func (w *luaWalker) funcName(frame uint64) string {
 	if op == bcITERC {
 		slot -= 3
 	}
-	return w.slotName(pt, bc, ip, slot)
+	key := [3]uint64{pt, ip, slot}
+	name, ok := w.names[key]
+	if !ok {
+		name = w.slotName(pt, bc, ip, slot)
+		if w.names == nil {
+			w.names = map[[3]uint64]string{}
+		}
+		w.names[key] = name
+	}
+	return name
 }
 
 // slotName is lj_debug_slotname: what slot held at instruction ip.
