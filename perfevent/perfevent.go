@@ -202,7 +202,11 @@ func open(tids []int, opt Options, enableOnExec bool) (*Recorder, error) {
 	for _, tid := range tids {
 		evs = append(evs, eventTarget{pid: tid, cpu: -1})
 	}
-	return openEvents(attr, evs, opt)
+	r, err := openEvents(attr, evs, opt)
+	if err == nil && opt.OffCPU {
+		r.blockingOnly()
+	}
+	return r, err
 }
 
 // eventTarget is one perf_event_open call: a thread (pid, cpu -1 for

@@ -1,8 +1,11 @@
 package perfevent_test
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +151,51 @@ func drain(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*pe
 		t.Fatal(p.Err())
 	}
 	return exitErr
+}
+
+// TestSwitchesOfBlockingThreads records the sched_switch tracepoint of a
+// command whose 4 busy threads share the CPUs: they are preempted again and
+// again, and those switches (prev_state running) must not reach the ring
+// buffer, each with its stack copy; the main thread's blocking wait for
+// its workers must.
+func TestSwitchesOfBlockingThreads(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	format, err := os.ReadFile("/sys/kernel/tracing/events/sched/sched_switch/format")
+	if err != nil {
+		t.Skipf("no tracefs to read the sched_switch format from (needs root): %v", err)
+	}
+	m := regexp.MustCompile(`field:long prev_state;\s*offset:(\d+);\s*size:8;`).FindSubmatch(format)
+	if m == nil {
+		t.Fatalf("no 8-byte prev_state in the sched_switch format:\n%s", format)
+	}
+	off, _ := strconv.Atoi(string(m[1]))
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	rec, cmd, err := perfevent.StartCommand([]string{exe, "1", "3"}, perfevent.Options{OffCPU: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if err := cmd.Release(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	states := map[uint64]int{}
+	drain(t, rec, done, func(r *perfdata.Record) {
+		if r.Type == perfdata.RecordSample && len(r.Sample.RawData) >= off+8 {
+			states[binary.LittleEndian.Uint64(r.Sample.RawData[off:])]++
+		}
+	})
+	t.Logf("switches by prev_state: %v", states)
+	blocking := 0
+	for st, n := range states {
+		if st&0xff == 0 {
+			t.Errorf("%d switches of running threads (prev_state %#x) recorded", n, st)
+		} else {
+			blocking += n
+		}
+	}
+	if blocking == 0 {
+		t.Errorf("no blocking switch recorded: the main thread waits for its workers")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -75,6 +76,50 @@ func OpenSwitches(scope Scope, opt Options) (*Recorder, error) {
 	return openScope(SwitchAttr(opt, id), scope, opt)
 }
 
+// blockingFilters are tracepoint filters, best first, that keep only the
+// sched_switch records of threads that block: a thread preempted while
+// running (prev_state 0, or 0x100 "R+" preempted in the kernel) is not
+// off CPU, and on a busy host such switches outnumber the blocking ones
+// many times, each with its stack copy. "&" needs Linux 4.x; "!=" is as
+// old as tracepoint filters.
+var blockingFilters = []string{"prev_state & 255", "prev_state != 0"}
+
+// blockingOnly sets, on r's sched_switch events, the first filter of
+// blockingFilters the kernel takes. It is for recordings of chosen threads
+// only, which see a thread's switches out and never its own switches in
+// (one is seen when another recorded thread switches out to it, and is
+// missed when that thread was preempted: the blocked time then runs to
+// the thread's next blocking switch, as when no other recorded thread ran
+// on its CPU). Per CPU, every switch is needed to know when a blocked
+// thread runs again. An event that takes no filter records every switch,
+// which costs more but means the same.
+func (r *Recorder) blockingOnly() {
+	if len(r.fds) == 0 {
+		return
+	}
+	for _, f := range blockingFilters {
+		if setFilter(r.fds[0], f) != nil {
+			continue
+		}
+		for _, fd := range r.fds[1:] {
+			setFilter(fd, f)
+		}
+		return
+	}
+}
+
+func setFilter(fd int, filter string) error {
+	b, err := unix.BytePtrFromString(filter)
+	if err != nil {
+		return err
+	}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_SET_FILTER, uintptr(unsafe.Pointer(b)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 func openScope(attr *perfdata.Attr, scope Scope, opt Options) (*Recorder, error) {
 	attr.Flags |= perfdata.FlagUseClockID
 	attr.ClockID = ClockID
@@ -93,6 +138,9 @@ func openScope(attr *perfdata.Attr, scope Scope, opt Options) (*Recorder, error)
 		r, err := openEvents(attr, evs, opt)
 		if err != nil {
 			return nil, err
+		}
+		if attr.Type == perfdata.TypeTracepoint {
+			r.blockingOnly()
 		}
 		return r, r.Enable()
 	case scope.Cgroup != "":
