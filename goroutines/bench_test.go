@@ -33,8 +33,9 @@ import (
 // few minutes has (the runtime forces one every two minutes): their
 // g.waitsince is set, which proves that they have not run since the read
 // before the pause, so their stacks are not copied again in it. In
-// "100000-unseen" the program runs with GOGC=off: no collection has seen
-// its goroutines parked, and every stack is copied again in the pause.
+// "100000-unseen" the program runs with GOGC=off, as a program that has
+// just started its goroutines: no collection has seen them parked, and
+// a stack is kept when its whole g is unchanged (see parkedCopied).
 func BenchmarkDump(b *testing.B) {
 	for _, c := range []struct {
 		name string

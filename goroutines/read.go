@@ -91,9 +91,12 @@ type snapshot struct {
 	// slotPtrs is runtime.allgs as read: a g pointer per slot.
 	slotPtrs []byte
 	// win holds, when winSize is set (preRead), the first winSize bytes
-	// of each slot's g as read (zeros where unreadable).
+	// of each slot's g as read (zeros where unreadable); rest, for each
+	// slot, the hash of the rest of its g (restHash) if its goroutine was
+	// parked before any collection saw it (waitsince 0), else 0.
 	win     []byte
 	winSize int
+	rest    []uint64
 
 	// Set on a read made before a pause (see prepareReuse): bySlot maps
 	// an allgs index to its goroutine in gs (-1: none); spareGs and
@@ -256,6 +259,7 @@ func (s *snapshot) read(rd batchReader, lay *goruntime.Layout, bias uint64, prev
 	s.slotPtrs = make([]byte, 0, 8*n)
 	if s.winSize > 0 {
 		s.win = make([]byte, 0, int(n)*s.winSize)
+		s.rest = make([]uint64, 0, n)
 	}
 	for first := 0; first < int(n); first += chunk {
 		k := min(chunk, int(n)-first)
@@ -364,13 +368,19 @@ func (s *snapshot) parseGs(reads []live.Read, lay *goruntime.Layout, first int) 
 			s.notes = append(s.notes, fmt.Sprintf("g at %#x: unreadable, dropped", r.Addr))
 			if s.winSize > 0 {
 				s.win = append(s.win, make([]byte, s.winSize)...)
+				s.rest = append(s.rest, 0)
 			}
 			continue
 		}
+		g := decodeG(r.Buf, &lay.G, r.Addr, first+i)
 		if s.winSize > 0 {
 			s.win = append(s.win, r.Buf[:s.winSize]...)
+			var h uint64
+			if g.status == gWaiting && g.waitSince == 0 {
+				h = restHash(r.Buf[s.winSize:])
+			}
+			s.rest = append(s.rest, h)
 		}
-		g := decodeG(r.Buf, &lay.G, r.Addr, first+i)
 		s.addG(&g)
 	}
 }
