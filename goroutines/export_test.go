@@ -16,3 +16,14 @@ func CopyCost(s *Set) (wall, user, sys time.Duration) {
 // ReadAgain reports whether the read in the pause compared the goroutines
 // with the read made just before it (readAgain).
 func ReadAgain(s *Set) bool { return s.again }
+
+// Kept reports whether the stack of goroutine g was taken from the read
+// made before the pause.
+func Kept(g *Goroutine) bool { return g.g != nil && g.g.kept }
+
+// SetAfterPreRead makes Capture call f between its read before the pause
+// and the pause; it returns what undoes that.
+func SetAfterPreRead(f func()) (restore func()) {
+	afterPreRead = f
+	return func() { afterPreRead = nil }
+}

@@ -107,6 +107,9 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	if pre != nil {
 		pre.prepareReuse(lay.G.Size)
 	}
+	if afterPreRead != nil {
+		afterPreRead()
+	}
 	var snap *snapshot
 	var rerr error
 	var now int64
@@ -134,6 +137,10 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	set.copyCost = cost
 	return ls, set, nil
 }
+
+// afterPreRead, when set (by tests), runs between the read before the
+// pause and the pause.
+var afterPreRead func()
 
 // copyCost is what copying the goroutines cost in a capture's pause: the
 // time, and the CPU time of this process (user and system: the system

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/goroutines"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
@@ -681,5 +683,66 @@ func testKeepsParkedStacks(t *testing.T, env []string) {
 	}
 	if n := compareDumps(t, text, p.ownDump(t)); n < 250 {
 		t.Errorf("only %d goroutines compared", n)
+	}
+}
+
+// TestRunningGoroutinesNotKept dumps, 100 times, a program that no
+// collection has run in (GOGC=off), whose two goroutines pass a counter
+// back and forth for ever: they park again and again at the same place,
+// where only g.trackingSeq (8 bits) and what the park rewrites tell that
+// they ran. 20 ms between the read before the pause and the pause let
+// them run thousands of times. The parked goroutines keep the stacks read
+// before the pause; the two running ones must not, but for the rare run
+// count that is a multiple of 256 with every other field of the g as it
+// was.
+func TestRunningGoroutinesNotKept(t *testing.T) {
+	requirePtrace(t)
+	p := startParkedArgs(t, buildParked(t, nil), "", []string{"pingpong"}, "GOGC=off")
+	pid := p.cmd.Process.Pid
+	u, _ := unwind.ByName("auto")
+	sym := &symbolize.Symbolizer{Inlines: true}
+	objs := &target.Objects{}
+	const dumps = 100
+	defer goroutines.SetAfterPreRead(func() { time.Sleep(20 * time.Millisecond) })()
+	keptPing, seenPing, kept, total := 0, 0, 0, 0
+	for i := 0; i < dumps; i++ {
+		snap, set, err := goroutines.Capture(pid, live.Options{})
+		if err != nil {
+			t.Fatalf("dump %d: %v", i, err)
+		}
+		for j := range set.Goroutines {
+			g := &set.Goroutines[j]
+			if g.Status == "waiting" {
+				total++
+				if goroutines.Kept(g) {
+					kept++
+				}
+			}
+		}
+		rep := set.Report(snap.Target(objs, nil), u, sym)
+		for j, g := range rep.Goroutines {
+			if !slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
+				continue
+			}
+			if g.Status != "waiting" {
+				continue // running or runnable in the pause: never kept
+			}
+			seenPing++
+			if goroutines.Kept(&set.Goroutines[j]) {
+				keptPing++
+			}
+		}
+	}
+	t.Logf("%d dumps: %d of %d parked goroutines kept; the ping-pong pair kept %d times of %d", dumps, kept, total, keptPing, seenPing)
+	if kept < total/2 {
+		t.Errorf("only %d of %d parked goroutines kept from the read before the pause", kept, total)
+	}
+	if seenPing < dumps/2 {
+		t.Errorf("the ping-pong goroutines were found parked %d times in %d dumps", seenPing, dumps)
+	}
+	// A run count multiple of 256: 1 in 256 at most, when nothing else
+	// of the g changed.
+	if keptPing > seenPing/25 {
+		t.Errorf("the ping-pong goroutines, which run all the time, kept their earlier stacks %d times of %d", keptPing, seenPing)
 	}
 }

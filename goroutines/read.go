@@ -75,6 +75,7 @@ type raw struct {
 	labels   map[string]string
 	tid      int // the M's thread, for running and syscall
 	stackCut bool
+	kept     bool  // its stack and labels are the read before the pause's
 	slot     int32 // index in runtime.allgs when read
 }
 

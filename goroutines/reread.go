@@ -332,6 +332,7 @@ func (s *snapshot) merge() {
 	gs = append(gs, s.gs...)
 	for _, i := range s.keep {
 		gs = append(gs, s.prevGs[i])
+		gs[len(gs)-1].kept = true
 	}
 	s.gs, s.keep, s.prevGs = gs, nil, nil
 }

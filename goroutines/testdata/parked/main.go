@@ -97,6 +97,18 @@ func spawn(n int, depth int, f func()) {
 	}
 }
 
+// pingpong passes a counter back and forth with its partner for ever:
+// it parks again and again at the same place, with the same stack depth.
+//
+//go:noinline
+func pingpong(in <-chan int, out chan<- int) {
+	for {
+		n := <-in
+		churned.Store(int64(n))
+		out <- n + 1
+	}
+}
+
 // churned counts goroutines that churn started and ended.
 var churned atomic.Int64
 
@@ -124,6 +136,12 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "churn" {
 		go churn()
+	}
+	if len(os.Args) > 1 && os.Args[1] == "pingpong" {
+		a, b := make(chan int), make(chan int)
+		go pingpong(a, b)
+		go pingpong(b, a)
+		a <- 0
 	}
 	mu.Lock()
 	rw.Lock()
@@ -190,7 +208,7 @@ func serve() {
 			pprof.Lookup("goroutine").WriteTo(io.Discard, 2)
 			fmt.Println(time.Since(start).Nanoseconds())
 		case "churned":
-			fmt.Println(churned.Load())
+			fmt.Println(churned.Load()) // or pingpong's exchanges
 		case "gc":
 			// A collection marks the parked goroutines' waitsince
 			// with the end of the cycle before it (0 before the
