@@ -41,9 +41,9 @@ type Options struct {
 	// dropped with a warning otherwise.
 	UserOnly bool
 	// OffCPU records the sched_switch tracepoint (SwitchAttr) instead of
-	// the cpu-clock event: every context switch of the recorded threads,
-	// with the switched-out thread's registers and stack, stamped with
-	// ClockID (see profiles.OffCPU).
+	// the cpu-clock event: every context switch of the recorded threads
+	// that blocks them (see blockingOnly), with the switched-out thread's
+	// registers and stack, stamped with ClockID (see profiles.OffCPU).
 	OffCPU bool
 	// Warn receives warnings (may be nil).
 	Warn func(string)

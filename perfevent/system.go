@@ -62,7 +62,8 @@ func SwitchAttr(opt Options, tracepointID uint64) *perfdata.Attr {
 	return a
 }
 
-// OpenSwitches records every context switch of scope's threads with the
+// OpenSwitches records the context switches of scope's threads (those
+// that block them only, for PIDs: see blockingOnly) with the
 // sched_switch tracepoint (see SwitchAttr). It needs the tracepoint's id
 // from tracefs and, system-wide, CAP_PERFMON or root.
 func OpenSwitches(scope Scope, opt Options) (*Recorder, error) {
