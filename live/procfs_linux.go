@@ -175,6 +175,11 @@ func taskGone(pid, tid int) bool {
 	return err != nil || st.state == 'Z' || st.state == 'X'
 }
 
+// Exited reports whether every thread of process pid has exited (no
+// longer listed, or a zombie waiting to be reaped): a process rewind
+// records or watches by PID has ended.
+func Exited(pid int) bool { return processGone(pid) }
+
 // processGone reports whether every thread of pid has exited.
 func processGone(pid int) bool {
 	tids, err := listTasks(pid)

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
-	"github.com/rewindstack/rewind/elfobj"
 	"os"
 	"os/signal"
 	"strconv"
@@ -15,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 )
@@ -212,7 +212,7 @@ func runRecord(args []string) error {
 			return "command exited"
 		default:
 		}
-		if *pid != 0 && !alive(*pid) {
+		if *pid != 0 && live.Exited(*pid) {
 			return fmt.Sprintf("process %d exited", *pid)
 		}
 		return ""
@@ -330,24 +330,6 @@ const maxStackCopy = 65528
 // killGrace is how long a command rewind started gets between SIGTERM and
 // SIGKILL when the recording's duration ends.
 var killGrace = 2 * time.Second
-
-func alive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	if err != nil && !errors.Is(err, unix.EPERM) {
-		return false
-	}
-	// A zombie is dead for our purpose.
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	for i := len(b) - 1; i > 0; i-- {
-		if b[i] == ')' {
-			return i+2 >= len(b) || b[i+2] != 'Z'
-		}
-	}
-	return true
-}
 
 func isTerminal(fd int) bool {
 	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
