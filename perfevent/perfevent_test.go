@@ -23,16 +23,7 @@ import (
 func TestCommandAt999Hz(t *testing.T) {
 	perftest.RequirePerfEvent(t)
 	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
-	rec, cmd, err := perfevent.StartCommand([]string{exe, "1", "3"}, perfevent.Options{Freq: 999})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	if err := cmd.Release(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	rec, cmd, done := startCommand(t, []string{exe, "1", "3"}, perfevent.Options{Freq: 999})
 	pid := uint32(cmd.Process.Pid)
 	threads := map[uint32]bool{pid: true}
 	var samples, withStack int
@@ -141,6 +132,23 @@ func TestAttachErrors(t *testing.T) {
 	}
 }
 
+// startCommand records argv with opt from its exec; done receives its
+// exit. The recorder is closed when the test ends.
+func startCommand(t *testing.T, argv []string, opt perfevent.Options) (*perfevent.Recorder, *perfevent.Command, <-chan error) {
+	t.Helper()
+	rec, cmd, err := perfevent.StartCommand(argv, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	if err := cmd.Release(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return rec, cmd, done
+}
+
 // drain reads rec through the recording pump until the program exits.
 func drain(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) error {
 	t.Helper()
@@ -156,8 +164,8 @@ func drain(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*pe
 // TestSwitchesOfBlockingThreads records the sched_switch tracepoint of a
 // command whose 4 busy threads share the CPUs: they are preempted again and
 // again, and those switches (prev_state running) must not reach the ring
-// buffer, each with its stack copy; the main thread's blocking wait for
-// its workers must.
+// buffer, each with its stack copy; the blocking sleep and wait of the
+// shell that started them must.
 func TestSwitchesOfBlockingThreads(t *testing.T) {
 	perftest.RequirePerfEvent(t)
 	format, err := os.ReadFile("/sys/kernel/tracing/events/sched/sched_switch/format")
@@ -170,16 +178,9 @@ func TestSwitchesOfBlockingThreads(t *testing.T) {
 	}
 	off, _ := strconv.Atoi(string(m[1]))
 	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
-	rec, cmd, err := perfevent.StartCommand([]string{exe, "1", "3"}, perfevent.Options{OffCPU: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	if err := cmd.Release(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// The shell's sleep and wait block for sure; the 4 threads of its
+	// child (inheriting the events) burn CPU.
+	rec, _, done := startCommand(t, []string{"/bin/sh", "-c", exe + " 1 3 & sleep 0.3; wait"}, perfevent.Options{OffCPU: true})
 	states := map[uint64]int{}
 	drain(t, rec, done, func(r *perfdata.Record) {
 		if r.Type == perfdata.RecordSample && len(r.Sample.RawData) >= off+8 {
@@ -196,6 +197,6 @@ func TestSwitchesOfBlockingThreads(t *testing.T) {
 		}
 	}
 	if blocking == 0 {
-		t.Errorf("no blocking switch recorded: the main thread waits for its workers")
+		t.Errorf("no blocking switch recorded: the shell sleeps and waits")
 	}
 }
