@@ -251,7 +251,7 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		w.rd.mem, w.c, w.mods = nil, Cursor{}, modCache{} // do not keep the target alive from the pool
 		walkPool.Put(w)
 	}()
-	w.rd = reader{mem: mem}
+	w.rd = newReader(mem)
 	w.c.mem, w.c.space = &w.rd, space
 	cur, next := &w.regs[0], &w.regs[1]
 	*cur = r
