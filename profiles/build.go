@@ -261,7 +261,11 @@ func (b *Builder) Add(samples []*Sample) {
 	for i, s := range samples {
 		b.pwAt = i
 		b.add(s)
-		s.Stack = nil
+		if s.Stack != nil {
+			// (A sample without registers has no stack copy; its
+			// chunk may still be walked: it is not written.)
+			s.Stack = nil
+		}
 	}
 	if len(b.pw.chunks) > 0 {
 		b.pw.release(len(b.pw.chunks))
