@@ -300,7 +300,7 @@ func (b *Builder) add(s *Sample) {
 		b.prof.Stacks = append(b.prof.Stacks, out)
 		return
 	}
-	sp, _ := s.Regs.SP()
+	sp := s.sp
 	firstOK := false
 	for i := range b.opt.Methods {
 		st := b.walk(s, i)
@@ -490,7 +490,7 @@ func (b *Builder) prefetch(samples []*Sample) {
 		if s.space == nil || !s.HasRegs {
 			continue
 		}
-		pc, _ := s.Regs.PC()
+		pc := s.pc
 		space := b.c.addressSpace(s.space)
 		if m := space.Find(pc); m != nil && m.Module != nil && m.Module.File != nil && !mods[m.Module] && b.c.vdso != m.Module {
 			mods[m.Module] = true

@@ -267,8 +267,8 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 		if !s.HasRegs {
 			continue
 		}
-		sp, _ := s.Regs.SP()
-		w.reg[0] = target.Region{Addr: sp, Data: s.Stack}
+		r := s.Regs()
+		w.reg[0] = target.Region{Addr: s.sp, Data: s.Stack}
 		w.snap.Regions = w.reg[:]
 		for m, meth := range w.b.opt.Methods {
 			if m > 0 && !pw.fid[i] {
@@ -291,7 +291,7 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 				c.frames = slices.Grow(c.frames, max(64, cap(c.frames)))
 			}
 			w.st.Frames = c.frames[lo:lo]
-			walkSample(meth.Unwinder, &w.st, s, &w.snap, spaces[i])
+			walkSample(meth.Unwinder, &w.st, s, &r, &w.snap, spaces[i])
 			if n := len(w.st.Frames); n > 0 && &w.st.Frames[0] == &c.frames[lo:cap(c.frames)][0] {
 				c.frames = c.frames[:lo+n]
 			} else {
@@ -337,6 +337,7 @@ const maxPrefetch = 4 << 10
 // prefetchStack has the CPU fetch the lines of s's stack copy the next
 // walk will probably read, without waiting for them.
 func (w *walker) prefetchStack(s *Sample) {
+	prefetch.Bytes(s.rawRegs) // the walk starts from them
 	if n := min(len(s.Stack), w.extent, maxPrefetch); n > 0 {
 		prefetch.Bytes(s.Stack[:n])
 	}
@@ -367,9 +368,9 @@ func (b *Builder) walk(s *Sample, m int) *unwind.Stack {
 		}
 	}
 	b.pstKey, b.pstCopied = 0, false
-	sp, _ := s.Regs.SP()
-	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: sp, Data: s.Stack})
-	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &b.snap, b.c.addressSpace(s.space))
+	r := s.Regs()
+	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: s.sp, Data: s.Stack})
+	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &r, &b.snap, b.c.addressSpace(s.space))
 	b.snap.Regions[0] = target.Region{}
 	return &b.st
 }
