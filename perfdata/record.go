@@ -93,6 +93,10 @@ type Sample struct {
 	// Regs holds the user registers selected by Attr.SampleRegsUser, in
 	// bit order.
 	Regs []uint64
+	// RegsRaw is the same registers as the record holds them: 8 bytes
+	// each, little-endian, in the record's memory (a perf.data file's
+	// mapping stays valid until Close; Regs is decoder storage).
+	RegsRaw []byte
 	// Stack is the copy of user stack memory starting at the user stack
 	// pointer, cut to the size the kernel filled (dyn_size).
 	Stack []byte
@@ -537,10 +541,14 @@ func (d *Decoder) decodeSample(r *reader, a *Attr, rec *Record) {
 		s.RegsABI = r.u64("user regs abi")
 		if s.RegsABI != RegsABINone {
 			d.regs = d.regs[:0]
+			start := r.off
 			for i := regCount(a.SampleRegsUser); i > 0; i-- {
 				d.regs = append(d.regs, r.u64("user regs"))
 			}
 			s.Regs = d.regs
+			if r.err == nil {
+				s.RegsRaw = r.b[start:r.off:r.off]
+			}
 		}
 	}
 	if st&SampleStackUser != 0 {

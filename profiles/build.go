@@ -261,7 +261,11 @@ func (b *Builder) Add(samples []*Sample) {
 	for i, s := range samples {
 		b.pwAt = i
 		b.add(s)
-		s.Stack = nil
+		if s.Stack != nil {
+			// (A sample without registers has no stack copy; its
+			// chunk may still be walked: it is not written.)
+			s.Stack = nil
+		}
 	}
 	if len(b.pw.chunks) > 0 {
 		b.pw.release(len(b.pw.chunks))
@@ -296,7 +300,7 @@ func (b *Builder) add(s *Sample) {
 		b.prof.Stacks = append(b.prof.Stacks, out)
 		return
 	}
-	sp, _ := s.Regs.SP()
+	sp := s.sp
 	firstOK := false
 	for i := range b.opt.Methods {
 		st := b.walk(s, i)
@@ -486,7 +490,7 @@ func (b *Builder) prefetch(samples []*Sample) {
 		if s.space == nil || !s.HasRegs {
 			continue
 		}
-		pc, _ := s.Regs.PC()
+		pc := s.pc
 		space := b.c.addressSpace(s.space)
 		if m := space.Find(pc); m != nil && m.Module != nil && m.Module.File != nil && !mods[m.Module] && b.c.vdso != m.Module {
 			mods[m.Module] = true

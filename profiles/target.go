@@ -12,12 +12,13 @@ func (c *Collector) Target(s *Sample) *target.Target {
 	if !s.HasRegs || s.space == nil {
 		return nil
 	}
-	sp, _ := s.Regs.SP()
+	r := s.Regs()
+	sp, _ := r.SP()
 	return &target.Target{
 		PID:      s.PID,
 		Source:   "perf sample",
 		Arch:     c.Arch,
-		Contexts: []target.Context{target.Thread(s.TID, s.comm, s.Regs)},
+		Contexts: []target.Context{target.Thread(s.TID, s.comm, r)},
 		Mem:      &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: s.Stack}}},
 		Space:    c.addressSpace(s.space),
 	}

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -49,8 +50,16 @@ func frameNames(dst []string, l *Location, kernelSuffix string) []string {
 }
 
 // Fold aggregates the profile's stacks, sorted by stack.
+//
+// A profile has many more distinct stacks than folded ones (a hot loop is
+// sampled at many PCs of the same functions: 1,900 and 98 for a 7,670-sample
+// perf.data file), and joining every distinct stack's frame names to look
+// it up was a third of writing a flame graph. Each location is named once
+// instead, and given the number of its names: stacks are first aggregated
+// by their sequence of those numbers, and only each such aggregate's names
+// are joined (aggregates whose names are the same are then merged, so the
+// result is the same as aggregating by names).
 func (p *Profile) Fold(opt FoldOptions) []Folded {
-	agg := map[string]*Folded{}
 	var names []string
 	// Samples with the same stack share its Locations (see
 	// Builder.stackLocs): fold each shared stack once per thread name.
@@ -60,6 +69,36 @@ func (p *Profile) Fold(opt FoldOptions) []Folded {
 		n     int
 	}
 	shared := map[sharedKey]*Folded{}
+	nameIDs := map[string]uint32{}
+	byLoc := make([]uint32, len(p.Locations)) // by Location.ID-1; 0: not named yet
+	otherLocs := map[*Location]uint32{}
+	locName := func(l *Location) uint32 {
+		slot := (*uint32)(nil)
+		if l.ID >= 1 && l.ID <= uint64(len(p.Locations)) && p.Locations[l.ID-1] == l {
+			slot = &byLoc[l.ID-1]
+			if *slot != 0 {
+				return *slot
+			}
+		} else if id, ok := otherLocs[l]; ok {
+			return id
+		}
+		names = frameNames(names[:0], l, opt.KernelSuffix)
+		k := strings.Join(names, "\x00")
+		id, ok := nameIDs[k]
+		if !ok {
+			id = uint32(len(nameIDs) + 1)
+			nameIDs[k] = id
+		}
+		if slot != nil {
+			*slot = id
+		} else {
+			otherLocs[l] = id
+		}
+		return id
+	}
+	byIDs := map[string]*Folded{}
+	var order []*Folded
+	var key []byte
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
 		c := s.Comm
@@ -78,18 +117,26 @@ func (p *Profile) Fold(opt FoldOptions) []Folded {
 				continue
 			}
 		}
-		names = names[:0]
+		key = key[:0]
 		if !opt.NoComm {
-			names = append(names, c)
+			key = binary.LittleEndian.AppendUint32(key, uint32(len(c)))
+			key = append(key, c...)
 		}
 		for j := len(s.Locations) - 1; j >= 0; j-- {
-			names = frameNames(names, s.Locations[j], opt.KernelSuffix)
+			key = binary.LittleEndian.AppendUint32(key, locName(s.Locations[j]))
 		}
-		key := strings.Join(names, "\x00")
-		f := agg[key]
+		f := byIDs[string(key)]
 		if f == nil {
+			names = names[:0]
+			if !opt.NoComm {
+				names = append(names, c)
+			}
+			for j := len(s.Locations) - 1; j >= 0; j-- {
+				names = frameNames(names, s.Locations[j], opt.KernelSuffix)
+			}
 			f = &Folded{Stack: append([]string(nil), names...)}
-			agg[key] = f
+			byIDs[string(key)] = f
+			order = append(order, f)
 		}
 		if sk.first != nil {
 			shared[sk] = f
@@ -100,8 +147,15 @@ func (p *Profile) Fold(opt FoldOptions) []Folded {
 			f.Value += s.Value
 		}
 	}
-	keys := make([]string, 0, len(agg))
-	for k := range agg {
+	agg := make(map[string]*Folded, len(order))
+	keys := make([]string, 0, len(order))
+	for _, f := range order {
+		k := strings.Join(f.Stack, "\x00")
+		if g := agg[k]; g != nil {
+			g.Value += f.Value
+			continue
+		}
+		agg[k] = f
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)

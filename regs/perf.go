@@ -1,6 +1,9 @@
 package regs
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // perf_event_open's register sets (PERF_SAMPLE_REGS_USER): the registers
 // a sample carries are named by bits of a mask in perf's own numbering,
@@ -54,6 +57,34 @@ func FromPerf(arch Arch, mask uint64, values []uint64) (r Regs, ok bool) {
 		bit := bits.TrailingZeros64(m)
 		v := values[i]
 		i++
+		switch arch {
+		case AMD64:
+			if bit < len(amd64PerfToDWARF) && amd64PerfToDWARF[bit] >= 0 {
+				r.Set(amd64PerfToDWARF[bit], v)
+			}
+		case ARM64:
+			r.Set(bit, v)
+		default:
+			return r, false
+		}
+	}
+	_, hasPC := r.PC()
+	_, hasSP := r.SP()
+	return r, hasPC && hasSP
+}
+
+// FromPerfRaw is FromPerf for the values as a record holds them: 8 bytes
+// each, little-endian.
+func FromPerfRaw(arch Arch, mask uint64, raw []byte) (r Regs, ok bool) {
+	r = New(arch)
+	if len(raw) != 8*bits.OnesCount64(mask) || len(raw) == 0 {
+		return r, false
+	}
+	i := 0
+	for m := mask; m != 0; m &= m - 1 {
+		bit := bits.TrailingZeros64(m)
+		v := binary.LittleEndian.Uint64(raw[i:])
+		i += 8
 		switch arch {
 		case AMD64:
 			if bit < len(amd64PerfToDWARF) && amd64PerfToDWARF[bit] >= 0 {

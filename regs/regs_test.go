@@ -1,6 +1,9 @@
 package regs
 
-import "testing"
+import (
+	"encoding/binary"
+	"testing"
+)
 
 func TestRegs(t *testing.T) {
 	r := New(AMD64)
@@ -109,6 +112,16 @@ func TestFromPerf(t *testing.T) {
 	}
 	if _, ok := FromPerf(AMD64, mask, vals[:5]); ok {
 		t.Error("a value count that does not match the mask was accepted")
+	}
+	raw := make([]byte, 8*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint64(raw[8*i:], v)
+	}
+	if rr, ok := FromPerfRaw(AMD64, mask, raw); !ok || rr != r {
+		t.Errorf("FromPerfRaw: %v %v, want FromPerf's %v", rr, ok, r)
+	}
+	if _, ok := FromPerfRaw(AMD64, mask, raw[:40]); ok {
+		t.Error("FromPerfRaw: a byte count that does not match the mask was accepted")
 	}
 	a := make([]uint64, 33)
 	for i := range a {

@@ -163,8 +163,9 @@ type Cursor struct {
 	// signal frame produces MethodSignal).
 	Method Method
 
-	mem  *reader
-	info *modInfo // what the walk knows of Map's module (nil: no module)
+	mem   *reader
+	rules *ruleCache // nil: look every rule up
+	info  *modInfo   // what the walk knows of Map's module (nil: no module)
 	// space resolves addresses, for checks of return addresses.
 	space *target.AddressSpace
 	// stackSwitch: the caller is on another stack (a Go stack switch), so
@@ -251,8 +252,8 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		w.rd.mem, w.c, w.mods = nil, Cursor{}, modCache{} // do not keep the target alive from the pool
 		walkPool.Put(w)
 	}()
-	w.rd = reader{mem: mem}
-	w.c.mem, w.c.space = &w.rd, space
+	w.rd = newReader(mem)
+	w.c.mem, w.c.space, w.c.rules = &w.rd, space, &w.rules
 	cur, next := &w.regs[0], &w.regs[1]
 	*cur = r
 	exact := true
@@ -352,10 +353,11 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 // allocate: the cursor handed to steppers, two register sets (this frame
 // and its caller, swapped each step) and the memory reader's buffer.
 type walkState struct {
-	rd   reader
-	c    Cursor
-	regs [2]regs.Regs
-	mods modCache
+	rd    reader
+	c     Cursor
+	regs  [2]regs.Regs
+	mods  modCache
+	rules ruleCache
 }
 
 var walkPool = sync.Pool{New: func() any { return new(walkState) }}
