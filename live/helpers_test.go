@@ -42,7 +42,9 @@ func holdMain(arg, mode string) int {
 		err = WithStopped(pid, Options{}, func(*Snapshot) error { hold(); return nil })
 	} else {
 		testHookStopped = func(int) { hold() }
-		_, err = Capture(pid, Options{})
+		// Every thread stopped at once, however long a loaded
+		// machine takes to schedule them.
+		_, err = Capture(pid, Options{MaxPause: -1})
 	}
 	fmt.Fprintln(os.Stderr, "hold: capture returned:", err)
 	return 3

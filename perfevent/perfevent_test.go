@@ -79,8 +79,11 @@ func TestCommandAt999Hz(t *testing.T) {
 	if len(tids) < 4 {
 		t.Errorf("samples from %d threads, want main + 3 workers created after exec", len(tids))
 	}
-	if rec.Lost() != 0 {
-		t.Errorf("%d records lost at 999 Hz", rec.Lost())
+	// None may be lost, but on a busy machine (other test packages
+	// running beside this one): there the reader may wait for a CPU
+	// long enough for a 4 MiB ring to fill, and a tenth is allowed.
+	if busy, load := perftest.Busy(); rec.Lost() != 0 && (!busy || rec.Lost()*10 > uint64(samples)) {
+		t.Errorf("%d records lost at 999 Hz (load average %s)", rec.Lost(), load)
 	}
 	if withStack < samples*9/10 {
 		t.Errorf("%d of %d samples carry user registers and stack", withStack, samples)

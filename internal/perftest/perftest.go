@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,4 +152,23 @@ func UntilExit(tb testing.TB, done <-chan error, exitErr *error) func(hup bool) 
 		}
 		return ""
 	}
+}
+
+// Busy reports whether the machine's 1-minute load average is at least
+// its number of CPUs, with the load average: a recording's reader may
+// then be kept off CPU long enough for a ring buffer to fill.
+func Busy() (bool, string) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return false, ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false, ""
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return false, ""
+	}
+	return load >= float64(runtime.NumCPU()), f[0]
 }
