@@ -48,29 +48,11 @@ func PerfUserMask(arch Arch) uint64 {
 // DWARF-numbered register set for arch. ok is false when the sample has no
 // user registers or the architecture is not supported.
 func FromPerf(arch Arch, mask uint64, values []uint64) (r Regs, ok bool) {
-	r = New(arch)
-	if len(values) != bits.OnesCount64(mask) || len(values) == 0 {
-		return r, false
+	raw := make([]byte, 8*len(values))
+	for i, v := range values {
+		binary.LittleEndian.PutUint64(raw[8*i:], v)
 	}
-	i := 0
-	for m := mask; m != 0; m &= m - 1 {
-		bit := bits.TrailingZeros64(m)
-		v := values[i]
-		i++
-		switch arch {
-		case AMD64:
-			if bit < len(amd64PerfToDWARF) && amd64PerfToDWARF[bit] >= 0 {
-				r.Set(amd64PerfToDWARF[bit], v)
-			}
-		case ARM64:
-			r.Set(bit, v)
-		default:
-			return r, false
-		}
-	}
-	_, hasPC := r.PC()
-	_, hasSP := r.SP()
-	return r, hasPC && hasSP
+	return FromPerfRaw(arch, mask, raw)
 }
 
 // FromPerfRaw is FromPerf for the values as a record holds them: 8 bytes
