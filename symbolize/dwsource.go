@@ -135,10 +135,20 @@ func (src *dwarfSource) startOthers() {
 	})
 }
 
-// loadOthers decompresses every section but .debug_info.
+// loadOthers decompresses every section but .debug_info, each in a
+// goroutine of its own. One after the other they took 9.5 ms for libc
+// (.debug_line 5.4 ms, .debug_abbrev 2.2 ms, the rest 1.7 ms), and in a
+// cold dump they could start only once the unwinding had left a core free
+// (.debug_info's decompression holding the other): making a dwarf.Data,
+// which waits for all of them, then waited for the sum. Apart, the core
+// the unwinding leaves and the one .debug_info's decompression leaves
+// share them.
 func (src *dwarfSource) loadOthers() {
 	defer close(src.secsDone)
 	secs := map[string][]byte{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
 	for _, name := range debugSections {
 		if name == "info" {
 			continue
@@ -150,15 +160,28 @@ func (src *dwarfSource) loadOthers() {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		b, ok, err := inflateSection(src.h.f, src.h.ef, s)
-		if !ok {
-			b, err = sectionData(s)
-		}
-		if err != nil {
-			src.secsErr = err
-			return
-		}
-		secs[name] = b
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, ok, err := inflateSection(src.h.f, src.h.ef, s)
+			if !ok {
+				b, err = sectionData(s)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			secs[name] = b
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		src.secsErr = firstErr
+		return
 	}
 	src.secs = secs
 }
