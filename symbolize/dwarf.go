@@ -507,7 +507,8 @@ func (ix *dwarfIndex) buildCU(src *dwarfSource, off uint64, cd *cuData) error {
 	if err != nil || cu == nil {
 		return err
 	}
-	ix.readLines(d, src.line(), cu, r.ByteOrder(), cd)
+	stmt, _ := cu.Val(dwarf.AttrStmtList).(int64)
+	ix.readLines(d, src.lineFor(stmt), cu, r.ByteOrder(), cd)
 	if !cu.Children {
 		return nil
 	}

@@ -47,6 +47,12 @@ type dwarfSource struct {
 	secsDone   chan struct{}
 	secs       map[string][]byte // other sections, whole (after secsDone)
 	secsErr    error
+
+	// .debug_line, when zlib-compressed, is decompressed only as far as
+	// the line tables looked into (see lineFor): secs["line"] is then its
+	// buffer, of the decompressed size, filled up to lineInf.n.
+	lineMu  sync.Mutex
+	lineInf *inflater
 }
 
 // maxPartialBuilds bounds the dwarf.Data made of part of the units.
@@ -160,6 +166,19 @@ func (src *dwarfSource) loadOthers() {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
+		if name == "line" {
+			// Left compressed until a line table is looked into: a
+			// dump needs those of the units its frames are in (the
+			// 17-thread fixture: the first 992 KB of libc's 1.3 MB),
+			// and a dwarf.Data can be made before any is read.
+			if z, ok := zlibSection(src.h.f, src.h.ef, s); ok && s.Size <= maxSection && s.Size/2048 <= s.FileSize {
+				if f, err := newInflater(z, bigBuffer(s.Size)); err == nil {
+					src.lineInf = f
+					secs[name] = f.out
+					continue
+				}
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -186,10 +205,29 @@ func (src *dwarfSource) loadOthers() {
 	src.secs = secs
 }
 
-// line returns .debug_line (nil until the other sections are loaded).
-func (src *dwarfSource) line() []byte {
+// lineFor returns .debug_line (nil until the other sections are loaded)
+// with the line table at off in it decompressed, if it can be: the rest
+// of a compressed section may not be yet (and a table past a corrupt
+// stretch never is: it reads as empty).
+func (src *dwarfSource) lineFor(off int64) []byte {
 	src.startOthers()
 	<-src.secsDone
+	if src.lineInf != nil && off >= 0 {
+		src.lineMu.Lock()
+		defer src.lineMu.Unlock()
+		f := src.lineInf
+		if off < int64(len(f.out)) {
+			// The table's length, then the table.
+			f.run(int(min(off+12, int64(len(f.out)))))
+			if int64(f.n) >= off+4 {
+				hdr, length := int64(4), int64(src.bo.Uint32(f.out[off:]))
+				if length == 0xffffffff && int64(f.n) >= off+12 {
+					hdr, length = 12, int64(min(src.bo.Uint64(f.out[off+4:]), maxSection))
+				}
+				f.run(int(min(off+hdr+length, int64(len(f.out)))))
+			}
+		}
+	}
 	return src.secs["line"]
 }
 
