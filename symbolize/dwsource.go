@@ -96,11 +96,12 @@ func openSource(path string) (*dwarfSource, error) {
 			return nil, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
 		}
 		src.infoSize = s.Size
-		if z, ok := zlibSection(h.f, h.ef, s); ok {
-			if src.inf, err = newInflater(z, bigBuffer(s.Size)); err != nil {
+		if f, ok, err := sectionInflater(h.f, h.ef, s); ok {
+			if err != nil {
 				h.Close()
 				return nil, fmt.Errorf("section %s: %v", s.Name, err)
 			}
+			src.inf = f
 		} else if err := protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
 			h.Close()
 			return nil, err
@@ -171,12 +172,10 @@ func (src *dwarfSource) loadOthers() {
 			// dump needs those of the units its frames are in (the
 			// 17-thread fixture: the first 992 KB of libc's 1.3 MB),
 			// and a dwarf.Data can be made before any is read.
-			if z, ok := zlibSection(src.h.f, src.h.ef, s); ok && s.Size <= maxSection && s.Size/2048 <= s.FileSize {
-				if f, err := newInflater(z, bigBuffer(s.Size)); err == nil {
-					src.lineInf = f
-					secs[name] = f.out
-					continue
-				}
+			if f, ok, err := sectionInflater(src.h.f, src.h.ef, s); ok && err == nil {
+				src.lineInf = f
+				secs[name] = f.out
+				continue
 			}
 		}
 		wg.Add(1)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 	"sync"
 )
 
@@ -40,11 +42,14 @@ type inflater struct {
 	err     error
 
 	lit, dist huffTable
+
+	mapping *fileMap // what in is mapped from (nil: in is Go memory)
 }
 
 var (
-	errInflate   = errors.New("inflate: corrupt stream")
-	errTruncated = errors.New("inflate: truncated stream")
+	errInflate    = errors.New("inflate: corrupt stream")
+	errTruncated  = errors.New("inflate: truncated stream")
+	errUnreadable = errors.New("inflate: section unreadable (the file changed?)")
 )
 
 // litBits and dstBits are the widths of the direct lookup of the
@@ -283,7 +288,36 @@ var (
 
 // run decodes until at least limit bytes are out (or the stream or the
 // output ends); it returns the error that stopped the stream, if any.
-func (f *inflater) run(limit int) error {
+//
+// Input mapped from a file (see sectionInflater) is read with faults
+// turned into panics: a file cut short under the mapping makes an error
+// of the stream, not a SIGBUS. The mapping is released once the stream
+// has given all it will.
+func (f *inflater) run(limit int) (err error) {
+	if f.mapping == nil {
+		return f.decode1(limit)
+	}
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			f.err = errUnreadable
+			err = f.err
+		}
+		if f.done || f.err != nil || f.n == len(f.out) {
+			f.in = nil
+			f.mapping.release()
+			f.mapping = nil
+		}
+	}()
+	return f.decode1(limit)
+}
+
+// decode1 is run's loop.
+func (f *inflater) decode1(limit int) error {
 	limit = min(limit, len(f.out))
 	for f.n < limit && !f.done && f.err == nil {
 		switch {
@@ -635,18 +669,60 @@ func zlibSection(r io.ReaderAt, ef *elf.File, s *elf.Section) ([]byte, bool) {
 	return raw[hdr:], true
 }
 
+// sectionInflater returns an inflater of s, a section of ef compressed
+// with ELFCOMPRESS_ZLIB, into a buffer of its decompressed size (from
+// bigBuffer); ok is false for any other section (as zlibSection). The
+// compressed bytes are mapped from the file where they can be (Linux, r
+// an *os.File) rather than read: reading libc's 3 MB of compressed
+// debug sections copied them into fresh pages, whose faults and copying
+// cost a cold dump about 2 ms of CPU (5% of its samples).
+func sectionInflater(r io.ReaderAt, ef *elf.File, s *elf.Section) (f *inflater, ok bool, err error) {
+	hdr := uint64(24) // Chdr64: type, reserved, size, alignment
+	if ef.Class == elf.ELFCLASS32 {
+		hdr = 12 // Chdr32: type, size, alignment
+	}
+	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS || s.FileSize > maxSection || s.FileSize < hdr+2 {
+		return nil, false, nil
+	}
+	m := mapFile(r, int64(s.Offset), int64(s.FileSize))
+	if m == nil {
+		z, ok := zlibSection(r, ef, s)
+		if !ok {
+			return nil, false, nil
+		}
+		if s.Size > maxSection || s.Size/2048 > s.FileSize {
+			return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
+		}
+		f, err := newInflater(z, bigBuffer(s.Size))
+		return f, true, err
+	}
+	raw := m.data
+	if elf.CompressionType(ef.ByteOrder.Uint32(raw)) != elf.COMPRESS_ZLIB {
+		m.release()
+		return nil, false, nil
+	}
+	if s.Size > maxSection || s.Size/2048 > s.FileSize {
+		m.release()
+		return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
+	}
+	f, err = newInflater(raw[hdr:], bigBuffer(s.Size))
+	if err != nil {
+		m.release()
+		return nil, true, err
+	}
+	f.mapping = m
+	runtime.AddCleanup(f, func(m *fileMap) { m.release() }, m)
+	return f, true, nil
+}
+
 // inflateSection decompresses s (of ef, read from r) whole if it is
 // zlib-compressed; ok is false if it is not, and the caller reads it
 // otherwise.
 func inflateSection(r io.ReaderAt, ef *elf.File, s *elf.Section) (data []byte, ok bool, err error) {
-	z, ok := zlibSection(r, ef, s)
+	f, ok, err := sectionInflater(r, ef, s)
 	if !ok {
 		return nil, false, nil
 	}
-	if s.Size > maxSection || s.Size/2048 > s.FileSize {
-		return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
-	}
-	f, err := newInflater(z, bigBuffer(s.Size))
 	if err == nil {
 		err = f.run(len(f.out))
 	}
