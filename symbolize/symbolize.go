@@ -194,13 +194,15 @@ func (s *Symbolizer) Preload(starts []Want) {
 		if dw == nil || len(dw.missing(as)) == 0 {
 			continue
 		}
+		if mi.sym != nil {
+			// The symbol table (libc's debug file: 2 ms or more) in a
+			// goroutine of its own: after the units, it came last.
+			go mi.sym.LoadSymbols()
+		}
 		go func() {
 			dw.want(as)
 			for _, a := range as {
 				dw.lookup(a) // parses its units
-			}
-			if mi.sym != nil {
-				mi.sym.LoadSymbols()
 			}
 		}()
 	}
