@@ -160,14 +160,22 @@ func (s *Symbolizer) Prepare(frames []Want) {
 		}
 		byMod[mi] = append(byMod[mi], lookupAddr(f)-m.Bias)
 	}
+	// Objects apart, at once: one after the other, the program's own
+	// small DWARF waited for libc's (0.6 ms at the end of a cold dump).
+	var wg sync.WaitGroup
 	for _, mi := range order {
-		if mi.info.goTable() != nil {
-			continue
-		}
-		if dw := mi.info.dwarf(); dw != nil {
-			dw.want(byMod[mi])
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if mi.info.goTable() != nil {
+				return
+			}
+			if dw := mi.info.dwarf(); dw != nil {
+				dw.want(byMod[mi])
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // Preload opens the DWARF index of each object the frames in starts are
