@@ -517,10 +517,9 @@ func (ix *dwarfIndex) want(addrs []uint64) {
 	if src == nil || src.data(need...) == nil {
 		return
 	}
+	// Parsed here even alone: want runs for each object in a goroutine
+	// of its own (see Prepare), the lookups after all of them.
 	workers := min(runtime.GOMAXPROCS(0), len(cis))
-	if workers < 2 {
-		return // the lookup parses it
-	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 1; w < workers; w++ {
