@@ -501,6 +501,23 @@ func (ix *dwarfIndex) missingUnits(addrs []uint64) (offs []uint64, cis []int) {
 	return offs, cis
 }
 
+// prefetch starts reading, in the background, what a lookup of addrs
+// will need besides .debug_info (the other sections, the part of
+// .debug_line), which want then reads.
+func (ix *dwarfIndex) prefetch(addrs []uint64) {
+	need := ix.missing(addrs)
+	if len(need) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	src := ix.source()
+	ix.mu.Unlock()
+	if src != nil {
+		src.startOthers()
+		src.prefetchLine(slices.Max(need))
+	}
+}
+
 // want makes sure the DWARF read covers every unit that a lookup of
 // addrs looks into and the index does not hold yet, so that they are all
 // read in one pass, and parses them, as many at once as there are CPUs:

@@ -149,7 +149,7 @@ func (src *dwarfSource) startOthers() {
 	src.othersOnce.Do(func() {
 		if src.h != nil {
 			src.openLine()
-			go src.loadOthers()
+			src.loadOthers()
 		}
 	})
 }
@@ -179,8 +179,12 @@ func (src *dwarfSource) openLine() {
 // which waits for all of them, then waited for the sum. Apart, the core
 // the unwinding leaves and the one .debug_info's decompression leaves
 // share them.
+//
+// It returns at once. The goroutines are started in the order their
+// results are needed: these before .debug_line's prefetch and before the
+// symbol table (see Symbolizer.Preload), since a dwarf.Data waits for
+// them; a core that comes free takes the oldest first.
 func (src *dwarfSource) loadOthers() {
-	defer close(src.secsDone)
 	secs := map[string][]byte{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -220,12 +224,15 @@ func (src *dwarfSource) loadOthers() {
 			secs[name] = b
 		}()
 	}
-	wg.Wait()
-	if firstErr != nil {
-		src.secsErr = firstErr
-		return
-	}
-	src.secs = secs
+	go func() {
+		defer close(src.secsDone)
+		wg.Wait()
+		if firstErr != nil {
+			src.secsErr = firstErr
+			return
+		}
+		src.secs = secs
+	}()
 }
 
 // lineFor returns .debug_line (nil until the other sections are loaded)

@@ -203,9 +203,11 @@ func (s *Symbolizer) Preload(starts []Want) {
 			if dw == nil || len(dw.missing(as)) == 0 {
 				return
 			}
+			// The other sections first, then the symbol table (libc's
+			// debug file: 2 ms or more; after the units, it came last),
+			// each in goroutines of their own, then .debug_info here.
+			dw.prefetch(as)
 			if mi.sym != nil {
-				// The symbol table (libc's debug file: 2 ms or more) in
-				// a goroutine of its own: after the units, it came last.
 				go mi.sym.LoadSymbols()
 			}
 			dw.want(as)
