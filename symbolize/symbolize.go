@@ -472,8 +472,10 @@ func (di *debugInfo) dwarf() *dwarfIndex {
 				return
 			}
 			if di.incremental {
-				// Units are parsed as lookups need them; Flush saves them.
+				// Units are parsed as lookups need them; Flush saves them,
+				// at the end of a dump: its directories are made now.
 				di.saved, di.key = saved, key
+				go cachefile.MakeDirs(di.dir, saved)
 				return
 			}
 			// Index everything once, so later runs need no DWARF at all.
