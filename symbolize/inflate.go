@@ -6,15 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 	"sync"
 )
 
 // inflater decodes a zlib stream (RFC 1950 around RFC 1951 DEFLATE) held
 // whole in memory into a buffer of the decompressed size, which ELF's
-// compression header gives: a compressed debug section. It is about twice
-// as fast as compress/flate for this (no io.ByteReader per input byte, a
-// 64-bit bit buffer refilled eight bytes at a time, the output buffer as
-// the window), and it stops and resumes at any size asked for, so that a
+// compression header gives: a compressed debug section. It is about 2.5
+// times as fast as compress/flate for this (no io.ByteReader per input
+// byte, a 64-bit bit buffer refilled eight bytes at a time, the output
+// buffer as the window, every code found in one or two table lookups, a
+// fast loop without end checks; libc's 5.8 MB of .debug_info in 12.4 to
+// 13.4 ms, compress/zlib 46 to 50 ms: minimums of 10 to 16 runs on a busy
+// 2-core AMD EPYC VM), and it stops and resumes at any size asked for, so that a
 // caller can decompress a prefix of a section and go on later.
 //
 // The Adler-32 checksum is not checked: a prefix has none to check, and
@@ -37,26 +42,55 @@ type inflater struct {
 	err     error
 
 	lit, dist huffTable
+
+	mapping *fileMap // what in is mapped from (nil: in is Go memory)
 }
 
 var (
-	errInflate   = errors.New("inflate: corrupt stream")
-	errTruncated = errors.New("inflate: truncated stream")
+	errInflate    = errors.New("inflate: corrupt stream")
+	errTruncated  = errors.New("inflate: truncated stream")
+	errUnreadable = errors.New("inflate: section unreadable (the file changed?)")
 )
 
-// fastBits is the width of a Huffman table's direct lookup; longer codes
-// (rare, by design of the code) are decoded bit by bit.
-const fastBits = 10
+// litBits and dstBits are the widths of the direct lookup of the
+// literal/length and the distance codes: a longer code (up to 15 bits) is
+// found in a second lookup, in a subtable of its first bits. With 11 bits,
+// 98.6% of the symbols of libc's .debug_info and 90% of its .debug_line
+// are found in the first lookup (measured with 10 bits).
+const (
+	litBits = 11
+	dstBits = 10
+	maxBits = 15
+)
 
-// huffTable is a canonical Huffman code. Its fast entries say, besides
-// the code's length, what the symbol means (see entry), so that decoding
-// a match needs no further table.
+// huffTable is a canonical Huffman code as a lookup table: root is
+// indexed by the next rootBits bits of the input (Deflate sends a code
+// from its first bit, so by the code reversed); an entry says the
+// symbol's code length and what it means (see the kinds), or, for codes
+// longer than rootBits, where their subtable starts in sub (indexed by
+// the following maxBits-rootBits bits).
 type huffTable struct {
-	fast  [1 << fastBits]uint32 // entry of the symbol | code length; 0: longer code, or none
-	count [16]uint16            // codes of each length
-	syms  [288]uint16           // symbols by length, then value
+	root  [1 << litBits]uint32
+	sub   []uint32
 	nsyms int
 }
+
+// Entries: bits 0-3 the code's length, 4-7 the extra bits that follow it,
+// 8-10 the kind, 16-31 the value: a literal byte, a match length or
+// distance base, a subtable's offset. The zero entry is kindBad: a code
+// the table does not have.
+const (
+	kindBad     = 0 << 8
+	kindLiteral = 1 << 8 // also: a code length code, a distance
+	kindLength  = 2 << 8
+	kindEnd     = 3 << 8
+	kindSub     = 4 << 8
+	kindMask    = 7 << 8
+
+	// litFlag marks the literals of a literal/length table, for the
+	// fast loop's test (a sign).
+	litFlag = 1 << 31
+)
 
 // newInflater starts decoding the zlib stream in into out.
 func newInflater(in, out []byte) (*inflater, error) {
@@ -99,51 +133,64 @@ func (f *inflater) take(n uint) uint32 {
 	return v
 }
 
-// build makes t the canonical code of lens; false if the lengths
-// over-subscribe the code space (an incomplete code is allowed: its
-// unused codes decode as errors).
-func (t *huffTable) build(lens []uint8, entry func(sym int) uint32) bool {
-	t.count = [16]uint16{}
+// build makes t the canonical code of lens, looked up rootBits bits
+// first; false if the lengths over-subscribe the code space (an
+// incomplete code is allowed: its unused codes decode as kindBad).
+func (t *huffTable) build(lens []uint8, rootBits uint, entry func(sym int) uint32) bool {
+	var count [maxBits + 1]uint16
 	for _, l := range lens {
-		t.count[l]++
+		count[l]++
 	}
-	t.count[0] = 0
+	count[0] = 0
 	left := 1
-	for l := 1; l < 16; l++ {
-		left = left<<1 - int(t.count[l])
+	for l := 1; l <= maxBits; l++ {
+		left = left<<1 - int(count[l])
 		if left < 0 {
 			return false
 		}
 	}
-	var offs [16]uint16
-	for l := 1; l < 15; l++ {
-		offs[l+1] = offs[l] + t.count[l]
+	var offs [maxBits + 2]uint16
+	for l := 1; l <= maxBits; l++ {
+		offs[l+1] = offs[l] + count[l]
 	}
+	var syms [288]uint16 // by length, then value
 	t.nsyms = 0
 	for s, l := range lens {
 		if l != 0 {
-			t.syms[offs[l]] = uint16(s)
+			syms[offs[l]] = uint16(s)
 			offs[l]++
 			t.nsyms++
 		}
 	}
-	t.fast = [1 << fastBits]uint32{}
-	code := 0
-	i := 0
-	for l := 1; l < 16; l++ {
-		for k := 0; k < int(t.count[l]); k, i, code = k+1, i+1, code+1 {
-			if l > fastBits {
-				continue
-			}
-			// Deflate sends a code's bits from its most significant one:
-			// the table is indexed by the code reversed.
+	root := t.root[:1<<rootBits]
+	clear(root)
+	t.sub = t.sub[:0]
+	subBits := maxBits - rootBits
+	code, i := 0, 0
+	for l := uint(1); l <= maxBits; l++ {
+		for k := 0; k < int(count[l]); k, i, code = k+1, i+1, code+1 {
 			rev := 0
-			for b := 0; b < l; b++ {
+			for b := uint(0); b < l; b++ {
 				rev |= (code >> b & 1) << (l - 1 - b)
 			}
-			e := entry(int(t.syms[i])) | uint32(l)
-			for j := rev; j < 1<<fastBits; j += 1 << l {
-				t.fast[j] = e
+			e := entry(int(syms[i])) | uint32(l)
+			if l <= rootBits {
+				for j := rev; j < 1<<rootBits; j += 1 << l {
+					root[j] = e
+				}
+				continue
+			}
+			// A longer code: its first rootBits bits lead to a subtable
+			// of the next subBits bits, made when the first code with
+			// that prefix comes.
+			prefix := rev & (1<<rootBits - 1)
+			if root[prefix]&kindMask != kindSub {
+				root[prefix] = kindSub | uint32(len(t.sub))<<16
+				t.sub = append(t.sub, make([]uint32, 1<<subBits)...)
+			}
+			sub := t.sub[root[prefix]>>16:][:1<<subBits]
+			for j := rev >> rootBits; j < 1<<subBits; j += 1 << (l - rootBits) {
+				sub[j] = e
 			}
 		}
 		code <<= 1
@@ -151,22 +198,12 @@ func (t *huffTable) build(lens []uint8, entry func(sym int) uint32) bool {
 	return true
 }
 
-// Entries: bits 0-3 the code's length (0 in an entry made for a symbol
-// decoded bit by bit), 4-7 the extra bits that follow it, 8-9 the kind,
-// 16-31 the value: a literal byte, a match length or distance base.
-const (
-	kindLiteral = 0 << 8 // also: a code length code, a distance
-	kindLength  = 1 << 8
-	kindEnd     = 2 << 8
-	kindBad     = 3 << 8
-)
-
-func plainEntry(sym int) uint32 { return uint32(sym) << 16 }
+func plainEntry(sym int) uint32 { return uint32(sym)<<16 | kindLiteral }
 
 func litEntry(sym int) uint32 {
 	switch {
 	case sym < 256:
-		return uint32(sym)<<16 | kindLiteral
+		return litFlag | uint32(sym)<<16 | kindLiteral
 	case sym == 256:
 		return kindEnd
 	case sym < 257+29:
@@ -177,35 +214,41 @@ func litEntry(sym int) uint32 {
 
 func distEntry(sym int) uint32 {
 	if sym < 30 {
-		return dstBase[sym]<<16 | uint32(dstExtra[sym])<<4
+		return dstBase[sym]<<16 | uint32(dstExtra[sym])<<4 | kindLiteral
 	}
 	return kindBad
+}
+
+// lookup returns the entry of t for the code at the start of bits (which
+// must hold at least 15 bits, zeros past the input's end), the table's
+// first lookup rootBits wide.
+func (t *huffTable) lookup(bits uint64, rootBits uint) uint32 {
+	e := t.root[bits&(1<<rootBits-1)&(1<<litBits-1)]
+	if e&kindMask == kindSub {
+		sub := t.sub[e>>16:]
+		e = sub[(bits>>rootBits)&(1<<(maxBits-rootBits)-1)]
+	}
+	return e
+}
+
+// subEntry returns the entry in the subtable e leads to for the code at
+// the start of bits: lookup's second step, kept out of huffman's fast
+// loop (which it would otherwise crowd out of registers).
+//
+//go:noinline
+func (t *huffTable) subEntry(e uint32, bits uint64, rootBits uint) uint32 {
+	return t.sub[e>>16:][(bits>>rootBits)&(1<<(maxBits-rootBits)-1)]
 }
 
 // decode reads one symbol of t, whose entries are plainEntry; -1 for a
 // code t does not have. The buffer must hold at least 15 bits.
 func (f *inflater) decode(t *huffTable) int {
-	if e := t.fast[f.bits&(1<<fastBits-1)]; e != 0 {
-		f.take(uint(e & 15))
-		return int(e >> 16)
+	e := t.lookup(f.bits, litBits)
+	if e&kindMask == kindBad {
+		return -1
 	}
-	return f.decodeSlow(t)
-}
-
-// decodeSlow reads one symbol bit by bit, the canonical way.
-func (f *inflater) decodeSlow(t *huffTable) int {
-	code, first, index := 0, 0, 0
-	for l := 1; l < 16; l++ {
-		code |= int(f.take(1))
-		count := int(t.count[l])
-		if code-first < count {
-			return int(t.syms[index+code-first])
-		}
-		index += count
-		first = (first + count) << 1
-		code <<= 1
-	}
-	return -1
+	f.take(uint(e & 15))
+	return int(e >> 16)
 }
 
 var (
@@ -227,12 +270,12 @@ func fixedTables() {
 			lens[i] = 8
 		}
 	}
-	fixedLit.build(lens[:], litEntry)
+	fixedLit.build(lens[:], litBits, litEntry)
 	var d [30]uint8
 	for i := range d {
 		d[i] = 5
 	}
-	fixedDst.build(d[:], distEntry)
+	fixedDst.build(d[:], dstBits, distEntry)
 }
 
 var (
@@ -245,7 +288,36 @@ var (
 
 // run decodes until at least limit bytes are out (or the stream or the
 // output ends); it returns the error that stopped the stream, if any.
-func (f *inflater) run(limit int) error {
+//
+// Input mapped from a file (see sectionInflater) is read with faults
+// turned into panics: a file cut short under the mapping makes an error
+// of the stream, not a SIGBUS. The mapping is released once the stream
+// has given all it will.
+func (f *inflater) run(limit int) (err error) {
+	if f.mapping == nil {
+		return f.decode1(limit)
+	}
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			f.err = errUnreadable
+			err = f.err
+		}
+		if f.done || f.err != nil || f.n == len(f.out) {
+			f.in = nil
+			f.mapping.release()
+			f.mapping = nil
+		}
+	}()
+	return f.decode1(limit)
+}
+
+// decode1 is run's loop.
+func (f *inflater) decode1(limit int) error {
 	limit = min(limit, len(f.out))
 	for f.n < limit && !f.done && f.err == nil {
 		switch {
@@ -342,7 +414,7 @@ func (f *inflater) dynamic() error {
 		cl[clOrder[i]] = uint8(f.take(3))
 	}
 	var clt huffTable
-	if !clt.build(cl[:], plainEntry) || clt.nsyms == 0 {
+	if !clt.build(cl[:], litBits, plainEntry) || clt.nsyms == 0 {
 		return errInflate
 	}
 	var lens [286 + 30]uint8
@@ -381,22 +453,131 @@ func (f *inflater) dynamic() error {
 	if f.over > 8 {
 		return errTruncated
 	}
-	if lens[256] == 0 || !f.lit.build(lens[:nlit], litEntry) || !f.dist.build(lens[nlit:nlit+ndist], distEntry) {
+	if lens[256] == 0 || !f.lit.build(lens[:nlit], litBits, litEntry) || !f.dist.build(lens[nlit:nlit+ndist], dstBits, distEntry) {
 		return errInflate
 	}
 	return nil
 }
 
+// fastIn and fastOut are the input and output room the fast loop of
+// huffman needs for one round: a refill of the bit buffer (8 bytes; the
+// one before the first round advances at most 7), and two literals or a
+// longest match (258 bytes) with the up to 7 bytes its word copy writes
+// past it.
+const (
+	fastIn  = 16
+	fastOut = 258 + 8
+)
+
 // huffman decodes symbols of the current block until its end or limit.
 // The bit buffer lives in locals here (the compiler keeps them in
 // registers), written back around the slow paths and on return.
+//
+// While the input and the output have room for any symbol (fastIn,
+// fastOut), a fast loop runs without checking for their ends: it fills
+// the bit buffer to at least 56 bits without a branch and then decodes up
+// to two literals, or a length and a distance, from it. The rest of a
+// stream goes through the careful loop below it.
 func (f *inflater) huffman(limit int) (err error) {
 	out, in := f.out, f.in
 	n, pos := f.n, f.pos
 	bits, nb := f.bits, f.nb
-	lit, dst := &f.lit.fast, &f.dist.fast
-	// Locals captured by no closure, so they stay in registers; the
-	// slow paths store and reload them.
+	lit, dst := &f.lit.root, &f.dist.root
+	if n < limit && pos <= len(in)-fastIn && n <= len(out)-fastOut {
+		// Each round starts with at least 56 bits in the buffer (a
+		// literal/length code and its extra bits, 20, and a distance code
+		// and its extra bits, 28, fit) and the entry of the next code
+		// looked up: the load is under way while the previous round
+		// finishes.
+		bits |= binary.LittleEndian.Uint64(in[pos:]) << (nb & 63)
+		pos += int((63 - nb) >> 3)
+		nb |= 56
+		e := lit[bits&(1<<litBits-1)]
+		for n < limit && pos <= len(in)-fastIn && n <= len(out)-fastOut {
+			if e&kindMask == kindSub {
+				e = f.lit.subEntry(e, bits, litBits)
+			}
+			if int32(e) < 0 {
+				// Up to two literals (30 bits) from one refill, and
+				// the next entry from the 26 left.
+				l := uint(e & 15)
+				bits >>= l
+				nb -= l
+				out[n] = byte(e >> 16)
+				n++
+				e = lit[bits&(1<<litBits-1)]
+				if int32(e) < 0 {
+					l := uint(e & 15)
+					bits >>= l
+					nb -= l
+					out[n] = byte(e >> 16)
+					n++
+					e = lit[bits&(1<<litBits-1)]
+				}
+				bits |= binary.LittleEndian.Uint64(in[pos:]) << (nb & 63)
+				pos += int((63 - nb) >> 3)
+				nb |= 56
+				continue
+			}
+			if e&kindMask != kindLength {
+				if e&kindMask == kindEnd {
+					l := uint(e & 15)
+					bits >>= l
+					nb -= l
+					f.inBlock = false
+				} else {
+					err = errInflate
+				}
+				f.n, f.pos, f.bits, f.nb = n, pos, bits, nb
+				return err
+			}
+			l := uint(e & 15)
+			bits >>= l
+			nb -= l
+			le := uint(e >> 4 & 15)
+			length := int(e>>16) + int(bits&(1<<le-1))
+			bits >>= le
+			nb -= le
+			d := dst[bits&(1<<dstBits-1)]
+			if d&kindMask == kindSub {
+				d = f.dist.subEntry(d, bits, dstBits)
+			}
+			if d&kindMask == kindBad {
+				f.n, f.pos, f.bits, f.nb = n, pos, bits, nb
+				return errInflate
+			}
+			l = uint(d & 15)
+			bits >>= l
+			nb -= l
+			de := uint(d >> 4 & 15)
+			dist := int(d>>16) + int(bits&(1<<de-1))
+			bits >>= de
+			nb -= de
+			if dist > n {
+				f.n, f.pos, f.bits, f.nb = n, pos, bits, nb
+				return errInflate
+			}
+			bits |= binary.LittleEndian.Uint64(in[pos:]) << (nb & 63)
+			pos += int((63 - nb) >> 3)
+			nb |= 56
+			e = lit[bits&(1<<litBits-1)]
+			if dist >= 8 {
+				// Eight bytes at a time, each word read from bytes
+				// already written; up to seven bytes past the match are
+				// written too, and overwritten by what follows.
+				src := n - dist
+				for i := 0; i < length; i += 8 {
+					binary.LittleEndian.PutUint64(out[n+i:], binary.LittleEndian.Uint64(out[src+i:]))
+				}
+			} else {
+				// Overlapping: the copied bytes repeat with period dist.
+				for i := n; i < n+length; i++ {
+					out[i] = out[i-dist]
+				}
+			}
+			n += length
+		}
+	}
 	for n < limit {
 		if nb < 48 {
 			if pos+8 <= len(in) {
@@ -414,33 +595,14 @@ func (f *inflater) huffman(limit int) (err error) {
 				}
 			}
 		}
-		e := lit[bits&(1<<fastBits-1)]
-		if l := uint(e & 15); l != 0 {
-			bits >>= l
-			nb -= l
-		} else {
-			f.bits, f.nb = bits, nb
-			sym := f.decodeSlow(&f.lit)
-			bits, nb = f.bits, f.nb
-			if sym < 0 {
-				err = errInflate
-				break
-			}
-			e = litEntry(sym)
-		}
-		switch e & (3 << 8) {
+		e := f.lit.lookup(bits, litBits)
+		l := uint(e & 15)
+		bits >>= l
+		nb -= l
+		switch e & kindMask {
 		case kindLiteral:
 			out[n] = byte(e >> 16)
 			n++
-			// At least 33 bits are left: a second literal, if it is one,
-			// without going round the loop.
-			if e2 := lit[bits&(1<<fastBits-1)]; e2&15 != 0 && e2&(3<<8) == kindLiteral && n < limit {
-				l := uint(e2 & 15)
-				bits >>= l
-				nb -= l
-				out[n] = byte(e2 >> 16)
-				n++
-			}
 			continue
 		case kindEnd:
 			f.inBlock = false
@@ -454,24 +616,14 @@ func (f *inflater) huffman(limit int) (err error) {
 		length := int(e>>16) + int(bits&(1<<le-1))
 		bits >>= le
 		nb -= le
-		d := dst[bits&(1<<fastBits-1)]
-		if l := uint(d & 15); l != 0 {
-			bits >>= l
-			nb -= l
-		} else {
-			f.bits, f.nb = bits, nb
-			ds := f.decodeSlow(&f.dist)
-			bits, nb = f.bits, f.nb
-			if ds < 0 {
-				err = errInflate
-				break
-			}
-			d = distEntry(ds)
-		}
-		if d&(3<<8) == kindBad {
+		d := f.dist.lookup(bits, dstBits)
+		if d&kindMask == kindBad {
 			err = errInflate
 			break
 		}
+		l = uint(d & 15)
+		bits >>= l
+		nb -= l
 		de := uint(d >> 4 & 15)
 		dist := int(d>>16) + int(bits&(1<<de-1))
 		bits >>= de
@@ -480,20 +632,10 @@ func (f *inflater) huffman(limit int) (err error) {
 			err = errInflate
 			break
 		}
-		switch {
-		case dist >= 8 && len(out)-n >= length+8:
-			// Eight bytes at a time, each word read from bytes already
-			// written (dist >= 8); up to seven bytes past the match are
-			// written too, and overwritten by what follows.
-			for i := 0; i < length; i += 8 {
-				binary.LittleEndian.PutUint64(out[n+i:], binary.LittleEndian.Uint64(out[n-dist+i:]))
-			}
-			n += length
-		case dist >= length:
+		if dist >= length {
 			copy(out[n:n+length], out[n-dist:n])
 			n += length
-		default:
-			// Overlapping: the copied bytes repeat with period dist.
+		} else {
 			for end := n + length; n < end; n++ {
 				out[n] = out[n-dist]
 			}
@@ -527,18 +669,60 @@ func zlibSection(r io.ReaderAt, ef *elf.File, s *elf.Section) ([]byte, bool) {
 	return raw[hdr:], true
 }
 
+// sectionInflater returns an inflater of s, a section of ef compressed
+// with ELFCOMPRESS_ZLIB, into a buffer of its decompressed size (from
+// bigBuffer); ok is false for any other section (as zlibSection). The
+// compressed bytes are mapped from the file where they can be (Linux, r
+// an *os.File) rather than read: reading libc's 3 MB of compressed
+// debug sections copied them into fresh pages, whose faults and copying
+// cost a cold dump about 2 ms of CPU (5% of its samples).
+func sectionInflater(r io.ReaderAt, ef *elf.File, s *elf.Section) (f *inflater, ok bool, err error) {
+	hdr := uint64(24) // Chdr64: type, reserved, size, alignment
+	if ef.Class == elf.ELFCLASS32 {
+		hdr = 12 // Chdr32: type, size, alignment
+	}
+	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS || s.FileSize > maxSection || s.FileSize < hdr+2 {
+		return nil, false, nil
+	}
+	m := mapFile(r, int64(s.Offset), int64(s.FileSize))
+	if m == nil {
+		z, ok := zlibSection(r, ef, s)
+		if !ok {
+			return nil, false, nil
+		}
+		if s.Size > maxSection || s.Size/2048 > s.FileSize {
+			return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
+		}
+		f, err := newInflater(z, bigBuffer(s.Size))
+		return f, true, err
+	}
+	raw := m.data
+	if elf.CompressionType(ef.ByteOrder.Uint32(raw)) != elf.COMPRESS_ZLIB {
+		m.release()
+		return nil, false, nil
+	}
+	if s.Size > maxSection || s.Size/2048 > s.FileSize {
+		m.release()
+		return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
+	}
+	f, err = newInflater(raw[hdr:], bigBuffer(s.Size))
+	if err != nil {
+		m.release()
+		return nil, true, err
+	}
+	f.mapping = m
+	runtime.AddCleanup(f, func(m *fileMap) { m.release() }, m)
+	return f, true, nil
+}
+
 // inflateSection decompresses s (of ef, read from r) whole if it is
 // zlib-compressed; ok is false if it is not, and the caller reads it
 // otherwise.
 func inflateSection(r io.ReaderAt, ef *elf.File, s *elf.Section) (data []byte, ok bool, err error) {
-	z, ok := zlibSection(r, ef, s)
+	f, ok, err := sectionInflater(r, ef, s)
 	if !ok {
 		return nil, false, nil
 	}
-	if s.Size > maxSection || s.Size/2048 > s.FileSize {
-		return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
-	}
-	f, err := newInflater(z, bigBuffer(s.Size))
 	if err == nil {
 		err = f.run(len(f.out))
 	}

@@ -53,7 +53,21 @@ func testInputs() [][]byte {
 		text.WriteByte(byte(r.Intn(256)))
 	}
 	return [][]byte{nil, []byte("a"), []byte("hello, hello, hello"), bytes.Repeat([]byte{7}, 100000),
-		random, text.Bytes(), append(append([]byte(nil), text.Bytes()[:50000]...), random[:50000]...)}
+		random, text.Bytes(), append(append([]byte(nil), text.Bytes()[:50000]...), random[:50000]...), skewed(r, 100000)}
+}
+
+// skewed returns n bytes, byte k drawn about twice as often as byte k+1:
+// Huffman codes of up to 15 bits, decoded through subtables.
+func skewed(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		k := 0
+		for k < 40 && r.Intn(2) == 0 {
+			k++
+		}
+		b[i] = byte(k*7 + r.Intn(2))
+	}
+	return b
 }
 
 // TestInflate checks the inflater against compress/zlib at every level,
@@ -130,6 +144,7 @@ func FuzzInflate(f *testing.F) {
 		f.Add(zlibOf(f, in, 6), uint16(len(in)))
 	}
 	f.Add(zlibOf(f, testInputs()[5][:3000], zlib.HuffmanOnly), uint16(3000))
+	f.Add(zlibOf(f, skewed(rand.New(rand.NewSource(3)), 20000), zlib.HuffmanOnly), uint16(20000))
 	f.Fuzz(func(t *testing.T, z []byte, size uint16) {
 		got, err := inflateSteps(z, int(size), 1000)
 		zr, zerr := zlib.NewReader(bytes.NewReader(z))
@@ -144,4 +159,80 @@ func FuzzInflate(f *testing.F) {
 			t.Fatalf("inflater: %d bytes, %v; compress/zlib: %d bytes", len(got), err, len(want))
 		}
 	})
+}
+
+// TestHuffTable checks table lookups, subtables included, against the
+// canonical code of random code lengths (up to 15 bits, complete and
+// incomplete codes): every code finds its symbol and length, and bits
+// that start no code find kindBad.
+func TestHuffTable(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for iter := 0; iter < 300; iter++ {
+		nsyms := 2 + r.Intn(287)
+		lens := make([]uint8, nsyms)
+		// Draw lengths, longest first, while the code space allows.
+		left := 1 << 15 // code space in units of 2^-15
+		for i := range lens {
+			l := uint8(1 + r.Intn(15))
+			if iter%3 == 0 {
+				l = uint8(9 + r.Intn(7)) // mostly long codes: many subtables
+			}
+			if r.Intn(5) == 0 {
+				continue // unused symbol
+			}
+			if 1<<(15-l) <= left {
+				lens[i] = l
+				left -= 1 << (15 - l)
+			}
+		}
+		var ht huffTable
+		rootBits := uint(litBits)
+		if iter%2 == 1 {
+			rootBits = dstBits
+		}
+		if !ht.build(lens, rootBits, plainEntry) {
+			t.Fatalf("iter %d: build refused a code that fits", iter)
+		}
+		// The canonical code, symbol by symbol.
+		var count [16]int
+		for _, l := range lens {
+			count[l]++
+		}
+		count[0] = 0
+		var next [16]int
+		code := 0
+		for l := 1; l < 16; l++ {
+			code = (code + count[l-1]) << 1
+			next[l] = code
+		}
+		covered := 0
+		for sym, l := range lens {
+			if l == 0 {
+				continue
+			}
+			c := next[l]
+			next[l]++
+			rev := uint64(0)
+			for b := 0; b < int(l); b++ {
+				rev |= uint64(c>>b&1) << (int(l) - 1 - b)
+			}
+			// Any bits may follow the code.
+			bits := rev | uint64(r.Int63())<<l
+			e := ht.lookup(bits, rootBits)
+			if int(e>>16) != sym || uint8(e&15) != l || e&kindMask != kindLiteral {
+				t.Fatalf("iter %d: symbol %d (length %d): entry %#x", iter, sym, l, e)
+			}
+			covered += 1 << (15 - l)
+		}
+		if covered < 1<<15 {
+			// Some 15-bit string starts no code: find one and check it.
+			for v := uint64(0); v < 1<<15; v++ {
+				if e := ht.lookup(v, rootBits); e&kindMask == kindBad {
+					break
+				} else if v == 1<<15-1 {
+					t.Fatalf("iter %d: incomplete code, but every string decodes", iter)
+				}
+			}
+		}
+	}
 }

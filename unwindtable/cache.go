@@ -21,10 +21,19 @@ type Cache struct {
 	// Dir is the persistent cache directory; "" keeps tables in memory
 	// only. Set it before the first Get.
 	Dir string
+	// SaveLater has Get write a table it built to Dir in the background,
+	// so that the caller unwinds on meanwhile; Wait waits for those
+	// writes. A dump sets it: writing libc's table (120 KB, directories
+	// made) took 0.5 to 0.85 ms of its unwinding.
+	SaveLater bool
 
 	mu      sync.Mutex
 	entries map[string]*cacheEntry
+	saving  sync.WaitGroup
 }
+
+// Wait returns when the tables Get is writing (see SaveLater) are written.
+func (c *Cache) Wait() { c.saving.Wait() }
 
 type cacheEntry struct {
 	once sync.Once
@@ -57,6 +66,14 @@ func (c *Cache) Get(key string, build func() (*Table, error)) (*Table, error) {
 		}
 		e.t, e.err = build()
 		if rel != "" && e.err == nil {
+			if c.SaveLater {
+				c.saving.Add(1)
+				go func(t *Table) {
+					defer c.saving.Done()
+					cachefile.Note(save(c.Dir, rel, key, t), "table not saved")
+				}(e.t)
+				return
+			}
 			cachefile.Note(save(c.Dir, rel, key, e.t), "table not saved")
 		}
 	})

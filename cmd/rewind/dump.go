@@ -113,6 +113,7 @@ func runDump(args []string) error {
 		// A dump reads as little DWARF as its frames need, and keeps it.
 		sym.Cache = symbolize.NewIncrementalCache(dir)
 		objs.Tables.Dir = dir
+		objs.Tables.SaveLater = true // written while the dump goes on
 	}
 	defer printCacheNotes(*stats)
 	var tm *timings
@@ -124,6 +125,7 @@ func runDump(args []string) error {
 		// What the symbolizer read of debug files goes to the cache
 		// once the stacks are out.
 		sym.Flush()
+		objs.Tables.Wait()
 		tm.mark("save")
 	}()
 	if *goroutines {

@@ -265,6 +265,16 @@ func load(f *os.File, fd int, size int64) (data []byte, mapped bool, err error) 
 	return data, false, nil
 }
 
+// MakeDirs makes the directories below root that Write of rel would make
+// (errors are left for Write to report). Called ahead, in the background,
+// it takes them off the Write: making a directory cost about 60 us, a
+// file written into existing ones 120 us.
+func MakeDirs(root, rel string) {
+	if fd, _, err := openDir(root, rel, true); err == nil {
+		unix.Close(fd)
+	}
+}
+
 // Write stores data under rel below root for key, creating the directories
 // (mode 0700) when needed, through a file created with O_EXCL in the same
 // directory and a rename: a reader sees the old file or the whole new one.

@@ -1,0 +1,56 @@
+package symbolize
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMappedInflate decodes a stream mapped from a file, and one whose
+// file is cut short under the mapping: an error, not a SIGBUS.
+func TestMappedInflate(t *testing.T) {
+	in := testInputs()[5]
+	z := zlibOf(t, in, 6)
+	path := filepath.Join(t.TempDir(), "z")
+	if err := os.WriteFile(path, append([]byte("pad"), z...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if mapFile(file, 3, int64(len(z))+1) != nil {
+		t.Fatal("mapped past the end of the file")
+	}
+	for _, cut := range []bool{false, true} {
+		m := mapFile(file, 3, int64(len(z)))
+		if m == nil {
+			t.Fatal("not mapped")
+		}
+		f, err := newInflater(m.data, make([]byte, len(in)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.mapping = m
+		if err := f.run(1000); err != nil {
+			t.Fatal(err)
+		}
+		if cut {
+			if err := file.Truncate(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = f.run(len(in))
+		switch {
+		case cut && err != errUnreadable:
+			t.Fatalf("file cut short: %v, want %v", err, errUnreadable)
+		case !cut && (err != nil || !bytes.Equal(f.out, in)):
+			t.Fatalf("mapped: %v, or the output differs", err)
+		}
+		if f.mapping != nil || f.in != nil {
+			t.Fatal("mapping kept after the stream ended")
+		}
+	}
+}
