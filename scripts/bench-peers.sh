@@ -99,7 +99,7 @@ rm -rf "$tmp/coldcache"
 REWIND_CACHE_DIR="$tmp/coldcache" exec "$rw" dump "\$@"
 EOF
 	chmod +x "$tmp/cold.sh"
-	pair "dump PID, empty cache vs eu-stack -p" 5 "$tmp/cold.sh" "$tpid" -- eu-stack -p "$tpid"
+	pair "dump PID, empty cache vs eu-stack -p" "$pairs" "$tmp/cold.sh" "$tpid" -- eu-stack -p "$tpid"
 fi
 if have gdb; then
 	pair "dump PID vs gdb -batch thread apply all bt" 5 "$rw" dump "$tpid" -- gdb -nx -batch -p "$tpid" -ex "thread apply all bt"
