@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
+
 	"github.com/rewindstack/rewind/agent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
@@ -28,8 +30,9 @@ func ExampleRun() {
 	}
 }
 
-// ExampleOTLP converts one period's profile into OTLP profiles: one
-// resource per process, sharing one dictionary.
+// ExampleOTLP encodes one period's profile as an OTLP export request (one
+// resource per process, sharing one dictionary), which the Collector's
+// pdata reads.
 func ExampleOTLP() {
 	m := &profiles.Mapping{ID: 1, Start: 0x400000, End: 0x401000, Path: "/usr/bin/app", BuildID: "0a1b2c"}
 	leaf := &profiles.Location{ID: 1, Addr: 0x400100, Mapping: m, Lines: []symbolize.Location{{Function: "work"}}}
@@ -38,7 +41,12 @@ func ExampleOTLP() {
 		Profile: &profiles.Profile{Mappings: []*profiles.Mapping{m}, Locations: []*profiles.Location{leaf},
 			Stacks: []profiles.Stack{{PID: 7, TID: 7, Locations: []*profiles.Location{leaf}, Value: 52631578}}},
 	}
-	out := agent.OTLP(p)
+	req := pprofileotlp.NewExportRequest()
+	if err := req.UnmarshalProto(agent.OTLP(p)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := req.Profiles()
 	rp := out.ResourceProfiles().At(0)
 	pid, _ := rp.Resource().Attributes().Get("process.pid")
 	fmt.Println("resources:", out.ResourceProfiles().Len(), "pid:", pid.Int(), "samples:", out.SampleCount())

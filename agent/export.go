@@ -16,45 +16,62 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/rewindstack/rewind/internal/grpcunary"
 )
 
 // GRPC exports OTLP profiles to a Collector's gRPC endpoint (HOST:PORT,
-// plaintext; put TLS in a local Collector).
+// plaintext HTTP/2; put TLS in a local Collector).
 type GRPC struct {
 	addr   string
-	conn   *grpc.ClientConn
-	client pprofileotlp.GRPCClient
+	client *grpcunary.Client
 }
+
+// ExportMethod is the gRPC method OTLP profiles are exported with.
+const ExportMethod = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+
+// exportMetadata is the request metadata of ExportMethod: the version of
+// the development profiles schema OTLP encodes (pdata's
+// pprofileotlp.DevelopmentVersionHeader and DevelopmentVersion).
+var exportMetadata = map[string]string{"otlp-profiles-development-version": "1"}
 
 // NewGRPC returns an exporter to addr; it connects lazily.
 func NewGRPC(addr string) (*GRPC, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpcunary.New(addr)
 	if err != nil {
 		return nil, fmt.Errorf("otlp %s: %w", addr, err)
 	}
-	return &GRPC{addr: addr, conn: conn, client: pprofileotlp.NewGRPCClient(conn)}, nil
+	return &GRPC{addr: addr, client: c}, nil
 }
 
 // Name implements Exporter.
 func (g *GRPC) Name() string { return "otlp grpc " + g.addr }
 
-// Export implements Exporter.
+// Export implements Exporter. A failed call's error is a
+// *grpcunary.Error naming its status code.
 func (g *GRPC) Export(ctx context.Context, p *Period) error {
-	resp, err := g.client.Export(ctx, pprofileotlp.NewExportRequestFromProfiles(OTLP(p)))
+	resp, err := g.client.Invoke(ctx, ExportMethod, exportMetadata, OTLP(p))
 	if err != nil {
 		return err
 	}
-	if ps := resp.PartialSuccess(); ps.RejectedProfiles() > 0 {
-		return fmt.Errorf("collector rejected %d profiles: %s", ps.RejectedProfiles(), ps.ErrorMessage())
-	}
-	return nil
+	return partialSuccess(resp)
 }
 
 // Close closes the connection.
-func (g *GRPC) Close() error { return g.conn.Close() }
+func (g *GRPC) Close() error { return g.client.Close() }
+
+// partialSuccess is the error of an ExportProfilesServiceResponse that
+// reports rejected profiles (its partial_success, field 1:
+// rejected_profiles 1, error_message 2), or of one that is not valid.
+func partialSuccess(resp []byte) error {
+	rejected, msg, err := decodeExportResponse(resp)
+	if err != nil {
+		return fmt.Errorf("export response: %w", err)
+	}
+	if rejected > 0 {
+		return fmt.Errorf("collector rejected %d profiles: %s", rejected, msg)
+	}
+	return nil
+}
 
 // DefaultHTTPPath is where HTTP posts for a URL without a path: the
 // OpenTelemetry Collector's otlp receiver takes profiles there while their
@@ -115,14 +132,11 @@ func (h *HTTP) URL() string {
 
 // Export implements Exporter.
 func (h *HTTP) Export(ctx context.Context, p *Period) error {
-	body, err := pprofileotlp.NewExportRequestFromProfiles(OTLP(p)).MarshalProto()
-	if err != nil {
-		return err
-	}
+	body := OTLP(p)
 	h.mu.Lock()
 	target, alt := h.url, h.alt
 	h.mu.Unlock()
-	err = h.post(ctx, target, body)
+	err := h.post(ctx, target, body)
 	if alt == "" || !errors.Is(err, errNotFound) {
 		return err
 	}

@@ -13,10 +13,7 @@ import (
 
 func TestOTLPRoundTrip(t *testing.T) {
 	for _, typ := range []string{TypeCPU, TypeOffCPU} {
-		b, err := pprofileotlp.NewExportRequestFromProfiles(OTLP(testPeriod(typ))).MarshalProto()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := OTLP(testPeriod(typ))
 		req := pprofileotlp.NewExportRequest()
 		if err := req.UnmarshalProto(b); err != nil {
 			t.Fatal(err)
@@ -50,7 +47,7 @@ func TestOTLPRoundTrip(t *testing.T) {
 func TestOTLPNoSymbolize(t *testing.T) {
 	p := testPeriod(TypeCPU)
 	p.Symbolized = false
-	for _, s := range flatten(OTLP(p)) {
+	for _, s := range flatten(decodeOTLP(t, OTLP(p))) {
 		for i, f := range s.Funcs {
 			if !strings.HasPrefix(f, "0x") {
 				t.Errorf("frame %d named %q without symbolization", i, f)
