@@ -357,6 +357,9 @@ type debugInfo struct {
 	dwOnce sync.Once
 	dw     *dwarfIndex
 	dwDone atomic.Bool // dwOnce has run: dw, saved and key are set
+	// dirsMade is closed when the directories of an incremental index's
+	// file are made, in the background (nil: none being made).
+	dirsMade chan struct{}
 
 	// incremental: the persistent index holds the units looked into so
 	// far (written by flush, as saved with key), not all of them.
@@ -475,7 +478,12 @@ func (di *debugInfo) dwarf() *dwarfIndex {
 				// Units are parsed as lookups need them; Flush saves them,
 				// at the end of a dump: its directories are made now.
 				di.saved, di.key = saved, key
-				go cachefile.MakeDirs(di.dir, saved)
+				made := make(chan struct{})
+				di.dirsMade = made
+				go func() {
+					defer close(made)
+					cachefile.MakeDirs(di.dir, saved)
+				}()
 				return
 			}
 			// Index everything once, so later runs need no DWARF at all.
@@ -501,7 +509,13 @@ func openDWARF(path string, dirs []string) *dwarfSource {
 // flush writes the index to the cache if units were parsed from DWARF
 // since it was read or written.
 func (di *debugInfo) flush() {
-	if !di.dwDone.Load() || di.saved == "" || di.dw == nil {
+	if !di.dwDone.Load() {
+		return
+	}
+	if di.dirsMade != nil {
+		<-di.dirsMade // nothing of this index is left running after Flush
+	}
+	if di.saved == "" || di.dw == nil {
 		return
 	}
 	ix := di.dw
