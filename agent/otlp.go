@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sort"
 	"strconv"
 
@@ -420,8 +421,8 @@ func (e *otlpEncoder) profile(op *otlpProfile) {
 	for _, s := range op.samples { // samples = 2
 		m := e.begin()
 		e.key(4, 2) // values, packed: one value
-		e.buf = appendVarint(e.buf, uint64(varintLen(uint64(s.value))))
-		e.buf = appendVarint(e.buf, uint64(s.value))
+		e.buf = binary.AppendUvarint(e.buf, uint64(varintLen(uint64(s.value))))
+		e.buf = binary.AppendUvarint(e.buf, uint64(s.value))
 		e.packed(2, s.attrs) // attribute_indices
 		e.varintNZ(1, uint64(s.stack))
 		e.end(2, m)
@@ -450,7 +451,7 @@ func (e *otlpEncoder) begin() int { return len(e.buf) }
 func (e *otlpEncoder) end(field int, start int) {
 	n := len(e.buf) - start
 	var hdr [20]byte
-	h := appendVarint(appendVarint(hdr[:0], uint64(field)<<3|2), uint64(n))
+	h := binary.AppendUvarint(binary.AppendUvarint(hdr[:0], uint64(field)<<3|2), uint64(n))
 	e.buf = append(e.buf, h...)
 	copy(e.buf[start+len(h):], e.buf[start:start+n])
 	copy(e.buf[start:], h)
@@ -459,13 +460,13 @@ func (e *otlpEncoder) end(field int, start int) {
 // key writes a field's key: its number and wire type (0 varint, 1 fixed64,
 // 2 length-delimited).
 func (e *otlpEncoder) key(field, wire int) {
-	e.buf = appendVarint(e.buf, uint64(field)<<3|uint64(wire))
+	e.buf = binary.AppendUvarint(e.buf, uint64(field)<<3|uint64(wire))
 }
 
 // varint writes a varint field, even zero (as pdata writes oneof values).
 func (e *otlpEncoder) varint(field int, v uint64) {
 	e.key(field, 0)
-	e.buf = appendVarint(e.buf, v)
+	e.buf = binary.AppendUvarint(e.buf, v)
 }
 
 // varintNZ writes a varint field unless it is zero, as proto3 does.
@@ -478,7 +479,7 @@ func (e *otlpEncoder) varintNZ(field int, v uint64) {
 // bytes writes a string or bytes field, even empty.
 func (e *otlpEncoder) bytes(field int, s string) {
 	e.key(field, 2)
-	e.buf = appendVarint(e.buf, uint64(len(s)))
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(s)))
 	e.buf = append(e.buf, s...)
 }
 
@@ -492,28 +493,14 @@ func (e *otlpEncoder) packed(field int, vs []int32) {
 		n += varintLen(uint64(v))
 	}
 	e.key(field, 2)
-	e.buf = appendVarint(e.buf, uint64(n))
+	e.buf = binary.AppendUvarint(e.buf, uint64(n))
 	for _, v := range vs {
-		e.buf = appendVarint(e.buf, uint64(v))
+		e.buf = binary.AppendUvarint(e.buf, uint64(v))
 	}
 }
 
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-func varintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
+// varintLen is how many bytes binary.AppendUvarint writes for v.
+func varintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // decodeExportResponse reads an ExportProfilesServiceResponse: its
 // partial_success (1) message's rejected_profiles (1, int64) and
@@ -542,8 +529,8 @@ func decodeExportResponse(b []byte) (rejected int64, msg string, err error) {
 // bytes (length-delimited).
 func protoFields(b []byte, f func(field, wire int, v uint64, data []byte) error) error {
 	for len(b) > 0 {
-		key, n := readVarint(b)
-		if n == 0 {
+		key, n := binary.Uvarint(b)
+		if n <= 0 {
 			return errors.New("bad field key")
 		}
 		b = b[n:]
@@ -555,7 +542,7 @@ func protoFields(b []byte, f func(field, wire int, v uint64, data []byte) error)
 		var data []byte
 		switch wire {
 		case 0:
-			if v, n = readVarint(b); n == 0 {
+			if v, n = binary.Uvarint(b); n <= 0 {
 				return fmt.Errorf("field %d: bad varint", field)
 			}
 			b = b[n:]
@@ -570,8 +557,8 @@ func protoFields(b []byte, f func(field, wire int, v uint64, data []byte) error)
 			}
 			v, b = uint64(binary.LittleEndian.Uint32(b)), b[4:]
 		case 2:
-			l, n := readVarint(b)
-			if n == 0 || l > uint64(len(b)-n) {
+			l, n := binary.Uvarint(b)
+			if n <= 0 || l > uint64(len(b)-n) {
 				return fmt.Errorf("field %d: bad length", field)
 			}
 			data, b = b[n:n+int(l)], b[n+int(l):]
@@ -583,17 +570,4 @@ func protoFields(b []byte, f func(field, wire int, v uint64, data []byte) error)
 		}
 	}
 	return nil
-}
-
-// readVarint decodes a varint at the start of b and its length, 0 when it
-// is truncated or longer than 10 bytes.
-func readVarint(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		v |= uint64(b[i]&0x7f) << (7 * i)
-		if b[i] < 0x80 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
 }

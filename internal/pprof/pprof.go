@@ -11,6 +11,7 @@ package pprof
 
 import (
 	"compress/gzip"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -264,19 +265,11 @@ func sortedKeys[V any](dst []string, m map[string]V) []string {
 // (0 varint, 2 length-delimited); zero scalars are left out, as proto3
 // does.
 
-func varint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
 func varintField(b []byte, field int, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	return varint(varint(b, uint64(field)<<3), v)
+	return binary.AppendUvarint(binary.AppendUvarint(b, uint64(field)<<3), v)
 }
 
 func boolField(b []byte, field int, v bool) []byte {
@@ -287,8 +280,8 @@ func boolField(b []byte, field int, v bool) []byte {
 }
 
 func bytesField(b []byte, field int, m []byte) []byte {
-	b = varint(b, uint64(field)<<3|2)
-	b = varint(b, uint64(len(m)))
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(len(m)))
 	return append(b, m...)
 }
 
@@ -298,7 +291,7 @@ func packedUint(b []byte, field int, vs []uint64) []byte {
 	}
 	var m []byte
 	for _, v := range vs {
-		m = varint(m, v)
+		m = binary.AppendUvarint(m, v)
 	}
 	return bytesField(b, field, m)
 }
@@ -309,7 +302,7 @@ func packedInt(b []byte, field int, vs []int64) []byte {
 	}
 	var m []byte
 	for _, v := range vs {
-		m = varint(m, uint64(v))
+		m = binary.AppendUvarint(m, uint64(v))
 	}
 	return bytesField(b, field, m)
 }
