@@ -209,6 +209,7 @@ type Builder struct {
 	pstCopied bool
 	stacks    map[uint64]*knownStack
 	snap      target.Snapshot
+	memos     memos           // per thread and method, for walks made here
 	spare     chan chunkArena // see chunkArena
 }
 

@@ -71,8 +71,8 @@ func goStackEnd(function string) bool {
 // walkSample walks a sample's copied stack with u into st and, where a Go
 // stack switch or the end of the copy cut the walk, continues it with the
 // kernel's frame-pointer walk of the same sample.
-func walkSample(u *unwind.Unwinder, st *unwind.Stack, s *Sample, r *regs.Regs, mem target.Memory, space *target.AddressSpace) {
-	u.WalkInto(st, *r, mem, space)
+func walkSample(u *unwind.Unwinder, st *unwind.Stack, s *Sample, r *regs.Regs, mem target.Memory, space *target.AddressSpace, memo *unwind.Memo) {
+	u.WalkMemo(st, *r, mem, space, memo)
 	if st.End == unwind.EndGoSwitch || st.End == unwind.EndUnreadable {
 		spliceKernelFP(st, s.UserFP, space)
 	}

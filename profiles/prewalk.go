@@ -233,6 +233,32 @@ type walker struct {
 	st     unwind.Stack
 	snap   target.Snapshot
 	reg    [1]target.Region
+	memos  memos
+}
+
+// memos keeps, per thread and method, the last walk (see unwind.Memo):
+// the samples of a thread mostly differ in their innermost frames only.
+type memos map[[2]int]*unwind.Memo
+
+// maxMemos bounds the walks remembered (a memo of a deep stack holds a
+// few hundred bytes per frame); past it they are all forgotten.
+const maxMemos = 256
+
+// get returns the memo of thread tid's last walk with method m.
+func (ms *memos) get(tid, m int) *unwind.Memo {
+	if *ms == nil {
+		*ms = memos{}
+	}
+	k := [2]int{tid, m}
+	mm := (*ms)[k]
+	if mm == nil {
+		if len(*ms) >= maxMemos {
+			clear(*ms)
+		}
+		mm = new(unwind.Memo)
+		(*ms)[k] = mm
+	}
+	return mm
 }
 
 // chunk walks one chunk's samples and marks it done.
@@ -291,7 +317,7 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 				c.frames = slices.Grow(c.frames, max(64, cap(c.frames)))
 			}
 			w.st.Frames = c.frames[lo:lo]
-			walkSample(meth.Unwinder, &w.st, s, &r, &w.snap, spaces[i])
+			walkSample(meth.Unwinder, &w.st, s, &r, &w.snap, spaces[i], w.memos.get(s.TID, m))
 			if n := len(w.st.Frames); n > 0 && &w.st.Frames[0] == &c.frames[lo:cap(c.frames)][0] {
 				c.frames = c.frames[:lo+n]
 			} else {
@@ -370,7 +396,7 @@ func (b *Builder) walk(s *Sample, m int) *unwind.Stack {
 	b.pstKey, b.pstCopied = 0, false
 	r := s.Regs()
 	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: s.sp, Data: s.Stack})
-	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &r, &b.snap, b.c.addressSpace(s.space))
+	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &r, &b.snap, b.c.addressSpace(s.space), b.memos.get(s.TID, m))
 	b.snap.Regions[0] = target.Region{}
 	return &b.st
 }

@@ -8,7 +8,10 @@
 // against both from the start.
 package regs
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // Arch is a machine architecture.
 type Arch uint8
@@ -194,6 +197,21 @@ func (r *Regs) Has(n int) bool {
 
 // KeepOnly marks unknown every register not in mask (bit n = register n).
 func (r *Regs) KeepOnly(mask uint64) { r.valid &= mask }
+
+// EqualIn reports whether r and o are of the same architecture and, of
+// the registers in mask (bit n: register n), know the same ones with the
+// same values (unknown registers' stale values do not count).
+func (r *Regs) EqualIn(o *Regs, mask uint64) bool {
+	if r.Arch != o.Arch || r.valid&mask != o.valid&mask {
+		return false
+	}
+	for v := r.valid & mask; v != 0; v &= v - 1 {
+		if n := bits.TrailingZeros64(v); r.vals[n] != o.vals[n] {
+			return false
+		}
+	}
+	return true
+}
 
 // PC returns the program counter.
 func (r *Regs) PC() (uint64, bool) { return r.Get(r.Arch.PC()) }

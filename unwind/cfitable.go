@@ -77,7 +77,7 @@ func (rc *ruleCache) lookup(t *unwindtable.Table, pc uint64) (*unwindtable.Rule,
 func ApplyRule(c *Cursor, t *unwindtable.Table, rule *unwindtable.Rule) error {
 	arch := c.Regs.Arch
 	reg := func(n int) (uint64, error) {
-		v, ok := c.Regs.Get(n)
+		v, ok := c.get(n)
 		if !ok {
 			return 0, fmt.Errorf("%w: %s", ErrRegister, arch.RegName(n))
 		}
@@ -142,7 +142,11 @@ func ApplyRule(c *Cursor, t *unwindtable.Table, rule *unwindtable.Rule) error {
 func recoverReg(c *Cursor, t *unwindtable.Table, kind unwindtable.RegKind, src uint8, off int32, cfa uint64, self int) (uint64, error) {
 	switch kind {
 	case unwindtable.RegSame:
-		if v, ok := c.Regs.Get(self); ok {
+		get := c.get
+		if self == c.Regs.Arch.FP() {
+			get = c.passed // the frame pointer's value goes to the caller's
+		}
+		if v, ok := get(self); ok {
 			return v, nil
 		}
 		return 0, fmt.Errorf("%w: %s", ErrRegister, c.Regs.Arch.RegName(self))
@@ -151,7 +155,7 @@ func recoverReg(c *Cursor, t *unwindtable.Table, kind unwindtable.RegKind, src u
 	case unwindtable.RegValCFA:
 		return cfa + uint64(int64(off)), nil
 	case unwindtable.RegInReg:
-		if v, ok := c.Regs.Get(int(src)); ok {
+		if v, ok := c.get(int(src)); ok {
 			return v, nil
 		}
 		return 0, fmt.Errorf("%w: %s", ErrRegister, c.Regs.Arch.RegName(int(src)))
@@ -170,10 +174,10 @@ func recoverReg(c *Cursor, t *unwindtable.Table, kind unwindtable.RegKind, src u
 // exprContext lets DWARF expressions read the frame's registers and memory.
 type exprContext struct{ c *Cursor }
 
-func (e exprContext) Reg(n int) (uint64, bool) { return e.c.Regs.Get(n) }
+func (e exprContext) Reg(n int) (uint64, bool) { return e.c.get(n) }
 
 func (e exprContext) ReadMemory(addr uint64, p []byte) error {
-	if err := e.c.mem.mem.ReadMemory(addr, p); err != nil {
+	if err := e.c.mem.read(addr, p); err != nil {
 		return asMemoryError(addr, err)
 	}
 	return nil

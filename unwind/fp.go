@@ -26,7 +26,7 @@ func (FramePointers) Step(c *Cursor) error {
 		c.Method = MethodSignal
 		return restoreSignalFrame(c)
 	}
-	fp, ok := c.Regs.FP()
+	fp, ok := c.get(arch.FP())
 	if !ok {
 		return fmt.Errorf("%w: frame pointer", ErrRegister)
 	}
@@ -36,7 +36,7 @@ func (FramePointers) Step(c *Cursor) error {
 	if fp&7 != 0 {
 		return fmt.Errorf("%w: %#x is misaligned", ErrBadFP, fp)
 	}
-	if sp, ok := c.Regs.SP(); ok && fp < sp {
+	if sp, ok := c.get(arch.SP()); ok && fp < sp {
 		return fmt.Errorf("%w: %#x is below the stack pointer %#x", ErrBadFP, fp, sp)
 	}
 	savedFP, ra, err := c.mem.pair(fp)

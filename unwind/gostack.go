@@ -158,7 +158,7 @@ func goSwitch(c *Cursor) error {
 		return restoreSignalFrame(c)
 	}
 	if kind == goFPSwitch {
-		fp, ok := c.Regs.FP()
+		fp, ok := c.get(c.Regs.Arch.FP())
 		if !ok {
 			return ErrNoInfo
 		}
@@ -173,7 +173,7 @@ func goSwitch(c *Cursor) error {
 		// systemstack and mcall leave the goroutine's frame pointer
 		// in place on both (until mcall clears it): its record leads
 		// to the goroutine's frames, as the kernel's walk goes.
-		fp, ok := c.Regs.FP()
+		fp, ok := c.get(c.Regs.Arch.FP())
 		if kind == goMorestack || !ok {
 			return ErrNoInfo
 		}
@@ -185,11 +185,11 @@ func goSwitch(c *Cursor) error {
 		// calls (gosave_systemstack_switch); they call the function on
 		// g0 indirectly. A direct call here means the frame is still
 		// on the goroutine stack, which the steppers describe.
-		if ra, _ := c.Regs.PC(); callsAt(c, ra, 0) {
+		if ra, _ := c.get(c.Regs.Arch.PC()); callsAt(c, ra, 0) {
 			return ErrNoInfo
 		}
 	}
-	sp, ok := c.Regs.SP()
+	sp, ok := c.get(c.Regs.Arch.SP())
 	if !ok {
 		return ErrNoInfo
 	}
@@ -287,7 +287,7 @@ func goSystemstackStep(c *Cursor, start, bp uint64) error {
 	}
 	var block [goScanWords * 8]byte
 	lo := bp - uint64(len(block))
-	if c.mem.mem.ReadMemory(lo, block[:]) == nil {
+	if c.mem.read(lo, block[:]) == nil {
 		for i := goScanWords - 1; i >= 0; i-- {
 			ra := binary.LittleEndian.Uint64(block[i*8:])
 			if ra > start && ra-start < 1<<31 || start > ra && start-ra < 1<<31 {
@@ -331,7 +331,7 @@ func callsAt(c *Cursor, ra, target uint64) bool {
 		return false
 	}
 	var code [5]byte
-	if m.Module.File.ReadVaddr(ra-5-m.Bias, code[:]) != nil && c.mem.mem.ReadMemory(ra-5, code[:]) != nil {
+	if m.Module.File.ReadVaddr(ra-5-m.Bias, code[:]) != nil && c.mem.read(ra-5, code[:]) != nil {
 		return false
 	}
 	if code[0] != 0xe8 {

@@ -112,7 +112,7 @@ func applySFrame(c *Cursor, row sframe.Row) error {
 		return ErrOutermost
 	}
 	reg := func(n int) (uint64, error) {
-		v, ok := c.Regs.Get(n)
+		v, ok := c.get(n)
 		if !ok {
 			return 0, fmt.Errorf("%w: %s", ErrRegister, arch.RegName(n))
 		}
@@ -140,6 +140,12 @@ func applySFrame(c *Cursor, row sframe.Row) error {
 	recover := func(r sframe.Rule, self int) (uint64, error) {
 		switch r.Kind {
 		case sframe.RuleSame:
+			if self == arch.FP() {
+				// The frame pointer's value goes to the caller's.
+				if v, ok := c.passed(self); ok {
+					return v, nil
+				}
+			}
 			return reg(self)
 		case sframe.RuleAtCFA:
 			return c.Read(cfa + uint64(int64(r.Offset)))

@@ -23,12 +23,12 @@ var (
 // rt_sigreturn trampoline, by its code bytes. Results are cached per module
 // address, so a walk reads code at most once per distinct return address.
 func isSignalTrampoline(c *Cursor) bool {
-	pc, ok := c.Regs.PC()
+	pc, ok := c.get(c.Regs.Arch.PC())
 	if !ok {
 		return false
 	}
 	if c.info == nil {
-		return hasSigreturnCode(c, pc)
+		return hasSigreturnCode(c, pc, true)
 	}
 	cache := &c.info.sig
 	key := pc - c.Map.Bias
@@ -37,7 +37,7 @@ func isSignalTrampoline(c *Cursor) bool {
 			return is
 		}
 	}
-	is := hasSigreturnCode(c, pc)
+	is := hasSigreturnCode(c, pc, false)
 	// Copy on write: readers never lock. Distinct return addresses per
 	// module are few, so the copies stay small.
 	cache.mu.Lock()
@@ -61,13 +61,19 @@ type sigCache struct {
 	m  atomic.Pointer[map[uint64]bool]
 }
 
-func hasSigreturnCode(c *Cursor, pc uint64) bool {
+// hasSigreturnCode reads the code at pc. Code read for a module's cache
+// is not tracked for a Memo: the cached answer, not this memory, is what
+// later walks use.
+func hasSigreturnCode(c *Cursor, pc uint64, tracked bool) bool {
 	want := sigreturnAMD64
 	if c.Regs.Arch == regs.ARM64 {
 		want = sigreturnARM64
 	}
-	buf := c.mem.buf[:len(want)]
-	return c.mem.mem.ReadMemory(pc, buf) == nil && bytes.Equal(buf, want)
+	b := c.mem.buf[:len(want)]
+	if tracked {
+		return c.mem.read(pc, b) == nil && bytes.Equal(b, want)
+	}
+	return c.mem.mem.ReadMemory(pc, b) == nil && bytes.Equal(b, want)
 }
 
 // restoreSignalFrame continues from the registers the kernel saved when the
@@ -77,14 +83,14 @@ func restoreSignalFrame(c *Cursor) error {
 	if c.Regs.Arch != regs.AMD64 {
 		return fmt.Errorf("%w: signal frames on %s are not supported yet", ErrNoInfo, c.Regs.Arch)
 	}
-	sp, ok := c.Regs.SP()
+	sp, ok := c.get(c.Regs.Arch.SP())
 	if !ok {
 		return fmt.Errorf("%w: stack pointer in a signal frame", ErrRegister)
 	}
 	// The ucontext_t of the rt_sigframe (its layout: package regs).
 	var buf [len(regs.AMD64Gregs) * 8]byte
 	addr := sp + regs.AMD64UContextGregs
-	if err := c.mem.mem.ReadMemory(addr, buf[:]); err != nil {
+	if err := c.mem.read(addr, buf[:]); err != nil {
 		return asMemoryError(addr, err)
 	}
 	*c.Caller = regs.New(regs.AMD64)

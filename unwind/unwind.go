@@ -171,6 +171,28 @@ type Cursor struct {
 	// stackSwitch: the caller is on another stack (a Go stack switch), so
 	// its stack pointer need not lie above this frame's.
 	stackSwitch bool
+	// used is the registers of this frame the steppers read (bit n:
+	// register n); pass, those a stepper handed to the caller unchanged
+	// without reading them otherwise. A Memo compares only the registers
+	// the rest of the walk depends on.
+	used, pass uint64
+}
+
+// get returns register n of the frame, noting that the step read it.
+func (c *Cursor) get(n int) (uint64, bool) {
+	if n >= 0 && n < 64 {
+		c.used |= 1 << uint(n)
+	}
+	return c.Regs.Get(n)
+}
+
+// passed returns register n of the frame for the caller's register n,
+// unchanged (a "same value" rule).
+func (c *Cursor) passed(n int) (uint64, bool) {
+	if n >= 0 && n < 64 {
+		c.pass |= 1 << uint(n)
+	}
+	return c.Regs.Get(n)
 }
 
 // Read reads one 64-bit word of target memory.
@@ -241,6 +263,12 @@ func (u *Unwinder) Walk(r regs.Regs, mem target.Memory, space *target.AddressSpa
 
 // WalkInto is Walk reusing st's frame slice.
 func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *target.AddressSpace) {
+	u.walk(st, r, mem, space, nil)
+}
+
+// walk is WalkInto, reusing and refilling memo when it is not nil (see
+// WalkMemo).
+func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target.AddressSpace, memo *Memo) {
 	st.Frames = st.Frames[:0]
 	st.End, st.Detail = EndOutermost, ""
 	max := u.MaxDepth
@@ -252,8 +280,22 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		w.rd.mem, w.c, w.mods = nil, Cursor{}, modCache{} // do not keep the target alive from the pool
 		walkPool.Put(w)
 	}()
+	log := w.rd.log[:0]
 	w.rd = newReader(mem)
+	w.rd.log = log
 	w.c.mem, w.c.space, w.c.rules = &w.rd, space, &w.rules
+	if memo != nil && (w.rd.snap == nil || !u.memoable()) {
+		memo = nil
+	}
+	// reuse: memo's walk is of this unwinder and space, so its frames
+	// may be taken; from: the memo frame they were (-1: none).
+	reuse, from := memo != nil && memo.u == u && memo.space == space, -1
+	w.rd.track = memo != nil
+	w.mf = w.mf[:0]
+	if memo != nil {
+		memo.scan = 0
+		defer func() { memo.remember(u, space, &w.rd, st, w.mf, from) }()
+	}
 	cur, next := &w.regs[0], &w.regs[1]
 	*cur = r
 	exact := true
@@ -290,10 +332,20 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 		}
 		f := &st.Frames[n]
 		f.PC, f.SP, f.Method, f.Exact, f.Map = pc, sp, method, exact, m
+		if memo != nil {
+			if reuse && n > 0 {
+				if from = memo.match(&w.rd, n, pc, sp, exact, cur, max); from >= 0 {
+					memo.splice(st, n, from)
+					return
+				}
+			}
+			w.mf = append(w.mf, memoFrame{regs: *cur, exact: exact, read: len(w.rd.log)})
+			w.rd.miss = false
+		}
 		c := &w.c
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
-		c.CallerExact, c.Method, c.stackSwitch = false, 0, false
+		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass = false, 0, false, 0, 0
 		root := rootAt(info, m, lookup, pc)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
@@ -312,6 +364,11 @@ func (u *Unwinder) WalkInto(st *Stack, r regs.Regs, mem target.Memory, space *ta
 			}
 		}
 	stepped:
+		if memo != nil {
+			a := &w.mf[n]
+			a.miss, a.switched = w.rd.miss, c.stackSwitch
+			a.used, a.pass = c.used, c.pass
+		}
 		method = c.Method
 		if root == rootThread && !errors.Is(err, ErrOutermost) && !errors.Is(err, ErrChainEnd) {
 			// Nothing is above a thread's entry function: whatever a
@@ -358,6 +415,7 @@ type walkState struct {
 	regs  [2]regs.Regs
 	mods  modCache
 	rules ruleCache
+	mf    []memoFrame // what a Memo keeps of each frame
 }
 
 var walkPool = sync.Pool{New: func() any { return new(walkState) }}
