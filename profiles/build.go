@@ -210,6 +210,7 @@ type Builder struct {
 	stacks    map[uint64]*knownStack
 	snap      target.Snapshot
 	memos     memos           // per thread and method, for walks made here
+	walkers   []*walker       // the prewalk's workers' (see startPrewalk)
 	spare     chan chunkArena // see chunkArena
 }
 

@@ -188,8 +188,7 @@ func (b *Builder) startPrewalk(samples []*Sample) *prewalk {
 		c.lo, c.hi = i*prewalkChunk, min((i+1)*prewalkChunk, len(samples))
 		c.done = make(chan struct{})
 	}
-	work := func(next *atomic.Int64) {
-		w := walker{b: b}
+	work := func(w *walker, next *atomic.Int64) {
 		for {
 			i := int(next.Add(1) - 1)
 			if i >= len(pw.chunks) {
@@ -203,13 +202,19 @@ func (b *Builder) startPrewalk(samples []*Sample) *prewalk {
 	if len(samples) < prewalkMin {
 		workers = 0
 	}
+	// The workers' scratch space, and their memos of each thread's last
+	// walk, are kept from batch to batch (a recording's periods): the
+	// workers of a batch are done with them before Add returns.
+	for len(b.walkers) < max(workers, 1) {
+		b.walkers = append(b.walkers, &walker{b: b})
+	}
 	if workers == 0 {
-		work(&next)
+		work(b.walkers[0], &next)
 		return pw
 	}
 	pw.bounded = true
-	for range workers {
-		go work(&next)
+	for k := range workers {
+		go work(b.walkers[k], &next)
 	}
 	return pw
 }
