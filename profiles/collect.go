@@ -200,10 +200,7 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 				raw = c.keepRegs(s.Regs)
 			}
 			out.arch, out.regMask, out.rawRegs = c.Arch, s.Attr.SampleRegsUser, raw
-			var r regs.Regs
-			r, out.HasRegs = regs.FromPerfRaw(c.Arch, out.regMask, raw)
-			out.pc, _ = r.PC()
-			out.sp, _ = r.SP()
+			out.pc, out.sp, out.HasRegs = regs.PCSPFromPerfRaw(c.Arch, out.regMask, raw)
 			out.Stack = s.Stack
 			out.stackFull = s.Attr != nil && s.Attr.SampleStackUser > 0 && len(s.Stack) >= int(s.Attr.SampleStackUser)
 			if !c.Borrow {

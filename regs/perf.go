@@ -82,3 +82,28 @@ func FromPerfRaw(arch Arch, mask uint64, raw []byte) (r Regs, ok bool) {
 	_, hasSP := r.SP()
 	return r, hasPC && hasSP
 }
+
+// PCSPFromPerfRaw returns the PC and stack pointer of the values as a
+// record holds them (see FromPerfRaw), without converting the others; ok
+// is what FromPerfRaw's would be.
+func PCSPFromPerfRaw(arch Arch, mask uint64, raw []byte) (pc, sp uint64, ok bool) {
+	if len(raw) != 8*bits.OnesCount64(mask) || len(raw) == 0 {
+		return 0, 0, false
+	}
+	var pcBit, spBit uint
+	switch arch {
+	case AMD64:
+		pcBit, spBit = 8, 7 // PERF_REG_X86_IP, PERF_REG_X86_SP
+	case ARM64:
+		pcBit, spBit = 32, 31 // PERF_REG_ARM64_PC, PERF_REG_ARM64_SP
+	default:
+		return 0, 0, false
+	}
+	if mask&(1<<pcBit) == 0 || mask&(1<<spBit) == 0 {
+		return 0, 0, false
+	}
+	at := func(bit uint) uint64 {
+		return binary.LittleEndian.Uint64(raw[8*bits.OnesCount64(mask&(1<<bit-1)):])
+	}
+	return at(pcBit), at(spBit), true
+}

@@ -2,6 +2,7 @@ package regs
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"testing"
 )
 
@@ -131,5 +132,33 @@ func TestFromPerf(t *testing.T) {
 		t.Error("arm64: no registers")
 	} else if pc, _ := r.PC(); pc != 32 {
 		t.Errorf("arm64 pc %d", pc)
+	}
+}
+
+// TestPCSPFromPerfRaw checks the shortcut against FromPerfRaw on both
+// architectures, with masks that leave registers out.
+func TestPCSPFromPerfRaw(t *testing.T) {
+	for _, c := range []struct {
+		arch Arch
+		mask uint64
+	}{
+		{AMD64, PerfUserMask(AMD64)}, {AMD64, 1<<7 | 1<<8}, {AMD64, 1<<6 | 1<<8 | 1<<20}, {AMD64, 1<<7 | 1<<8 | 1<<23},
+		{ARM64, PerfUserMask(ARM64)}, {ARM64, 1<<29 | 1<<31 | 1<<32}, {ARM64, 1<<31},
+	} {
+		n := bits.OnesCount64(c.mask)
+		raw := make([]byte, 8*n)
+		for i := range n {
+			binary.LittleEndian.PutUint64(raw[8*i:], uint64(100+i))
+		}
+		r, ok := FromPerfRaw(c.arch, c.mask, raw)
+		pc, sp, ok2 := PCSPFromPerfRaw(c.arch, c.mask, raw)
+		wpc, _ := r.PC()
+		wsp, _ := r.SP()
+		if ok != ok2 || ok && (pc != wpc || sp != wsp) {
+			t.Errorf("%v mask %#x: %#x %#x %v, FromPerfRaw %#x %#x %v", c.arch, c.mask, pc, sp, ok2, wpc, wsp, ok)
+		}
+		if _, _, ok := PCSPFromPerfRaw(c.arch, c.mask, raw[:len(raw)-8]); ok {
+			t.Errorf("%v mask %#x: a short record was accepted", c.arch, c.mask)
+		}
 	}
 }
