@@ -143,7 +143,7 @@ func TestPCSPFromPerfRaw(t *testing.T) {
 		mask uint64
 	}{
 		{AMD64, PerfUserMask(AMD64)}, {AMD64, 1<<7 | 1<<8}, {AMD64, 1<<6 | 1<<8 | 1<<20}, {AMD64, 1<<7 | 1<<8 | 1<<23},
-		{ARM64, PerfUserMask(ARM64)}, {ARM64, 1<<29 | 1<<31 | 1<<32}, {ARM64, 1<<31},
+		{ARM64, PerfUserMask(ARM64)}, {ARM64, 1<<29 | 1<<31 | 1<<32}, {ARM64, 1 << 31},
 	} {
 		n := bits.OnesCount64(c.mask)
 		raw := make([]byte, 8*n)
