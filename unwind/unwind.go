@@ -4,7 +4,8 @@
 // asks a list of Steppers, one per source of unwind information (frame
 // pointers, the compiled CFI table, SFrame), to compute each caller's
 // registers. Every frame records the method that produced it and every walk
-// records why it stopped.
+// records why it stopped. WalkMemo lets repeated walks of one thread (a
+// profiler's samples) reuse the outer frames of the previous walk.
 package unwind
 
 import (
