@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -158,7 +159,8 @@ func runRecord(args []string) error {
 	} else {
 		// The command's orphans (what a script started in the
 		// background) become rewind's children, so that the end of the
-		// recording can end them too (see endOrphans).
+		// recording can end them too (see endOrphans); those that exit
+		// meanwhile are reaped as they do (see reapOrphans).
 		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 		if rec, cmd, err = perfevent.StartCommand(cmdArgs, opt); err != nil {
 			return err
@@ -181,6 +183,7 @@ func runRecord(args []string) error {
 	// process needs more (see perfevent.Recorder.GrowStack).
 	growStack := !flagSet(fs, "stack-size")
 	lastGrow := time.Now()
+	lastReap := time.Now()
 	why := ""
 	var cmdErr error
 	reaped := false
@@ -194,6 +197,10 @@ func runRecord(args []string) error {
 			} else if size > 0 {
 				fmt.Fprintf(os.Stderr, "\rrewind: process %d has stacks deeper than the copy: copying %d bytes per sample from now on\n", p, size)
 			}
+		}
+		if cmd != nil && time.Since(lastReap) > 200*time.Millisecond {
+			lastReap = time.Now()
+			reapOrphans(cmd.Process.Pid)
 		}
 		if tty && time.Since(lastProgress) > 250*time.Millisecond {
 			lastProgress = time.Now()
@@ -294,6 +301,30 @@ func endOrphans(grace time.Duration) {
 			unix.Kill(pid, sig)
 			var ws unix.WaitStatus
 			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// reapOrphans reaps the processes rewind inherited as a subreaper (the
+// command's orphans) that have exited, so that they do not stay zombies
+// until the recording ends. The command itself, keep, is left to its
+// Wait: each exited child is looked at first without reaping it, and the
+// search stops at the command.
+func reapOrphans(keep int) {
+	for range 64 {
+		var info unix.Siginfo
+		if unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil) != nil {
+			return
+		}
+		// si_pid follows si_signo, si_errno, si_code and padding on
+		// 64-bit Linux.
+		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), 16)))
+		if pid <= 0 || pid == keep {
+			return
+		}
+		var ws unix.WaitStatus
+		if n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); n != pid || err != nil {
+			return
 		}
 	}
 }

@@ -79,3 +79,28 @@ func readPIDFile(t *testing.T, path string) int {
 	}
 	return pid
 }
+
+// TestRecordReapsOrphans: a process the command left behind (rewind
+// inherits it as a subreaper) that exits while the recording goes on is
+// reaped then, not left a zombie until rewind exits. The command lists
+// rewind's zombie children after its orphan has had time to exit.
+func TestRecordReapsOrphans(t *testing.T) {
+	perftest.RequirePerfEvent(t)
+	dir := t.TempDir()
+	zombies := filepath.Join(dir, "zombies")
+	out := filepath.Join(dir, "p.folded")
+	script := `(sleep 0.1 &); sleep 1.5; ` +
+		`for f in $(grep -lE "^PPid:[[:space:]]+$PPID\$" /proc/[0-9]*/status 2>/dev/null); do ` +
+		`grep -qE "^State:[[:space:]]+Z" $f && echo $f; done > ` + zombies + `; true`
+	_, errOut, code := run(t, "record", "-q", "-o", out, "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, errOut)
+	}
+	b, err := os.ReadFile(zombies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 0 {
+		t.Errorf("zombie children of rewind while it recorded:\n%s", b)
+	}
+}
