@@ -13,21 +13,29 @@ import (
 )
 
 // TestMemoWalksSameAsFresh records C code without frame pointers (CFI
-// only; qsort recursing in libc) and a Go program (stack switches into
-// the scheduler) with perf record --call-graph dwarf, and walks every
+// only; qsort recursing in libc; also with a copy too short for most
+// stacks) and a Go program (stack switches into the scheduler) with perf
+// record --call-graph dwarf, and walks every
 // sample with every method twice: fresh, and with its thread's memo of
 // the previous walk (unwind.Memo), as reports do. The walks must be the
 // same, and the memos must have saved steps.
 func TestMemoWalksSameAsFresh(t *testing.T) {
 	perf := perftest.RequirePerf(t)
-	progs := map[string][]string{
-		"c":  {perftest.BuildCPU(t, "-fomit-frame-pointer"), "-w", "600", "2"},
-		"go": {perftest.BuildGo(t), "1"},
+	cpu := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	progs := []struct {
+		name, copy string // copy: the stack bytes copied per sample
+		argv       []string
+	}{
+		{"c", "16384", []string{cpu, "-w", "600", "2"}},
+		// Most walks end where a copy of 1 KiB does: reads past it fail,
+		// and must fail again for a walk to be reused.
+		{"c-short-copy", "1024", []string{cpu, "-w", "600", "2"}},
+		{"go", "16384", []string{perftest.BuildGo(t), "1"}},
 	}
-	for name, argv := range progs {
-		t.Run(name, func(t *testing.T) {
+	for _, p := range progs {
+		t.Run(p.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "perf.data")
-			args := append([]string{"record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,16384", "-o", data, "--"}, argv...)
+			args := append([]string{"record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf," + p.copy, "-o", data, "--"}, p.argv...)
 			if out, err := exec.Command(perf, args...).CombinedOutput(); err != nil {
 				t.Skipf("perf record cannot run here: %v\n%s", err, out)
 			}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/rewindstack/rewind/cfi"
@@ -54,11 +56,34 @@ func FuzzTableWalk(f *testing.F) {
 		r.Set(regs.AMD64RIP, fuzzText+uint64(pcOff))
 		r.Set(regs.AMD64RSP, fuzzStack+uint64(spOff)%(uint64(len(stack))+1))
 		r.Set(regs.AMD64RBP, fuzzStack+uint64(spOff)/2)
+		// A second sample of the thread: the leaf moved and one stack
+		// byte changed; then the first again.
+		stack2 := slices.Clone(stack)
+		if len(stack2) > 0 {
+			stack2[int(pcOff)%len(stack2)] ^= 0x5a
+		}
+		mem2 := &target.Snapshot{Regions: []target.Region{{Addr: fuzzStack, Data: stack2}}}
+		r2 := r
+		r2.Set(regs.AMD64RIP, fuzzText+uint64(pcOff)+1)
 		for _, u := range []*Unwinder{NewAuto(), NewDWARF(), NewFP()} {
 			u.MaxDepth = 64
 			st := u.Walk(r, mem, space)
 			if len(st.Frames) > 64 || len(st.Frames) == 0 {
 				t.Fatalf("%d frames, end %v", len(st.Frames), st.End)
+			}
+			// Walks with a memo are the fresh walks, whatever the memo
+			// holds.
+			var m Memo
+			var got Stack
+			for _, w := range []struct {
+				r   regs.Regs
+				mem *target.Snapshot
+			}{{r, mem}, {r2, mem2}, {r, mem}, {r2, mem}} {
+				want := u.Walk(w.r, w.mem, space)
+				u.WalkMemo(&got, w.r, w.mem, space, &m)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("walk with a memo:\n%+v\nfresh:\n%+v", got, want)
+				}
 			}
 		}
 	})

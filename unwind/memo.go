@@ -15,8 +15,9 @@ import (
 // steps read and the address space's modules. So when a walk reaches a
 // frame the previous walk also passed through, with the same registers,
 // and the bytes every later step of the previous walk read are the same
-// in this sample's memory, the rest of the walk is the previous walk's
-// rest, frame for frame, ending the same way. WalkMemo checks exactly
+// in this sample's memory (and what it could not read, this memory does
+// not hold either), the rest of the walk is the previous walk's rest,
+// frame for frame, ending the same way. WalkMemo checks exactly
 // that and copies the rest instead of stepping through it.
 
 // Memo remembers one walk for WalkMemo to reuse the outer frames of. Keep
@@ -31,8 +32,9 @@ type Memo struct {
 	end    EndReason
 	detail string
 	// reads is every snapshot read of the walk's steps, in order, and
-	// data the bytes they read, one after the other; spare is the other
-	// buffer of reads, swapped in when a walk is remembered.
+	// data the bytes they found, one after the other (none for a read
+	// that failed); spare is the other buffer of reads, swapped in when a
+	// walk is remembered.
 	reads, spare []span
 	data         []byte
 	// scan is where match looks first: the frames below it lie below
@@ -51,9 +53,10 @@ type memoFrame struct {
 	// the reader's log while walking); off, where its bytes start in
 	// Memo.data.
 	read, off int
-	// miss: a step from this frame on read memory the snapshot did not
-	// hold; switched: one crossed a Go stack switch, whose check looks
-	// at the walk's first frame. Either way the steps cannot be reused.
+	// miss: a step from this frame on read memory past the snapshot
+	// (its Next); switched: one crossed a Go stack switch, whose check
+	// looks at the walk's first frame. Either way the steps cannot be
+	// reused.
 	miss, switched bool
 	// used and pass are the step's (see Cursor); need is the registers
 	// of this frame the rest of the walk depends on: those the step read,
@@ -102,10 +105,17 @@ func (m *Memo) match(rd *reader, n int, pc, sp uint64, exact bool, cur *regs.Reg
 		if n+len(m.frames)-j > max || (m.end == EndDepth && n != j) {
 			return -1
 		}
-		// Every later read must find the same bytes in this memory.
+		// Every later read must find the same bytes in this memory, or
+		// fail again.
 		off := a.off
 		for _, r := range m.reads[a.read:] {
 			b := rd.snapBytes(r.addr, int(r.n))
+			if r.missed {
+				if b != nil {
+					return -1
+				}
+				continue
+			}
 			if b == nil {
 				return -1
 			}
@@ -167,6 +177,9 @@ func (m *Memo) remember(u *Unwinder, space *target.AddressSpace, rd *reader, st 
 	// found the same bytes in it).
 	m.data = m.data[:0]
 	for _, r := range m.reads {
+		if r.missed {
+			continue
+		}
 		b := rd.snapBytes(r.addr, int(r.n))
 		if b == nil {
 			return
@@ -190,7 +203,7 @@ func (m *Memo) samePrefix(log []span, j int) bool {
 	}
 	size := 0
 	for _, r := range log {
-		size += int(r.n)
+		size += r.size()
 	}
 	return size == m.at[j].off
 }
@@ -203,6 +216,10 @@ func (m *Memo) rememberPrefix(rd *reader, st *Stack, rec []memoFrame) bool {
 	n := len(rec)
 	off := 0
 	for i, r := range rd.log {
+		m.reads[i] = r
+		if r.missed {
+			continue
+		}
 		b := rd.snapBytes(r.addr, int(r.n))
 		if b == nil {
 			m.u, m.space = nil, nil
@@ -210,7 +227,6 @@ func (m *Memo) rememberPrefix(rd *reader, st *Stack, rec []memoFrame) bool {
 		}
 		copy(m.data[off:], b)
 		off += int(r.n)
-		m.reads[i] = r
 	}
 	copy(m.at[:n], rec)
 	m.fill(n)
@@ -229,7 +245,7 @@ func (m *Memo) fill(n int) {
 			end = m.at[i+1].read
 		}
 		for _, r := range m.reads[m.at[i].read:end] {
-			off += int(r.n)
+			off += r.size()
 		}
 	}
 	for i := n - 1; i >= 0; i-- {

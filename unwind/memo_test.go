@@ -3,6 +3,7 @@ package unwind
 import (
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/rewindstack/rewind/regs"
@@ -160,4 +161,78 @@ func TestMemoRandomChains(t *testing.T) {
 	if reused == 0 {
 		t.Error("no walk reused a frame")
 	}
+}
+
+// TestMemoUnreadableEnd: a walk that ends where the stack copy does (a
+// read past it fails) is reused while the next copy ends there too, and
+// not once the copy holds those bytes.
+func TestMemoUnreadableEnd(t *testing.T) {
+	s := newMemoStack()
+	// The outermost record points past the copy (0x8000).
+	s.chain([]uint64{0x7100, 0x7200, 0x7300}, []uint64{0x401000, 0x402000, 0x403000})
+	s.stack.put(0x7300, 0x8100)
+	u := NewFP()
+	var m Memo
+	st := sameWalk(t, u, amd64Regs(0x400100, 0x7080, 0x7100), s.mem(), &m)
+	if st.End != EndUnreadable {
+		t.Fatalf("end %v, want unreadable-memory", st.End)
+	}
+	sameWalk(t, u, amd64Regs(0x400180, 0x7080, 0x7100), s.mem(), &m)
+	if m.Reused != 3 {
+		t.Errorf("reused %d frames, want the 3 callers", m.Reused)
+	}
+	// A longer copy holds the record the walk could not read.
+	long := &memoStack{code: s.code, stack: newFakeStack(0x7000, 0x2000)}
+	copy(long.stack.data, s.stack.data)
+	long.stack.put(0x8100, 0)
+	long.stack.put(0x8108, 0x404000)
+	m.Reused = 0
+	if st := sameWalk(t, u, amd64Regs(0x400100, 0x7080, 0x7100), long.mem(), &m); st.End != EndOutermost || len(st.Frames) != 5 {
+		t.Errorf("with the longer copy: %#x, end %v", pcs(st), st.End)
+	}
+	if m.Reused != 0 {
+		t.Errorf("reused %d frames of the walk that could not read on", m.Reused)
+	}
+}
+
+// FuzzMemoWalk walks arbitrary stack bytes by frame pointers three times
+// with one memo (the second time with a byte changed, the copy cut short
+// and the leaf moved, the third time as the first): every walk must be
+// the fresh walk, whatever the memo holds.
+func FuzzMemoWalk(f *testing.F) {
+	s := newMemoStack()
+	fps := make([]uint64, 12)
+	ras := make([]uint64, 12)
+	for i := range fps {
+		fps[i] = 0x7100 + uint64(i)*0x40
+		ras[i] = memoCode + 0x100*uint64(i+1)
+	}
+	s.chain(fps, ras)
+	f.Add(s.stack.data, uint16(0x100), uint16(0x100), uint16(0x3f0), uint16(0x1000), uint16(0x10))
+	f.Add(s.stack.data, uint16(0x100), uint16(0x140), uint16(0x208), uint16(0x300), uint16(0x20))
+	f.Fuzz(func(t *testing.T, stack []byte, fp1, fp2, flip, cut, pc uint16) {
+		if len(stack) > 1<<16 {
+			return
+		}
+		code := s.code
+		mem := func(data []byte) *target.Snapshot {
+			return &target.Snapshot{Regions: []target.Region{{Addr: memoCode, Data: code}, {Addr: 0x7000, Data: data}}}
+		}
+		stack2 := slices.Clone(stack)
+		if len(stack2) > 0 {
+			stack2[int(flip)%len(stack2)] ^= 0xa5
+			stack2 = stack2[:int(cut)%(len(stack2)+1)]
+		}
+		r1 := amd64Regs(memoCode+uint64(pc)%0x4000, 0x7000, 0x7000+uint64(fp1))
+		r2 := amd64Regs(memoCode+uint64(pc+1)%0x4000, 0x7000, 0x7000+uint64(fp2))
+		u := NewFP()
+		u.MaxDepth = 64
+		var m Memo
+		for _, w := range []struct {
+			r   regs.Regs
+			mem *target.Snapshot
+		}{{r1, mem(stack)}, {r2, mem(stack2)}, {r1, mem(stack)}, {r2, mem(stack)}} {
+			sameWalk(t, u, w.r, w.mem, &m)
+		}
+	})
 }

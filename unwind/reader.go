@@ -17,17 +17,41 @@ type reader struct {
 	snap *target.Snapshot
 	buf  [16]byte
 	// With track set (a walk that fills a Memo), log receives every
-	// read the snapshot served, and miss records one it did not (its
-	// result may differ in another sample's memory).
+	// read of the snapshot, and miss records a read that went past it
+	// (to its Next, whose memory another sample does not share).
 	track bool
 	miss  bool
 	log   []span
 }
 
-// span is n bytes of memory at addr.
+// span is a read of n bytes of memory at addr; missed: the snapshot had
+// no region holding them all, so the read failed.
 type span struct {
-	addr uint64
-	n    uint32
+	addr   uint64
+	n      uint32
+	missed bool
+}
+
+// size is the number of bytes the read found.
+func (s span) size() int {
+	if s.missed {
+		return 0
+	}
+	return int(s.n)
+}
+
+// missed notes a read of n bytes at addr that no region of the snapshot
+// holds. With no Next behind the regions it fails in any snapshot that
+// does not hold those bytes either, and is logged as such.
+func (r *reader) missed(addr uint64, n int) {
+	if !r.track {
+		return
+	}
+	if r.snap != nil && r.snap.Next == nil {
+		r.log = append(r.log, span{addr, uint32(n), true})
+	} else {
+		r.miss = true
+	}
 }
 
 func newReader(mem target.Memory) reader {
@@ -41,7 +65,7 @@ func newReader(mem target.Memory) reader {
 func (r *reader) inSnap(addr uint64, n int) []byte {
 	b := r.snapBytes(addr, n)
 	if b != nil && r.track {
-		r.log = append(r.log, span{addr, uint32(n)})
+		r.log = append(r.log, span{addr, uint32(n), false})
 	}
 	return b
 }
@@ -69,7 +93,7 @@ func (r *reader) read(addr uint64, p []byte) error {
 		copy(p, b)
 		return nil
 	}
-	r.miss = r.miss || r.track
+	r.missed(addr, len(p))
 	return r.mem.ReadMemory(addr, p)
 }
 
@@ -77,7 +101,7 @@ func (r *reader) u64(addr uint64) (uint64, error) {
 	if b := r.inSnap(addr, 8); b != nil {
 		return binary.LittleEndian.Uint64(b), nil
 	}
-	r.miss = r.miss || r.track
+	r.missed(addr, 8)
 	if err := r.mem.ReadMemory(addr, r.buf[:8]); err != nil {
 		return 0, asMemoryError(addr, err)
 	}
@@ -89,7 +113,7 @@ func (r *reader) pair(addr uint64) (uint64, uint64, error) {
 	if b := r.inSnap(addr, 16); b != nil {
 		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), nil
 	}
-	r.miss = r.miss || r.track
+	r.missed(addr, 16)
 	if err := r.mem.ReadMemory(addr, r.buf[:16]); err != nil {
 		return 0, 0, asMemoryError(addr, err)
 	}
