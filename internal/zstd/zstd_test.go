@@ -106,6 +106,42 @@ func mixedBinary(tb testing.TB, n int) []byte {
 	return out[:n]
 }
 
+// rleLiterals is a random 128 KiB block followed by pieces of it each
+// preceded by 'z', so the second block's literals are all 'z'.
+func rleLiterals(r *rand.Rand) []byte {
+	s := randomBytes(r, 128<<10)
+	out := bytes.Clone(s)
+	for len(out) < 200<<10 {
+		j := r.IntN(len(s) - 100)
+		out = append(out, 'z')
+		out = append(out, s[j:j+40+r.IntN(40)]...)
+	}
+	return out
+}
+
+// tokens is a stream of random 3-byte words from a small vocabulary: more
+// than 32K sequences per block, with equal literal and match lengths.
+func tokens(r *rand.Rand, n int) []byte {
+	var vocab [2048][3]byte
+	for i := range vocab {
+		copy(vocab[i][:], randomBytes(r, 3))
+	}
+	out := make([]byte, 0, n+3)
+	for len(out) < n {
+		out = append(out, vocab[r.IntN(len(vocab))][:]...)
+	}
+	return out[:n]
+}
+
+// skewed is random bytes from an alphabet of k symbols.
+func skewed(r *rand.Rand, n, k int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(r.IntN(k))
+	}
+	return b
+}
+
 // decodeChunked feeds src to a Decoder in random-sized chunks of 1 byte to
 // 64 KiB.
 func decodeChunked(r *rand.Rand, src []byte, maxWindow int) ([]byte, error) {
@@ -141,6 +177,11 @@ func TestRoundTripCLI(t *testing.T) {
 		{"text-small", repetitiveText(r, 3000)},
 		{"binary-900K", mixedBinary(t, 900_000)},
 		{"perf-3M", perfLike(r, 3<<20)},
+		{"rle-literals", rleLiterals(r)},
+		{"tokens-300K", tokens(r, 300_000)},
+		{"skewed-200", skewed(r, 200, 16)},
+		{"skewed-1000", skewed(r, 1000, 4)},
+		{"skewed-100K", skewed(r, 100_000, 3)},
 	}
 	settings := [][]string{
 		{"-1"}, {"-3"}, {"-9"}, {"-19"},
@@ -180,6 +221,37 @@ func TestRoundTripCLI(t *testing.T) {
 
 // TestConcatenatedAndSkippable checks that frames follow one another, with
 // skippable frames in between ignored, and DecodeAll appends to dst.
+// TestSmallInputs covers the forms libzstd picks for small blocks: raw and
+// RLE literals, one-stream Huffman literals, blocks without sequences.
+func TestSmallInputs(t *testing.T) {
+	needCLI(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	for i := 0; i < 60; i++ {
+		n := 1 + r.IntN(3000)
+		var data []byte
+		switch i % 4 {
+		case 0:
+			data = skewed(r, n, 1+r.IntN(20))
+		case 1:
+			data = repetitiveText(r, n)
+		case 2:
+			data = randomBytes(r, n)
+		case 3:
+			data = append(skewed(r, n/2, 8), bytes.Repeat([]byte{'q'}, n/2)...)
+		}
+		level := []string{"-1", "-3", "-19"}[i%3]
+		comp := compress(t, data, i%2 == 0, level)
+		got, err := DecodeAll(nil, comp)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("input %d (%d bytes, %s): err %v, equal %v", i, n, level, err, bytes.Equal(got, data))
+		}
+		got, err = decodeChunked(r, comp, DefaultMaxWindow)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("input %d chunked: err %v, equal %v", i, err, bytes.Equal(got, data))
+		}
+	}
+}
+
 func TestConcatenatedAndSkippable(t *testing.T) {
 	needCLI(t)
 	r := rand.New(rand.NewPCG(3, 4))
