@@ -36,17 +36,23 @@ func (br *backReader) init(in []byte) error {
 }
 
 // refill loads bytes until at least 57 bits are valid or the stream has no
-// more bytes.
+// more bytes. The common case (eight bytes left to load) is small enough to
+// be inlined.
 func (br *backReader) refill() {
-	if br.n < 0 || br.n > 56 {
-		return
-	}
-	if br.off >= 8 {
+	if br.off >= 8 && uint(br.n) <= 56 {
 		b := uint(64-br.n) >> 3
 		w := binary.LittleEndian.Uint64(br.in[br.off-8:])
-		br.value |= (w >> (64 - 8*b)) << (uint(64-br.n) - 8*b)
+		br.value |= w >> (64 - 8*b) << (uint(64-br.n) - 8*b)
 		br.off -= int(b)
 		br.n += int(8 * b)
+		return
+	}
+	br.refillTail()
+}
+
+// refillTail is refill near the start of the stream, one byte at a time.
+func (br *backReader) refillTail() {
+	if br.n < 0 {
 		return
 	}
 	for br.n <= 56 && br.off > 0 {

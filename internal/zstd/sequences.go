@@ -209,14 +209,22 @@ func (d *Decoder) decodeSequences(in, lits []byte) error {
 	window := d.window
 	rep := d.rep
 	for i := nseq - 1; i >= 0; i-- {
+		// After a refill at least 57 bits are loaded (unless the stream
+		// runs out): enough for all three values but the rare case of
+		// long offsets with long lengths, and then the three states
+		// (at most 9+9+8 bits) often fit too.
 		br.refill()
 		ofE, mlE, llE := ofT[ofS], mlT[mlS], llT[llS]
 		ofv := int(ofE.base) + int(br.read(ofE.extra))
-		br.refill()
+		if ofE.extra+mlE.extra+llE.extra > 56 {
+			br.refill()
+		}
 		ml := int(mlE.base) + int(br.read(mlE.extra))
 		ll := int(llE.base) + int(br.read(llE.extra))
 		if i > 0 {
-			br.refill()
+			if br.n < 26 {
+				br.refill()
+			}
 			llS = uint64(llE.newState) + br.read(llE.nbBits)
 			mlS = uint64(mlE.newState) + br.read(mlE.nbBits)
 			ofS = uint64(ofE.newState) + br.read(ofE.nbBits)
