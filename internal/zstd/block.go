@@ -39,6 +39,10 @@ func (d *Decoder) decodeBlock(dst []byte, typ int, in []byte, size int) ([]byte,
 	if d.fh.hasFCS && d.frameOut > d.fh.fcs {
 		return dst, fmt.Errorf("frame output exceeds declared content size %d", d.fh.fcs)
 	}
+	d.totalOut += uint64(len(out))
+	if d.outLimit > 0 && d.totalOut > d.outLimit {
+		return dst, fmt.Errorf("%w of %d bytes", ErrOutputLimit, d.outLimit)
+	}
 	if d.fh.checksum {
 		d.xxh.write(out)
 	}

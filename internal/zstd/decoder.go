@@ -34,6 +34,8 @@ type Decoder struct {
 	pos       int64  // input offset of the first byte not yet consumed
 	err       error
 	skip      uint64 // bytes of a skippable frame still to skip
+	outLimit  uint64 // 0, or the most output the stream may produce
+	totalOut  uint64 // output produced over all frames
 
 	// Current frame.
 	fh       frameHeader
@@ -67,9 +69,15 @@ func NewDecoder(maxWindow int) *Decoder {
 	return &Decoder{maxWindow: maxWindow}
 }
 
-// Reset makes d ready for a new stream, keeping its buffers.
+// LimitOutput makes Decode fail with an error wrapping ErrOutputLimit once
+// the stream's total output would exceed n bytes (0: no limit, the
+// default). Without a limit, output is bounded only by what the input
+// declares: RLE blocks expand about 32768 times.
+func (d *Decoder) LimitOutput(n uint64) { d.outLimit = n }
+
+// Reset makes d ready for a new stream, keeping its buffers and limits.
 func (d *Decoder) Reset() {
-	*d = Decoder{maxWindow: d.maxWindow, in: d.in[:0], hist: d.hist[:0], litBuf: d.litBuf}
+	*d = Decoder{maxWindow: d.maxWindow, outLimit: d.outLimit, in: d.in[:0], hist: d.hist[:0], litBuf: d.litBuf}
 }
 
 // Decode feeds the next compressed bytes of the stream, appends whatever

@@ -43,6 +43,8 @@ var (
 	// ErrTruncated reports input that ends inside a frame header, block,
 	// checksum or skippable frame (and, for DecodeAll, inside any frame).
 	ErrTruncated = errors.New("unexpected end of input")
+	// ErrOutputLimit reports output beyond the Decoder's LimitOutput.
+	ErrOutputLimit = errors.New("output exceeds limit")
 )
 
 // Error is a decoding error: Err says what is wrong and Offset is the

@@ -431,6 +431,22 @@ func TestWindowLimit(t *testing.T) {
 	}
 }
 
+func TestOutputLimit(t *testing.T) {
+	needCLI(t)
+	data := make([]byte, 1<<20)
+	comp := compress(t, data, false, "-3")
+	d := NewDecoder(DefaultMaxWindow)
+	d.LimitOutput(1 << 20)
+	if out, err := d.Decode(nil, comp); err != nil || len(out) != len(data) {
+		t.Fatalf("at the limit: %d bytes, %v", len(out), err)
+	}
+	d = NewDecoder(DefaultMaxWindow)
+	d.LimitOutput(1<<20 - 1)
+	if _, err := d.Decode(nil, comp); !errors.Is(err, ErrOutputLimit) {
+		t.Fatalf("got %v, want ErrOutputLimit", err)
+	}
+}
+
 func TestChecksumMismatch(t *testing.T) {
 	needCLI(t)
 	comp := compress(t, []byte(strings.Repeat("checksum ", 1000)), true, "-3")
