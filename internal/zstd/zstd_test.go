@@ -143,9 +143,12 @@ func skewed(r *rand.Rand, n, k int) []byte {
 }
 
 // decodeChunked feeds src to a Decoder in random-sized chunks of 1 byte to
-// 64 KiB.
-func decodeChunked(r *rand.Rand, src []byte, maxWindow int) ([]byte, error) {
+// 64 KiB. A nonzero limit caps the output (Decoder.LimitOutput).
+func decodeChunked(r *rand.Rand, src []byte, maxWindow int, limit ...uint64) ([]byte, error) {
 	d := NewDecoder(maxWindow)
+	if len(limit) > 0 {
+		d.LimitOutput(limit[0])
+	}
 	var out []byte
 	for len(src) > 0 {
 		n := 1 + r.IntN(min(len(src), 64<<10))
