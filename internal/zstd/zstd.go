@@ -19,6 +19,11 @@
 // Hostile input is expected: every length is checked against the bytes
 // present and against Block_Maximum_Size, the declared window is capped by
 // the caller, and memory grows only with output actually produced.
+// Decoder.LimitOutput caps the total output, since RLE blocks let a few
+// bytes of input demand 128 KiB of output each.
+//
+// Verified against the zstd 1.5.4 CLI (levels 1-19, --long, with and without
+// checksums) and against real `perf record -z` files.
 package zstd
 
 import (
