@@ -314,24 +314,44 @@ func parseBuildIDs(b []byte, base int64, name string) ([]BuildID, error) {
 	return out, nil
 }
 
-// ErrCompressed is returned for files recorded with perf record -z.
-var ErrCompressed = errors.New("compressed perf.data records (perf record -z) are not supported")
-
 // Records decodes the data section's records in file order and calls fn
 // for each; a non-nil error from fn stops the walk and is returned. The
 // Record and everything it points to are valid only during the call
-// (slices point into the file's memory, which lives until Close).
+// (slices point into the file's memory, which lives until Close, or into
+// the records' decompressed bytes, which live as long as they are used).
 //
-// A record that cannot be decoded ends the walk with an error naming its
-// offset; the records before it have been delivered. Records of events
-// the file does not describe are skipped and counted in UnknownIDs. A truncated file
-// delivers its complete records and then returns an error saying so.
+// The records of a file recorded with perf record -z are decompressed
+// (Zstandard) as they come. A record that cannot be decoded ends the walk
+// with an error naming its offset (for a compressed one, the offset of
+// the record that held it); the records before it have been delivered.
+// Records of events the file does not describe are skipped and counted in
+// UnknownIDs. A truncated file delivers its complete records and then
+// returns an error saying so.
 func (f *File) Records(fn func(rec *Record) error) error {
 	d, err := NewDecoder(f.Attrs, f.IDs)
 	if err != nil {
 		return &FormatError{Pkg: "perfdata", File: f.Path, Offset: 24, Msg: err.Error()}
 	}
 	var rec Record
+	// each decodes one record, b, found at off (or in the compressed
+	// record at off) and hands it to fn.
+	each := func(b []byte, off int64) error {
+		if err := d.Decode(b, off, &rec); err != nil {
+			if errors.Is(err, ErrUnknownID) {
+				// An event this file does not describe: skipped, as
+				// perf does, and counted.
+				f.UnknownIDs++
+				return nil
+			}
+			var pe *FormatError
+			if errors.As(err, &pe) {
+				pe.File = f.Path
+			}
+			return err
+		}
+		return fn(&rec)
+	}
+	var z *compressed
 	le := binary.LittleEndian
 	off := f.dataOff
 	for off < f.dataEnd {
@@ -345,28 +365,25 @@ func (f *File) Records(fn func(rec *Record) error) error {
 		if size > f.dataEnd-off {
 			return f.truncErr(off, "record")
 		}
-		if t := le.Uint32(f.data[off:]); t == RecordCompressed {
-			return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: ErrCompressed.Error()}
+		b := f.data[off : off+size : off+size]
+		if t := le.Uint32(b); t == RecordCompressed || t == RecordCompressed2 {
+			if z == nil {
+				z = newCompressed(f.dataEnd - f.dataOff)
+			}
+			if err := z.records(f, off, b, t, func(inner []byte) error { return each(inner, off) }); err != nil {
+				return err
+			}
+			off += size
+			continue
 		}
 		f.prefetchAfter(off + size)
-		if err := d.Decode(f.data[off:off+size:off+size], off, &rec); err != nil {
-			if errors.Is(err, ErrUnknownID) {
-				// An event this file does not describe: skipped, as
-				// perf does, and counted.
-				f.UnknownIDs++
-				off += size
-				continue
-			}
-			var pe *FormatError
-			if errors.As(err, &pe) {
-				pe.File = f.Path
-			}
-			return err
-		}
-		if err := fn(&rec); err != nil {
+		if err := each(b, off); err != nil {
 			return err
 		}
 		off += size
+	}
+	if z != nil && len(z.rest) > 0 {
+		return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("the compressed records end inside a record (%d bytes of it)", len(z.rest))}
 	}
 	if f.Truncated {
 		return f.truncErr(off, "data section")

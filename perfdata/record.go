@@ -26,6 +26,7 @@ const (
 	RecordFinishedRound = 68
 	RecordCompressed    = 81
 	RecordFinishedInit  = 82
+	RecordCompressed2   = 83
 )
 
 // Misc bits of the record header.

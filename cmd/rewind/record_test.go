@@ -289,3 +289,38 @@ int main(void) { sink = deep(500); return 0; }
 		t.Errorf("the copy-edge line does not say how to record more:\n%s", stderr)
 	}
 }
+
+// TestReportCompressed reports a file recorded with perf record -z (its
+// records compressed with Zstandard): the stacks unwind to their roots as
+// they do from a plain file.
+func TestReportCompressed(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "perf.data")
+	if out, err := exec.Command(perf, "record", "-q", "-z", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf",
+		"-o", data, "--", exe, "0.5", "1").CombinedOutput(); err != nil {
+		t.Skipf("perf record -z cannot run here: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "z.folded")
+	if err := runReport([]string{"-q", "-o", out, data}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, complete := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		n, _ := strconv.Atoi(l[strings.LastIndexByte(l, ' ')+1:])
+		if strings.Contains(l, ";hash_block") {
+			total += n
+			if strings.Contains(l, ";main;burn;") || strings.Contains(l, ";worker;burn;") {
+				complete += n
+			}
+		}
+	}
+	if total < 10 || complete < total*99/100 {
+		t.Errorf("%d of %d hash_block samples have their full stack:\n%s", complete, total, b)
+	}
+}
