@@ -382,11 +382,11 @@ func (f *File) Records(fn func(rec *Record) error) error {
 		}
 		off += size
 	}
-	if z != nil && len(z.rest) > 0 {
-		return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("the compressed records end inside a record (%d bytes of it)", len(z.rest))}
-	}
 	if f.Truncated {
 		return f.truncErr(off, "data section")
+	}
+	if z != nil && len(z.rest) > 0 {
+		return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("the compressed records end inside a record (%d bytes of it)", len(z.rest))}
 	}
 	return nil
 }
