@@ -333,7 +333,7 @@ func touch(b []byte) []byte {
 func (s *session) freeze() error {
 	tids, err := listTasks(s.pid)
 	if err != nil {
-		return fmt.Errorf("live: no such process: %d: %w", s.pid, os.ErrNotExist)
+		return kindErrorf(os.ErrNotExist, "live: no such process: %d", s.pid)
 	}
 	round := s.seize(tids)
 	if s.want != nil {

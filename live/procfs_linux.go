@@ -214,7 +214,7 @@ func inspect(pid int) (procInfo, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return info, fmt.Errorf("live: no such process: %d: %w", pid, os.ErrNotExist)
+			return info, kindErrorf(os.ErrNotExist, "live: no such process: %d", pid)
 		}
 		return info, fmt.Errorf("live: process %d: %w", pid, err)
 	}
@@ -231,7 +231,7 @@ func inspect(pid int) (procInfo, error) {
 	st, err := readStat(fmt.Sprintf("/proc/%d/stat", info.pid))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return info, fmt.Errorf("live: no such process: %d: %w", pid, os.ErrNotExist)
+			return info, kindErrorf(os.ErrNotExist, "live: no such process: %d", pid)
 		}
 		return info, fmt.Errorf("live: process %d: %w", info.pid, err)
 	}
