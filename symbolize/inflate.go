@@ -580,6 +580,10 @@ func (f *inflater) fast(limit int) (done bool, err error) {
 	// (fastIn, fastOut; dist is at most n).
 	ib, ob := unsafe.Pointer(unsafe.SliceData(in)), unsafe.Pointer(unsafe.SliceData(out))
 	inEnd, outEnd := len(in)-fastIn, min(limit, len(out)-fastOut+1)
+	// Each round starts with at least 56 bits in the buffer (a
+	// literal/length code and its extra bits, 20, and a distance code and
+	// its extra bits, 28, fit) and the entry of the next code looked up:
+	// the load is under way while the previous round finishes.
 	bits |= load64(ib, pos) << (nb & 63)
 	pos += int((63 - nb) >> 3)
 	nb |= 56
