@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/hugemem"
 	"github.com/rewindstack/rewind/internal/prefetch"
 )
 
@@ -66,8 +67,10 @@ type File struct {
 // populateLimit is the largest file Open populates (see populate).
 const populateLimit = 1 << 30
 
-// Open opens and parses a perf.data file. The data section is read lazily
-// by Records.
+// Open opens and parses a perf.data file. The file is mapped and its
+// data section read as Records needs it, or, on machines where touching
+// the mapping's pages is costly, read whole into memory first (see
+// readWhole).
 func Open(path string) (*File, error) {
 	fd, st, err := fsafe.Open(path)
 	if err != nil {
@@ -83,6 +86,13 @@ func Open(path string) (*File, error) {
 	}
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	mapped := err == nil
+	if mapped && size <= readLimit && hugemem.Available() && costlyPages(data) {
+		unix.Munmap(data)
+		if data, err = readWhole(fd, size, path); err != nil {
+			return nil, err
+		}
+		return Parse(data, path)
+	}
 	var populating *sync.WaitGroup
 	if mapped && size <= populateLimit {
 		populating = populate(data)

@@ -24,3 +24,8 @@ func Bytes(n int) []byte {
 	}
 	return advise(n)
 }
+
+// Available reports whether the kernel backs memory with transparent huge
+// pages when asked (its setting is "always" or "madvise"): without them a
+// large buffer costs a page fault per 4 KiB.
+func Available() bool { return available() }

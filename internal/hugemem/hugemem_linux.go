@@ -1,6 +1,9 @@
 package hugemem
 
 import (
+	"os"
+	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,3 +20,11 @@ func advise(n int) []byte {
 	_ = unix.Madvise(all[skip:skip+whole], unix.MADV_HUGEPAGE)
 	return all[skip : skip+n : skip+n]
 }
+
+var thp = sync.OnceValue(func() bool {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	s := string(b)
+	return err == nil && (strings.Contains(s, "[always]") || strings.Contains(s, "[madvise]"))
+})
+
+func available() bool { return thp() }
