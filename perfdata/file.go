@@ -62,6 +62,9 @@ type File struct {
 	// populating is done when the background population of the mapping
 	// is (nil when there is none).
 	populating *sync.WaitGroup
+	// anon: data is the file read into anonymous memory (see readWhole),
+	// not its mapping.
+	anon bool
 }
 
 // populateLimit is the largest file Open populates (see populate).
@@ -91,7 +94,13 @@ func Open(path string) (*File, error) {
 		if data, err = readWhole(fd, size, path); err != nil {
 			return nil, err
 		}
-		return Parse(data, path)
+		f, err := Parse(data, path)
+		if err != nil {
+			hugemem.Unmap(data)
+			return nil, err
+		}
+		f.mapped, f.anon = true, true
+		return f, nil
 	}
 	var populating *sync.WaitGroup
 	if mapped && size <= populateLimit {
@@ -167,6 +176,9 @@ func (f *File) Close() error {
 		f.mapped = false
 		if f.populating != nil {
 			f.populating.Wait()
+		}
+		if f.anon {
+			return hugemem.Unmap(f.data)
 		}
 		return unix.Munmap(f.data)
 	}

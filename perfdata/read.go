@@ -64,10 +64,14 @@ const readLimit = 1 << 30
 // minReadPart is the least a read goroutine is worth.
 const minReadPart = 8 << 20
 
-// readWhole reads the size bytes of fd into huge-page-backed memory,
-// splitting the reads between the cores.
+// readWhole reads the size bytes of fd into huge-page-backed memory
+// outside the Go heap (free it with hugemem.Unmap), splitting the reads
+// between the cores.
 func readWhole(fd *os.File, size int64, path string) ([]byte, error) {
-	data := hugemem.Bytes(int(size))
+	data, err := hugemem.Map(int(size))
+	if err != nil {
+		return nil, err
+	}
 	parts := max(1, min(int64(runtime.GOMAXPROCS(0)), size/minReadPart, 8))
 	step := (size/parts + hugemem.Size - 1) &^ (hugemem.Size - 1)
 	errs := make([]error, parts)
@@ -92,6 +96,7 @@ func readWhole(fd *os.File, size int64, path string) ([]byte, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
+			hugemem.Unmap(data)
 			return nil, err
 		}
 	}

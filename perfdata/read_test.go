@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rewindstack/rewind/internal/hugemem"
 )
 
 // TestReadWhole reads a file split between several reads (a part boundary
@@ -28,6 +30,7 @@ func TestReadWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer hugemem.Unmap(got)
 	if !bytes.Equal(got, big) {
 		t.Fatal("the image read differs from the file")
 	}
@@ -70,6 +73,7 @@ func TestOpenReadOrMapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer hugemem.Unmap(data)
 	read, err := Parse(data, path)
 	if err != nil {
 		t.Fatal(err)

@@ -29,3 +29,15 @@ func Bytes(n int) []byte {
 // pages when asked (its setting is "always" or "madvise"): without them a
 // large buffer costs a page fault per 4 KiB.
 func Available() bool { return available() }
+
+// Map returns n bytes of fresh anonymous memory outside the Go heap, which
+// the kernel is asked to back with huge pages, for a buffer whose owner
+// frees it with Unmap (the garbage collector does not see it, and must not
+// be relied on to keep what it points to alive: it may hold no pointers).
+// Unlike Bytes, its pages are never touched before the caller writes them,
+// whatever the heap's state: memory the Go heap reuses is zeroed, 4 KiB
+// at a time, before any advice can be given.
+func Map(n int) ([]byte, error) { return mapAnon(n) }
+
+// Unmap frees memory from Map.
+func Unmap(b []byte) error { return unmapAnon(b) }
