@@ -89,7 +89,7 @@ func Open(path string) (*File, error) {
 	}
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	mapped := err == nil
-	if mapped && size <= readLimit && hugemem.Available() && costlyPages(data) {
+	if mapped && readable(size) && costlyPages(data) {
 		unix.Munmap(data)
 		if data, err = readWhole(fd, size, path); err != nil {
 			return nil, err

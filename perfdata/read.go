@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rewindstack/rewind/internal/hugemem"
 )
 
@@ -60,6 +62,18 @@ var probed atomic.Uint32
 // readLimit is the largest file Open reads into memory; a larger one is
 // mapped and read as it is used.
 const readLimit = 1 << 30
+
+// readable reports whether a file of size bytes may be read whole: huge
+// pages can be had, and it is within readLimit and an eighth of the
+// machine's memory (unlike the page cache a mapping uses, memory read
+// into cannot be reclaimed).
+func readable(size int64) bool {
+	var si unix.Sysinfo_t
+	if size > readLimit || !hugemem.Available() || unix.Sysinfo(&si) != nil {
+		return false
+	}
+	return uint64(size) <= uint64(si.Totalram)*uint64(si.Unit)/8
+}
 
 // minReadPart is the least a read goroutine is worth.
 const minReadPart = 8 << 20

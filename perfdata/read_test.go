@@ -97,3 +97,14 @@ func TestOpenReadOrMapped(t *testing.T) {
 		t.Error("a buffer too small to measure was found costly")
 	}
 }
+
+// TestReadable: a file over readLimit is never read whole; a small one is
+// where huge pages can be had.
+func TestReadable(t *testing.T) {
+	if readable(readLimit + 1) {
+		t.Error("a file over readLimit may be read whole")
+	}
+	if got, want := readable(1<<20), hugemem.Available(); got != want {
+		t.Errorf("readable(1 MiB) = %v, want %v (huge pages available: %v)", got, want, want)
+	}
+}
