@@ -167,7 +167,7 @@ func (c *Copier) stackReads(fs []TarantoolFiber, size int) []live.Read {
 
 // directSP is the saved stack pointer of a context stored in place.
 func directSP(arch regs.Arch, kind string, rec []byte, guard uint64, haveGuard bool) (uint64, bool) {
-	l, ok := layouts[arch][kind]
+	l, ok := layouts()[arch][kind]
 	if !ok || l.spSlot < 0 {
 		return 0, false
 	}
@@ -541,7 +541,7 @@ func (c *Copier) copyExplicit(br live.BatchReader, threads []live.StoppedThread,
 		switch {
 		case sp.Kind == Regs:
 			continue // its stack is read below
-		case layouts[c.Arch][sp.Kind].indirect || sp.Kind == FContext:
+		case layouts()[c.Arch][sp.Kind].indirect || sp.Kind == FContext:
 			cp.ctx[i] = live.Read{Addr: sp.Addr, Buf: buf[:8]}
 		default:
 			cp.ctx[i] = live.Read{Addr: sp.Addr, Buf: buf}

@@ -1,8 +1,8 @@
 package goruntime
 
 // Go 1.26 (runtime2.go: g, m, waitReasonStrings in waitReason order).
-func init() {
-	addTable(&versionTable{
+func table126() *versionTable {
+	return &versionTable{
 		version: "go1.26",
 		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 96, SyscallSP: 104, SyscallPC: 112,
 			M: 48, Status: 144, Goid: 152, WaitSince: 168, WaitReason: 176, LockedM: 208, ParentGoid: 280,
@@ -18,15 +18,14 @@ func init() {
 			"GC worker (active)", "preempted", "debug call", "GC mark termination", "stopping the world",
 			"flushing proc caches", "trace goroutine status", "trace proc status", "page trace flush",
 			"coroutine", "GC weak to strong wait", "synctest.Run", "synctest.Wait", "chan receive (durable)",
-			"chan send (durable)", "select (durable)", "sync.WaitGroup.Wait (durable)", "cleanup wait"},
-	})
+			"chan send (durable)", "select (durable)", "sync.WaitGroup.Wait (durable)", "cleanup wait"}}
 }
 
 // Go 1.27: the same g offsets and wait reasons as 1.26 (checked against
 // go1.27.3's DWARF); runtime.m grew by 8 bytes past the fields read.
-func init() {
-	t := *tables["go1.26"]
+func table127() *versionTable {
+	t := table126()
 	t.version = "go1.27"
 	t.m.Size = 1832
-	addTable(&t)
+	return t
 }

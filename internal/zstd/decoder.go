@@ -66,6 +66,7 @@ func NewDecoder(maxWindow int) *Decoder {
 	if maxWindow < 0 {
 		maxWindow = 0
 	}
+	buildPredefined()
 	return &Decoder{maxWindow: maxWindow}
 }
 

@@ -1,6 +1,9 @@
 package zstd
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Sequences section (RFC 8878 section 3.1.1.3.2).
 
@@ -70,13 +73,15 @@ var (
 	}
 )
 
-func init() {
+// buildPredefined makes the predefined tables, once, when the first
+// decoder is made: every rewind command links the package, few decode.
+var buildPredefined = sync.OnceFunc(func() {
 	for _, k := range []*seqKind{&llKind, &mlKind, &ofKind} {
 		if err := k.build(&k.defTable, k.defNorm, len(k.defNorm), k.defLog); err != nil {
 			panic("zstd: bad predefined " + k.name + " table")
 		}
 	}
-}
+})
 
 // codeValue returns the base and extra bit count of code sym.
 func (k *seqKind) codeValue(sym uint8) (uint32, uint8) {
