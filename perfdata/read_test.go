@@ -10,6 +10,26 @@ import (
 	"github.com/rewindstack/rewind/internal/hugemem"
 )
 
+// writeAndRead writes img to a file and reads it back with readWhole; the
+// file stays open (and the image mapped) until the test ends.
+func writeAndRead(t *testing.T, img []byte) (path string, fd *os.File, data []byte) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "perf.data")
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fd.Close() })
+	if data, err = readWhole(fd, int64(len(img)), path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hugemem.Unmap(data) })
+	return path, fd, data
+}
+
 // TestReadWhole reads a file split between several reads (a part boundary
 // inside a record) and gets the image the file holds; a file that turns
 // out shorter than its size says so, naming it and the offset.
@@ -17,20 +37,7 @@ func TestReadWhole(t *testing.T) {
 	img := testFile(testRecords())
 	// Pad the data past minReadPart so that the reads are split.
 	big := bytes.Repeat(img, minReadPart/len(img)+2)
-	path := filepath.Join(t.TempDir(), "perf.data")
-	if err := os.WriteFile(path, big, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	got, err := readWhole(fd, int64(len(big)), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hugemem.Unmap(got)
+	path, fd, got := writeAndRead(t, big)
 	if !bytes.Equal(got, big) {
 		t.Fatal("the image read differs from the file")
 	}
@@ -51,11 +58,7 @@ func TestReadWhole(t *testing.T) {
 // TestOpenReadOrMapped opens the same recording mapped and read whole:
 // the records are the same.
 func TestOpenReadOrMapped(t *testing.T) {
-	img := testFile(testRecords())
-	path := filepath.Join(t.TempDir(), "perf.data")
-	if err := os.WriteFile(path, img, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, _, data := writeAndRead(t, testFile(testRecords()))
 	mapped, err := Open(path) // too small to probe: mapped
 	if err != nil {
 		t.Fatal(err)
@@ -64,16 +67,6 @@ func TestOpenReadOrMapped(t *testing.T) {
 	if !mapped.mapped {
 		t.Fatal("a small file was not mapped")
 	}
-	fd, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	data, err := readWhole(fd, int64(len(img)), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hugemem.Unmap(data)
 	read, err := Parse(data, path)
 	if err != nil {
 		t.Fatal(err)
