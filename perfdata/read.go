@@ -1,7 +1,9 @@
 package perfdata
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sync"
@@ -100,7 +102,7 @@ func readWhole(fd *os.File, size int64, path string) ([]byte, error) {
 			got, err := fd.ReadAt(data[lo:hi], lo)
 			if int64(got) < hi-lo {
 				why := "the file is shorter than when it was opened"
-				if err != nil && got == 0 {
+				if err != nil && !errors.Is(err, io.EOF) {
 					why = fmt.Sprintf("reading the file: %v", err)
 				}
 				errs[i] = &FormatError{Pkg: "perfdata", File: path, Offset: uint64(lo) + uint64(got), Msg: why}

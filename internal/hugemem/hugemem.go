@@ -1,5 +1,5 @@
-// Package hugemem hands out Go byte slices that the kernel may back with
-// transparent huge pages.
+// Package hugemem hands out byte buffers that the kernel may back with
+// transparent huge pages: in the Go heap (Bytes) or outside it (Map).
 //
 // A buffer of megabytes written once takes one page fault per 4 KiB page
 // it touches. Where the system leaves transparent huge pages to madvise
