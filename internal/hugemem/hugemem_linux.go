@@ -30,36 +30,34 @@ var thp = sync.OnceValue(func() bool {
 func available() bool { return thp() }
 
 func mapAnon(n int) ([]byte, error) {
-	if n < Size {
-		b, err := unix.Mmap(-1, 0, max(n, 1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-		if err != nil {
-			return nil, err
-		}
-		return b[:n], nil
+	// A buffer of a huge page or more is mapped a huge page larger, then
+	// cut to start at a huge-page boundary: every page of it can be huge.
+	whole := (uintptr(max(n, 1)) + Size - 1) &^ (Size - 1)
+	extra := uintptr(0)
+	if n >= Size {
+		extra = Size
 	}
-	// Mapped a huge page larger, then cut to start at a huge-page
-	// boundary and end at the next one after n bytes: every page of it
-	// can be huge.
-	whole := uintptr(n+Size-1) &^ (Size - 1)
-	p, err := unix.MmapPtr(-1, 0, nil, whole+Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	p, err := unix.MmapPtr(-1, 0, nil, whole+extra, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, err
 	}
-	head := ((uintptr(p) + Size - 1) &^ (Size - 1)) - uintptr(p)
-	if head > 0 {
-		_ = unix.MunmapPtr(p, head)
-	}
-	if tail := Size - head; tail > 0 {
-		_ = unix.MunmapPtr(unsafe.Add(p, head+whole), tail)
+	head := uintptr(0)
+	if extra > 0 {
+		head = ((uintptr(p) + Size - 1) &^ (Size - 1)) - uintptr(p)
+		if head > 0 {
+			_ = unix.MunmapPtr(p, head)
+		}
+		if tail := extra - head; tail > 0 {
+			_ = unix.MunmapPtr(unsafe.Add(p, head+whole), tail)
+		}
 	}
 	b := unsafe.Slice((*byte)(unsafe.Add(p, head)), whole)
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	if extra > 0 {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	}
 	return b[:n], nil
 }
 
 func unmapAnon(b []byte) error {
-	if cap(b) < Size {
-		return unix.Munmap(b[:cap(b)])
-	}
 	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(cap(b)))
 }
