@@ -242,14 +242,20 @@ func Message(b []byte) ([]byte, error) {
 }
 
 // transportError maps an error of the request to its status: the
-// context's end, or Unavailable.
+// context's end, or Unavailable. A call whose deadline has passed failed
+// for that deadline even when the context does not say so yet: the server
+// also keeps the deadline (from grpc-timeout) and resets the stream when
+// it passes (grpc-go sends RST_STREAM CANCEL), and on a busy machine that
+// reset can arrive before the client's own timer has fired.
 func transportError(ctx context.Context, err error) *Error {
 	msg := err.Error()
 	if ue, ok := err.(*url.Error); ok {
 		msg = ue.Err.Error() // without "Post URL: "
 	}
+	d, hasDeadline := ctx.Deadline()
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded),
+		ctx.Err() == nil && hasDeadline && !time.Now().Before(d):
 		return &Error{Code: DeadlineExceeded, Message: msg, Err: err}
 	case ctx.Err() != nil:
 		return &Error{Code: Canceled, Message: msg, Err: err}

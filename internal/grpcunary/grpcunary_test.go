@@ -160,6 +160,28 @@ func TestClosedPortAndDeadline(t *testing.T) {
 	}
 }
 
+// lateTimer is a context whose deadline has passed but whose timer has not
+// fired yet, as on a machine too busy to run it.
+type lateTimer struct{ context.Context }
+
+func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestResetPastDeadline: a stream the server reset after the call's
+// deadline passed failed for the deadline, though the client's context has
+// not ended yet; before the deadline, the reset leaves the server
+// unavailable.
+func TestResetPastDeadline(t *testing.T) {
+	reset := errors.New("stream error: stream ID 1; CANCEL; received from peer")
+	if e := transportError(lateTimer{context.Background()}, reset); e.Code != DeadlineExceeded {
+		t.Errorf("reset past the deadline: %v, want DeadlineExceeded", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if e := transportError(ctx, reset); e.Code != Unavailable {
+		t.Errorf("reset before the deadline: %v, want Unavailable", e)
+	}
+}
+
 func TestNewAddr(t *testing.T) {
 	for _, a := range []string{"127.0.0.1:4317", "localhost:1", "[::1]:4317", "collector.example:4317"} {
 		if _, err := New(a); err != nil {
