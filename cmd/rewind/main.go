@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -54,16 +53,14 @@ func main() {
 		// before a 64 MB heap, and collecting earlier only costs time.
 		gcdefer.Until(64 << 20)
 	}
-	if path := os.Getenv("REWIND_CPUPROFILE"); path != "" {
-		// For tuning rewind itself: a pprof CPU profile of this run.
-		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
-			code := runCommand()
-			pprof.StopCPUProfile()
-			os.Exit(code)
-		}
+	if profileRun != nil {
+		os.Exit(profileRun(runCommand))
 	}
 	os.Exit(runCommand())
 }
+
+// profileRun, when set (see cpuprofile.go), runs the command.
+var profileRun func(run func() int) int
 
 func runCommand() int {
 	var err error
