@@ -495,7 +495,13 @@ func endVforks(t *testing.T, pid int) {
 			syscall.Kill(k, syscall.SIGKILL)
 		}
 	}
-	t.Errorf("vforker %d still has children", pid)
+	var states []string
+	for _, k := range childrenOf(pid) {
+		st, _ := readStat("/proc/" + strconv.Itoa(k) + "/stat")
+		states = append(states, fmt.Sprintf("%d %c", k, st.state))
+	}
+	ts, _ := tasks(pid)
+	t.Errorf("vforker %d still has children (%s) 5 s after SIGUSR2; its threads:%s", pid, strings.Join(states, ", "), describe(ts))
 }
 
 // childrenOf lists the processes whose parent is pid.

@@ -10,6 +10,7 @@
  * to init, which does not reap in every container.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -41,8 +42,10 @@ static void *vforker(void *arg)
 			nanosleep(&ts, NULL);
 			_exit(0);
 		}
-		if (pid > 0)
-			waitpid(pid, NULL, 0);
+		/* Reaped even when SIGUSR2 interrupts the wait: a child left
+		 * unreaped once the loop ends would stay a zombie. */
+		while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
 	}
 	return NULL;
 }
@@ -61,7 +64,7 @@ int main(void)
 {
 	pthread_t t;
 	struct timespec ts = {0, 50000000};
-	struct sigaction sa = {.sa_handler = on_usr2};
+	struct sigaction sa = {.sa_handler = on_usr2, .sa_flags = SA_RESTART};
 
 	sigaction(SIGUSR2, &sa, NULL);
 	for (int i = 0; i < 2; i++)
