@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/internal/fsafe"
-	"github.com/rewindstack/rewind/internal/hugemem"
 	"github.com/rewindstack/rewind/internal/prefetch"
 )
 
@@ -62,18 +61,25 @@ type File struct {
 	// populating is done when the background population of the mapping
 	// is (nil when there is none).
 	populating *sync.WaitGroup
-	// anon: data is the file read into anonymous memory (see readWhole),
-	// not its mapping.
-	anon bool
 }
 
 // populateLimit is the largest file Open populates (see populate).
 const populateLimit = 1 << 30
 
 // Open opens and parses a perf.data file. The file is mapped and its
-// data section read as Records needs it, or, on machines where touching
-// the mapping's pages is costly, read whole into memory first (see
-// readWhole).
+// data section read as Records needs it.
+//
+// Reading the file into memory instead was tried, on a VM whose host
+// shadows its page tables (where the first touch of each 4 KiB page of a
+// mapping costs 1-3 µs when perf's small writes left the page cache in
+// 4 KiB folios) and that gives free memory back to the host after about
+// 2 s (page reporting). Read into huge pages, a 67 MB recording made
+// rewind report 1.2x faster when it ran within a second or two of
+// another process freeing memory, as in back-to-back benchmark runs; but
+// a report typed a few seconds after anything else ran took 123 ms read
+// and 75 ms mapped (medians of 10 interleaved pairs, 3 s apart): fresh
+// memory the host has to back again cost 2.7-3.9 ms a huge page, 90-130
+// ms for the file, against 30 ms of touches for the mapping.
 func Open(path string) (*File, error) {
 	fd, st, err := fsafe.Open(path)
 	if err != nil {
@@ -89,19 +95,6 @@ func Open(path string) (*File, error) {
 	}
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	mapped := err == nil
-	if mapped && readable(size) && costlyPages(data) {
-		unix.Munmap(data)
-		if data, err = readWhole(fd, size, path); err != nil {
-			return nil, err
-		}
-		f, err := Parse(data, path)
-		if err != nil {
-			hugemem.Unmap(data)
-			return nil, err
-		}
-		f.mapped, f.anon = true, true
-		return f, nil
-	}
 	var populating *sync.WaitGroup
 	if mapped && size <= populateLimit {
 		populating = populate(data)
@@ -176,9 +169,6 @@ func (f *File) Close() error {
 		f.mapped = false
 		if f.populating != nil {
 			f.populating.Wait()
-		}
-		if f.anon {
-			return hugemem.Unmap(f.data)
 		}
 		return unix.Munmap(f.data)
 	}
