@@ -8,7 +8,8 @@
 #
 # Rows: dump of a live 17-thread C program vs eu-stack (plain and -s -i)
 # and gdb; the same dump with an empty cache (cold); a core vs eu-stack
-# --core; report vs perf script on a perf record --call-graph dwarf file;
+# --core; report vs perf script on a perf record --call-graph dwarf file
+# (back to back, and 3 s apart);
 # record's CPU use vs perf record's at the same rate; unwind table build
 # vs readelf --debug-dump=frames on libc; gostack.Callers and CallersFP
 # vs runtime.Callers; software shadow stacks vs the plain frame-pointer
@@ -61,15 +62,19 @@ sleep 0.5
 export REWIND_CACHE_DIR=$tmp/cache
 
 # pair NAME PAIRS CMD_A -- CMD_B: prints "NAME a_ms b_ms ratio(b/a)" from
-# medians of interleaved runs (ratio of each pair, then the median).
+# medians of interleaved runs (ratio of each pair, then the median). With
+# GAP=S in the environment every run starts S seconds after the one
+# before, as commands typed by hand do.
 pair() {
 	python3 - "$@" <<'PY'
-import statistics, subprocess, sys, time
+import os, statistics, subprocess, sys, time
+gap = float(os.environ.get("GAP", "0"))
 name, n = sys.argv[1], int(sys.argv[2])
 rest = sys.argv[3:]
 cut = rest.index("--")
 a, b = rest[:cut], rest[cut+1:]
 def run(c):
+    time.sleep(gap)
     s = time.perf_counter()
     r = subprocess.run(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode not in (0, 1):
@@ -114,6 +119,10 @@ fi
 if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; then
 	perf record -q -e cpu-clock -F 999 --call-graph dwarf -o "$tmp/perf.data" -- "$tmp/cpu" 4 2 >/dev/null 2>&1
 	(cd "$tmp" && pair "report perf.data vs perf script" "$pairs" "$rw" report "$tmp/perf.data" -- perf script -i "$tmp/perf.data")
+	# On a VM that hands freed memory back to its host, a command run
+	# seconds after the last one can pay for fresh memory that back-to-back
+	# runs do not: the same pair, 3 s apart.
+	(cd "$tmp" && GAP=3 pair "report vs perf script, runs 3 s apart" 7 "$rw" report "$tmp/perf.data" -- perf script -i "$tmp/perf.data")
 	# Recording overhead: CPU time of the profiler alone, attached to a
 	# running CPU-bound program for 5 s at 999 Hz; perf record does not
 	# unwind (perf report does that later), rewind record does.
