@@ -21,8 +21,11 @@ const (
 	ThreadEntry
 	// GoTopFrame: a function Go's own traceback ends a stack at (its
 	// assembly marks them TOPFRAME: runtime.goexit for goroutines,
-	// runtime.mstart and runtime.rt0_go for the g0 stacks). Below it is
-	// no caller, only what the stack or clone left there.
+	// runtime.mstart and runtime.rt0_go for the g0 stacks), or one of
+	// the entry trampolines that jump to runtime.rt0_go from the ELF
+	// entry point of a Go program linked internally (_rt0_amd64_linux,
+	// then _rt0_amd64), where the word at the stack pointer is argc.
+	// Below it is no caller, only what the stack or clone left there.
 	GoTopFrame
 	// StartFunction: a function a complete stack passes through just
 	// below its entry (libc's program and thread start functions).
@@ -46,6 +49,8 @@ var rootFunctions = map[string]RootKind{
 	"runtime.goexit": GoTopFrame, "runtime.goexit.abi0": GoTopFrame,
 	"runtime.mstart": GoTopFrame, "runtime.mstart.abi0": GoTopFrame,
 	"runtime.rt0_go": GoTopFrame, "runtime.rt0_go.abi0": GoTopFrame,
+	"_rt0_amd64_linux": GoTopFrame, "_rt0_amd64": GoTopFrame,
+	"_rt0_arm64_linux": GoTopFrame, "_rt0_arm64": GoTopFrame,
 }
 
 // Root returns the root kind of a function (a symbol name, with or

@@ -1,11 +1,15 @@
 package unwind
 
 import (
+	"debug/elf"
+	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 )
 
 // TestNoReturnCallBeforeEntry: a function that ends with a call to a
@@ -41,6 +45,46 @@ func TestNoReturnCallBeforeEntry(t *testing.T) {
 		// does.
 		if want := []string{"crash", "middle", "_start"}; !slices.Equal(got, want) || st.End != EndRAUndefined {
 			t.Errorf("%s: %q (end %s %s), want %q ending at _start's undefined return address", name, got, st.End, st.Detail, want)
+		}
+	}
+}
+
+// TestGoEntryPoint: a Go program sampled at its ELF entry point (perf
+// records the first instructions of every program it starts) is in
+// _rt0_amd64_linux, which jumps on to runtime.rt0_go; the word at the stack
+// pointer is argc, not a return address, although the CFI Go's linker
+// writes (.debug_frame) says that a return address is there. The walk is
+// that one frame and ends as outermost, rather than taking argc (3) for a
+// caller.
+func TestGoEntryPoint(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	exe := perftest.BuildGo(t)
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	var maps []target.Mapping
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			start := p.Vaddr &^ 0xfff
+			maps = append(maps, target.Mapping{Start: start, End: p.Vaddr + p.Memsz, Offset: p.Off - (p.Vaddr - start), Path: exe, Perms: "r-xp"})
+		}
+	}
+	if ef.Type != elf.ET_EXEC || len(maps) != 1 {
+		t.Fatalf("go build wrote an executable of type %v with %d text segments, want an internally linked one of one", ef.Type, len(maps))
+	}
+	space := target.NewAddressSpace(maps, &target.Objects{})
+	s := newFakeStack(0x7000, 0x1000)
+	s.put(0x7f00, 3)      // argc
+	s.put(0x7f08, 0x7f80) // argv[0]
+	for _, name := range []string{"auto", "dwarf", "fp"} {
+		u, _ := ByName(name)
+		st := u.Walk(amd64Regs(ef.Entry, 0x7f00, 0), s.mem(), space)
+		if got := pcs(st); !slices.Equal(got, []uint64{ef.Entry}) || st.End != EndOutermost {
+			t.Errorf("%s: frames %#x, end %s (%s); want the entry point %#x alone, outermost", name, got, st.End, st.Detail, ef.Entry)
 		}
 	}
 }
