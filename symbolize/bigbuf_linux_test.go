@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 )
 
 // TestMappedInflate decodes a stream mapped from a file, and one whose
@@ -51,6 +52,28 @@ func TestMappedInflate(t *testing.T) {
 		}
 		if f.mapping != nil || f.in != nil {
 			t.Fatal("mapping kept after the stream ended")
+		}
+	}
+}
+
+// TestBigBuffer: buffers of every size are zeroed, of the size asked for,
+// and those of a huge page or more start at a huge-page boundary.
+func TestBigBuffer(t *testing.T) {
+	for _, n := range []uint64{0, 1, hugePage - 1, hugePage, hugePage + 4096, 3*hugePage + 1} {
+		b := bigBuffer(n)
+		if uint64(len(b)) != n || uint64(cap(b)) != n {
+			t.Fatalf("bigBuffer(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		for i, c := range b {
+			if c != 0 {
+				t.Fatalf("bigBuffer(%d)[%d] = %d, want zeroed memory", n, i, c)
+			}
+		}
+		if n >= hugePage && uintptr(unsafe.Pointer(&b[0]))%hugePage != 0 {
+			t.Errorf("bigBuffer(%d) starts at %p, not at a huge-page boundary", n, &b[0])
+		}
+		for i := range b {
+			b[i] = byte(i)
 		}
 	}
 }

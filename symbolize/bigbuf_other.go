@@ -4,6 +4,9 @@ package symbolize
 
 import "io"
 
+// bigBuffer returns a zeroed buffer of n bytes.
+func bigBuffer(n uint64) []byte { return make([]byte, n) }
+
 // fileMap is a mapping of part of a file (none is made here).
 type fileMap struct{ data []byte }
 

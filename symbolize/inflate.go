@@ -10,8 +10,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"unsafe"
-
-	"github.com/rewindstack/rewind/internal/hugemem"
 )
 
 // inflater decodes a zlib stream (RFC 1950 around RFC 1951 DEFLATE) held
@@ -767,16 +765,4 @@ func inflateSection(r io.ReaderAt, ef *elf.File, s *elf.Section) (data []byte, o
 		return nil, true, fmt.Errorf("section %s: %v", s.Name, err)
 	}
 	return f.out, true, nil
-}
-
-// bigBuffer returns a zeroed buffer of n bytes for a section about to be
-// written from start to end. A buffer of megabytes is backed by
-// transparent huge pages where the system allows it (package hugemem):
-// writing libc's 6 MB of .debug_info then takes three page faults instead
-// of 1,400, which cost a cold dump about a millisecond.
-func bigBuffer(n uint64) []byte {
-	if n > maxSection {
-		return make([]byte, n)
-	}
-	return hugemem.Bytes(int(n))
 }

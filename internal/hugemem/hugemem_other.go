@@ -1,5 +1,0 @@
-//go:build !linux
-
-package hugemem
-
-func advise(n int) []byte { return make([]byte, n) }
