@@ -15,15 +15,11 @@ import (
 // are costly).
 func init() {
 	profileRun = func(run func() int) int {
-		path := os.Getenv("REWIND_CPUPROFILE")
-		if path == "" {
-			return run()
+		if path := os.Getenv("REWIND_CPUPROFILE"); path != "" {
+			if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+				defer pprof.StopCPUProfile()
+			}
 		}
-		f, err := os.Create(path)
-		if err != nil || pprof.StartCPUProfile(f) != nil {
-			return run()
-		}
-		defer pprof.StopCPUProfile()
 		return run()
 	}
 }
