@@ -61,10 +61,12 @@ func (f *File) LoadSymbols() error {
 // executable section), sorted by address. A sized symbol covers
 // [value, value+size); an unsized one covers up to the next symbol's address,
 // capped at the end of its section. Where several names share an address,
-// the name is chosen preferring global over weak over local binding, then a
-// sized symbol over an unsized one, then .symtab over .dynsym order; the
-// extent is that of the preferred sized symbol if there is one. The table is
-// built on first use.
+// the name is chosen by perf's rule (see preferred: sized, non-weak,
+// global, fewer leading underscores, longer name, then .symtab before
+// .dynsym in table order), so that it is the name perf report prints; the
+// extent is the chosen symbol's. The name is returned as the table holds
+// it, symbol version included ("__libc_start_main@@GLIBC_2.34"). The
+// table is built on first use.
 func (f *File) Symbolize(vaddr uint64) (name string, offset uint64, ok bool) {
 	if f.LoadSymbols() != nil {
 		return "", 0, false
@@ -153,6 +155,7 @@ func (f *File) buildSymbols() (*symtab, error) {
 		for j < len(raw) && raw[j].addr == raw[i].addr {
 			j++
 		}
+		bestFirst(raw[i:j], name)
 		nHeads++
 		total += uint64(raw[i].nameLen)
 		for k := i + 1; k < j; k++ {
@@ -181,17 +184,10 @@ func (f *File) buildSymbols() (*symtab, error) {
 			j++
 		}
 		head := add(&raw[i])
-		var sized *rawSym
-		for k := i; k < j; k++ {
-			if raw[k].size != 0 {
-				sized = &raw[k]
-				break
-			}
-		}
 		switch {
-		case sized != nil:
-			head.end = sized.addr + sized.size
-			if head.end < sized.addr {
+		case raw[i].size != 0: // a sized symbol is preferred if there is one
+			head.end = raw[i].addr + raw[i].size
+			if head.end < raw[i].addr {
 				head.end = math.MaxUint64
 			}
 		default:
@@ -234,11 +230,11 @@ func (t *symtab) fillMaxEnd() {
 	}
 }
 
-// sortRaw sorts symbols by address and, at equal addresses, by preference:
-// global before weak before local, sized before unsized, then table order.
-// It is a stable radix sort of (address, index) pairs, seeded in preference
-// order: several times faster than a comparison sort for the tens of
-// thousands of symbols of a large binary.
+// sortRaw sorts symbols by address, keeping table order (.symtab before
+// .dynsym, then index) among symbols at one address; buildSymbols then
+// picks each address's name with preferred. It is a stable radix sort of
+// (address, index) pairs: several times faster than a comparison sort for
+// the tens of thousands of symbols of a large binary.
 func sortRaw(raw []rawSym) []rawSym {
 	type pair struct {
 		addr uint64
@@ -248,28 +244,10 @@ func sortRaw(raw []rawSym) []rawSym {
 	if n == 0 {
 		return raw
 	}
-	// Preference rank 0..5: (2-bind)*2 + unsized. A counting sort on it
-	// keeps table order within each rank.
-	rank := func(r *rawSym) int {
-		k := int(2-r.bind) * 2
-		if r.size == 0 {
-			k++
-		}
-		return k
-	}
-	var start [7]int
-	for i := range raw {
-		start[rank(&raw[i])+1]++
-	}
-	for k := 1; k < len(start); k++ {
-		start[k] += start[k-1]
-	}
 	a := make([]pair, n)
 	b := make([]pair, n)
 	for i := range raw {
-		k := rank(&raw[i])
-		a[start[k]] = pair{raw[i].addr, uint32(i)}
-		start[k]++
+		a[i] = pair{raw[i].addr, uint32(i)}
 	}
 	for shift := uint(0); shift < 64; shift += 8 {
 		var count [257]int
@@ -294,6 +272,58 @@ func sortRaw(raw []rawSym) []rawSym {
 		sorted[k] = raw[p.i]
 	}
 	return sorted
+}
+
+// preferred reports whether symbol a names an address better than symbol
+// b does, by the rule perf applies to symbols at one address
+// (choose_best_symbol in tools/perf/util/symbol.c), so that frames are
+// named as perf report and perf script name them: a symbol with a size
+// over one without, a non-weak symbol over a weak one, a global over a
+// local one, fewer leading underscores, then the longer name (which
+// counts a symbol version: "memcpy@GLIBC_2.2.5" beats "memcpy"). When
+// none of these decides, neither is preferred and the earlier in table
+// order keeps the address.
+func preferred(a, b *rawSym, name func(*rawSym) []byte) bool {
+	if (a.size != 0) != (b.size != 0) {
+		return a.size != 0
+	}
+	if (a.bind == 1) != (b.bind == 1) { // weak
+		return b.bind == 1
+	}
+	if (a.bind == 2) != (b.bind == 2) { // global
+		return a.bind == 2
+	}
+	na, nb := name(a), name(b)
+	ua, ub := leadingUnderscores(na), leadingUnderscores(nb)
+	if ua != ub {
+		return ua < ub
+	}
+	return len(na) > len(nb)
+}
+
+// leadingUnderscores counts the underscores a name starts with.
+func leadingUnderscores(b []byte) int {
+	n := 0
+	for n < len(b) && b[n] == '_' {
+		n++
+	}
+	return n
+}
+
+// bestFirst moves the preferred symbol of group (symbols at one address,
+// in table order) to its front, keeping the others' order.
+func bestFirst(group []rawSym, name func(*rawSym) []byte) {
+	best := 0
+	for k := 1; k < len(group); k++ {
+		if preferred(&group[k], &group[best], name) {
+			best = k
+		}
+	}
+	if best > 0 {
+		b := group[best]
+		copy(group[1:best+1], group[:best])
+		group[0] = b
+	}
 }
 
 // dupName reports whether r's name already occurs in prev.

@@ -36,7 +36,7 @@ var symCacheDir atomic.Pointer[string]
 func CacheSymbols(dir string) { symCacheDir.Store(&dir) }
 
 const (
-	symCacheMagic    = "RWSYM001"
+	symCacheMagic    = "RWSYM002"
 	minCachedSymbols = 64 << 10
 	symHeaderLen     = len(symCacheMagic) + 3*8
 	symEntryLen      = 24

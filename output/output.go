@@ -94,6 +94,10 @@ type Frame struct {
 	Line     int    `json:"line,omitempty"`
 	Inlined  bool   `json:"inlined"`
 	Method   string `json:"method"`
+	// Symbol is the symbol table's name of the function when it differs
+	// from Function: mangled, or with its symbol version
+	// ("__libc_start_main@@GLIBC_2.34"). Physical frames only.
+	Symbol string `json:"symbol,omitempty"`
 }
 
 // Name renders the frame's function as "name+0xoff", or "??" when unknown.

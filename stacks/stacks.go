@@ -104,6 +104,7 @@ func Symbolize(tid int, name string, st *unwind.Stack, sym *symbolize.Symbolizer
 				Line:     loc.Line,
 				Inlined:  loc.Inlined,
 				Method:   f.Method.String(),
+				Symbol:   loc.Mangled,
 			})
 		}
 	}

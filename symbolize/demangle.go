@@ -50,6 +50,16 @@ func Demangle(name string) string {
 	return s + ver
 }
 
+// Unversioned returns a symbol name without its ELF symbol version
+// ("clock_nanosleep@GLIBC_2.2.5" and "__libc_start_main@@GLIBC_2.34" give
+// "clock_nanosleep" and "__libc_start_main"), as frames name functions.
+func Unversioned(name string) string {
+	if at := strings.IndexByte(name, '@'); at > 0 {
+		return name[:at]
+	}
+	return name
+}
+
 // rustLegacy demangles "_ZN" {<len><ident>} "E" names whose last element
 // is a Rust hash ("h" and 16 hex digits), dropping the hash.
 func rustLegacy(s string) (string, bool) {

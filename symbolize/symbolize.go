@@ -17,12 +17,23 @@
 // C++ and Rust names are demangled (see Demangle).
 //
 // Naming rule: the physical (last) entry of a frame is named from the
-// symbol table, demangled — the name eu-stack and gdb's "bt" print for the
-// frame — except in Go code, where the pcln table's name (which is the
-// symbol name) is used so stripped Go binaries are named too. If no symbol
-// covers the address the DWARF subprogram's name is used. Inlined entries
-// are named from DWARF (the demangled DW_AT_linkage_name, else
-// DW_AT_name, as addr2line -C does) or from the Go inline tree.
+// symbol table (the separate debug file's when there is one), without its
+// symbol version and demangled, except in Go code, where the pcln table's
+// name (which is the symbol name) is used so stripped Go binaries are
+// named too. Where several symbols share the address, the name is the one
+// perf report and perf script print (elfobj.File.Symbolize: a sized
+// symbol, then a non-weak one, a global one, fewer leading underscores,
+// the longer name): __memmove_avx_unaligned_erms rather than its alias
+// __memcpy_avx_unaligned_erms, __libc_pause rather than the weak pause,
+// __libc_start_main (from __libc_start_main@@GLIBC_2.34) rather than
+// __libc_start_main_impl. The symbol wins over DWARF's subprogram name
+// even where DWARF names the function (__libc_start_main_impl, as gdb and
+// eu-stack -d print it): the symbol table is what every object has,
+// stripped or not, so a frame is named the same with and without debug
+// information, and the same as in the perf profiles people compare with.
+// If no symbol covers the address the DWARF subprogram's name is used.
+// Inlined entries are named from DWARF (the demangled DW_AT_linkage_name,
+// else DW_AT_name, as addr2line -C does) or from the Go inline tree.
 //
 // Everything derived from an object (indexes and per-address results) is
 // cached per build-id in a Cache, shared by default between Symbolizers,
@@ -64,8 +75,10 @@ type Location struct {
 	// Inlined is true for an entry that is an inlined call rather than
 	// the physical function.
 	Inlined bool
-	// Mangled is the raw symbol name when Function was demangled from it
-	// (physical entries only; "" otherwise).
+	// Mangled is the raw symbol name when Function differs from it: when
+	// it was demangled, or its symbol version dropped
+	// ("__libc_start_main@@GLIBC_2.34" for "__libc_start_main"). Physical
+	// entries only; "" otherwise.
 	Mangled string
 	// GoWrapper marks Go compiler-generated code (method, go-statement
 	// and ABI wrappers: abi.FuncIDWrapper), which Go's tracebacks elide.
@@ -572,7 +585,7 @@ func (di *debugInfo) compute(vaddr uint64, mi *modInfo) []Location {
 		raw, off, haveSym = mi.obj.Symbolize(vaddr)
 	}
 	if haveSym {
-		phys.Function, phys.Offset = Demangle(raw), off
+		phys.Function, phys.Offset = Demangle(Unversioned(raw)), off
 		if phys.Function != raw {
 			phys.Mangled = raw
 		}
