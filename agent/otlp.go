@@ -60,7 +60,8 @@ func OTLP(p *Period) []byte {
 		switch {
 		case l.Kernel:
 			if kernelMap == 0 {
-				d.mappings = append(d.mappings, otlpMapping{file: d.str("[kernel.kallsyms]")})
+				start, limit := prof.KernelSpan()
+				d.mappings = append(d.mappings, otlpMapping{start: start, limit: limit, file: d.str("[kernel.kallsyms]")})
 				kernelMap = int32(len(d.mappings) - 1)
 			}
 			ol.mapping = kernelMap

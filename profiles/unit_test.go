@@ -77,6 +77,22 @@ func TestPprof(t *testing.T) {
 	if p.Mapping[0].BuildID != "abcd" {
 		t.Errorf("mapping %+v", p.Mapping[0])
 	}
+	// The kernel's mapping has bounds, and they hold its locations.
+	k := p.Sample[1].Location[0]
+	if m := k.Mapping; m == nil || m.File != "[kernel.kallsyms]" || m.Start != 0xffffffff81000000 || m.Limit != 0xffffffff81001000 {
+		t.Errorf("kernel location %#x in mapping %+v, want [kernel.kallsyms] 0xffffffff81000000-0xffffffff81001000", k.Address, m)
+	}
+}
+
+func TestKernelSpan(t *testing.T) {
+	p := testProfile()
+	p.Locations = append(p.Locations, &Location{Addr: 0xffffffffc0a01234, Kernel: true}, &Location{Addr: ^uint64(0), Kernel: true})
+	if start, limit := p.KernelSpan(); start != 0xffffffff81000000 || limit != ^uint64(0) {
+		t.Errorf("kernel span %#x-%#x", start, limit)
+	}
+	if start, limit := (&Profile{}).KernelSpan(); start != 0 || limit != 0 {
+		t.Errorf("kernel span of no locations %#x-%#x", start, limit)
+	}
 }
 
 func TestKallsyms(t *testing.T) {

@@ -31,6 +31,28 @@ type FoldOptions struct {
 	Count bool
 }
 
+// KernelSpan returns the page-aligned range [start, limit) that holds
+// every kernel location of the profile, the bounds of its kernel mapping
+// in pprof and OTLP (both attribute an address to the mapping whose bounds
+// hold it); 0, 0 when there is none.
+func (p *Profile) KernelSpan() (start, limit uint64) {
+	start = ^uint64(0)
+	for _, l := range p.Locations {
+		if !l.Kernel {
+			continue
+		}
+		end := (l.Addr | 0xfff) + 1
+		if end == 0 {
+			end = ^uint64(0) // the address space's last page
+		}
+		start, limit = min(start, l.Addr&^0xfff), max(limit, end)
+	}
+	if limit == 0 {
+		return 0, 0
+	}
+	return start, limit
+}
+
 // frameNames appends l's frames outermost first: the physical function,
 // then the calls inlined into it.
 func frameNames(dst []string, l *Location, kernelSuffix string) []string {
@@ -233,7 +255,9 @@ func (p *Profile) Pprof(periodNS int64) *pprof.Profile {
 		pl := &pprof.Location{ID: l.ID, Address: l.Addr, Mapping: maps[l.Mapping]}
 		if l.Kernel {
 			if kmap == nil {
-				kmap = &pprof.Mapping{ID: uint64(len(pp.Mapping) + 1), File: "[kernel.kallsyms]", HasFunctions: true}
+				start, limit := p.KernelSpan()
+				kmap = &pprof.Mapping{ID: uint64(len(pp.Mapping) + 1), File: "[kernel.kallsyms]", HasFunctions: true,
+					Start: start, Limit: limit}
 				pp.Mapping = append(pp.Mapping, kmap)
 			}
 			pl.Mapping = kmap

@@ -152,6 +152,9 @@ func checkNames(t *testing.T, method string, got *output.Thread, want fixture.St
 	t.Helper()
 	for i, wf := range want.Frames {
 		gf := got.Frames[i]
+		if at := strings.IndexByte(gf.Function, '@'); at > 0 && gf.Function[at:] != "@plt" {
+			t.Errorf("%s: thread %d frame %d (%#x): function %q keeps its symbol version", method, got.TID, i, gf.PC, gf.Function)
+		}
 		name, ours := fixture.BaseName(wf.Func), fixture.BaseName(gf.Function)
 		if name == "" || name == ours || name == withoutParams(ours) {
 			continue
