@@ -562,3 +562,216 @@ func TestBrowserScreenshotFlag(t *testing.T) {
 		t.Errorf("screenshot looks blank: %d colours, %d of %d pixels non-white", colours, nonWhite, all)
 	}
 }
+
+// tallProfile is shaped like a Python profile that made a 3,264 px graph:
+// a heavy shallow part (a request handler) beside three one-sample stacks
+// 198 frames deep (a recursive visitor). Every frame name is unique so the
+// tests can find frames by name.
+func tallProfile() []Sample {
+	s := []Sample{
+		{[]string{"<module> (app.py:1)", "main (app.py:40)", "serve (server.py:88)", "handle (server.py:120)", "parse (parser.py:10)"}, 60},
+		{[]string{"<module> (app.py:1)", "main (app.py:40)", "serve (server.py:88)", "handle (server.py:120)", "render (views.py:33)"}, 30},
+		{[]string{"<module> (app.py:1)", "main (app.py:40)", "load_config (config.py:5)"}, 20},
+	}
+	for k := 0; k < 3; k++ {
+		st := []string{"<module> (app.py:1)", "main (app.py:40)", "run (visitor.py:12)"}
+		for len(st) < 198 {
+			st = append(st, fmt.Sprintf("visit_%c%d (ast.py:%d)", 'a'+k, len(st), 100+len(st)))
+		}
+		s = append(s, Sample{Stack: st, Value: 1})
+	}
+	return s
+}
+
+// placement is where a frame is relative to the window, without scrolling.
+type placement struct {
+	ID           string  `json:"id"`
+	X            float64 `json:"x"` // centre
+	Top          float64 `json:"top"`
+	Bottom       float64 `json:"bottom"`
+	Inner        float64 `json:"inner"`
+	Hit          bool    `json:"hit"`
+	Shown        bool    `json:"shown"`
+	ScrollY      float64 `json:"scrollY"`
+	ScrollHeight float64 `json:"scrollHeight"`
+}
+
+// inView reports whether the frame is drawn wholly inside the window and
+// is what the user sees at its centre (not covered by anything).
+func (p placement) inView() bool {
+	return p.Shown && p.Hit && p.Top >= -0.5 && p.Bottom <= p.Inner+0.5
+}
+
+func (p placement) String() string {
+	return fmt.Sprintf("%s at %.0f..%.0f px in a %.0f px window (scrollY %.0f of %.0f, visible at its centre: %v, shown: %v)",
+		p.ID, p.Top, p.Bottom, p.Inner, p.ScrollY, p.ScrollHeight, p.Hit, p.Shown)
+}
+
+// where finds a frame by name and says where it is on screen, leaving the
+// scroll position alone.
+func (b *browser) where(name string) placement {
+	b.t.Helper()
+	var p placement
+	b.eval(`(function(){
+		var gs = document.querySelectorAll("g.f");
+		for (var i = 0; i < gs.length; i++) {
+			var t = gs[i].querySelector("title").textContent;
+			if (t.slice(0, t.lastIndexOf("\n")) !== `+jsString(name)+`) continue;
+			var rect = gs[i].querySelector("rect");
+			var r = rect.getBoundingClientRect();
+			var shown = getComputedStyle(gs[i]).display !== "none" && r.width > 0;
+			var at = shown ? document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) : null;
+			var se = document.scrollingElement || document.documentElement;
+			return {id: gs[i].id, x: r.x + r.width / 2, top: r.top, bottom: r.bottom, inner: window.innerHeight,
+				hit: at === rect, shown: shown, scrollY: window.scrollY, scrollHeight: se.scrollHeight};
+		}
+		return {id: ""};
+	})()`, &p)
+	if p.ID == "" {
+		b.t.Fatalf("no frame named %q in the page", name)
+	}
+	return p
+}
+
+// waitZoom waits until the page has zoomed to the frame id (a fragment
+// change is handled by an event that may run after the navigation call
+// returns).
+func (b *browser) waitZoom(id string) {
+	b.t.Helper()
+	var zoom string
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(20 * time.Millisecond) {
+		b.eval(`document.getElementById("fg").getAttribute("data-zoom")`, &zoom)
+		if zoom == id {
+			return
+		}
+	}
+	b.t.Fatalf("the page did not zoom to %s (data-zoom=%q)", id, zoom)
+}
+
+// checkTallView loads a tall graph (HTML or SVG) in a 1280x800 window and
+// checks the heavy part is in view at load, and that zooming brings the
+// zoomed frame into view: by a real click on a frame seen at load, by a
+// click on a deep frame, by a #zoom= link, and Escape brings the root back.
+func checkTallView(t *testing.T, b *browser, url, shot string) {
+	t.Helper()
+	const (
+		root    = "all"
+		heavy   = "serve (server.py:88)"
+		leaf    = "parse (parser.py:10)"
+		run     = "run (visitor.py:12)"
+		runKid  = "visit_a3 (ast.py:103)"
+		deep    = "visit_b120 (ast.py:220)"
+		deepKid = "visit_b121 (ast.py:221)"
+		deeper  = "visit_c150 (ast.py:250)"
+	)
+	b.open(url)
+	var height float64
+	b.eval(`document.getElementById("fg").getBoundingClientRect().height`, &height)
+	if height < 2*800 {
+		t.Fatalf("the graph is %.0f px tall, not taller than two windows: the test profile is wrong", height)
+	}
+	for _, name := range []string{root, heavy, leaf, run} {
+		if p := b.where(name); !p.inView() {
+			t.Errorf("at load, %s is not in view: %v", name, p)
+		}
+	}
+	// The HTML page's search box stays at the top of the window.
+	var searchVisible bool
+	b.eval(`(function(){
+		var el = document.getElementById("fg-search-input");
+		if (!el) return true;
+		var r = el.getBoundingClientRect();
+		return r.top >= 0 && r.bottom <= window.innerHeight && document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) === el;
+	})()`, &searchVisible)
+	if !searchVisible {
+		t.Error("at load, the search box is not in view")
+	}
+	b.screenshot(shot)
+
+	// A click on a frame seen at load keeps it in view, with its child.
+	// (If it is not in view, which failed above, bring it there to go on.)
+	p := b.where(run)
+	if !p.inView() {
+		b.frame(run)
+		p = b.where(run)
+	}
+	b.click(p.X, (p.Top+p.Bottom)/2)
+	var zoom string
+	b.eval(`document.getElementById("fg").getAttribute("data-zoom")`, &zoom)
+	if zoom != p.ID {
+		t.Fatalf("clicking %s (%s) zoomed to %q", run, p.ID, zoom)
+	}
+	for _, name := range []string{run, runKid} {
+		if p := b.where(name); !p.inView() {
+			t.Errorf("after zooming into %s, %s is not in view: %v", run, name, p)
+		}
+	}
+
+	// Scroll up to a deep frame and click it: it stays in view, and so
+	// does its child above it.
+	d := b.frame(deep) // scrolls it to the middle of the window
+	b.click(d.X, d.Y)
+	b.eval(`document.getElementById("fg").getAttribute("data-zoom")`, &zoom)
+	if zoom != d.ID {
+		t.Fatalf("clicking %s (%s) zoomed to %q", deep, d.ID, zoom)
+	}
+	for _, name := range []string{deep, deepKid} {
+		if p := b.where(name); !p.inView() {
+			t.Errorf("after zooming into %s, %s is not in view: %v", deep, name, p)
+		}
+	}
+	b.screenshot(strings.Replace(shot, ".png", "-deep.png", 1))
+
+	// Escape resets the zoom and brings the root back into view.
+	b.call(b.session, "Input.dispatchKeyEvent", map[string]any{"type": "keyDown", "key": "Escape", "code": "Escape", "windowsVirtualKeyCode": 27}, nil)
+	for _, name := range []string{root, heavy} {
+		if p := b.where(name); !p.inView() {
+			t.Errorf("after Escape, %s is not in view: %v", name, p)
+		}
+	}
+
+	// A link to a zoomed view opens on the zoomed frame, in a new
+	// document (a query string) and on a fragment change.
+	deeperID, leafID := b.where(deeper).ID, b.where(leaf).ID
+	b.open(url + "?new#zoom=" + deeperID)
+	b.waitZoom(deeperID)
+	if p := b.where(deeper); !p.inView() {
+		t.Errorf("opening #zoom=%s, %s is not in view: %v", deeperID, deeper, p)
+	}
+	b.screenshot(strings.Replace(shot, ".png", "-link.png", 1))
+	b.open(url + "?new#zoom=" + leafID)
+	b.waitZoom(leafID)
+	if p := b.where(leaf); !p.inView() {
+		t.Errorf("changing the fragment to #zoom=%s, %s is not in view: %v", leafID, leaf, p)
+	}
+	b.open(url + "?new#zoom=" + deeperID)
+	b.waitZoom(deeperID)
+	if p := b.where(deeper); !p.inView() {
+		t.Errorf("changing the fragment back to #zoom=%s, %s is not in view: %v", deeperID, deeper, p)
+	}
+}
+
+// TestBrowserTallHTML: a tall HTML graph opens on its heavy part and
+// zooming scrolls the zoomed frame into view.
+func TestBrowserTallHTML(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	b := startBrowser(t)
+	url := writeFile(t, "tall.html", func(w *bytes.Buffer) error {
+		return WriteHTML(w, tallProfile(), Options{Title: "tall"})
+	})
+	checkTallView(t, b, url, "fg-tall-html.png")
+}
+
+// TestBrowserTallSVG: the same for the SVG document opened on its own.
+func TestBrowserTallSVG(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	b := startBrowser(t)
+	url := writeFile(t, "tall.svg", func(w *bytes.Buffer) error {
+		return WriteSVG(w, tallProfile(), Options{Title: "tall"})
+	})
+	checkTallView(t, b, url, "fg-tall-svg.png")
+}

@@ -11,6 +11,13 @@
 // by default, as in flamegraph.pl) are not drawn, and the graph says how
 // many were dropped.
 //
+// A graph taller than the window (deep stacks, such as Python's) opens
+// scrolled to its bottom, where the root and the widest frames are, and
+// zooming (a click, a #zoom= link, Esc or Reset Zoom) scrolls the zoomed
+// frame into view with as much as fits of what it called; the HTML page
+// keeps its search box at the top of the window. The standalone SVG does
+// the same from its own script.
+//
 // Frame names are untrusted input. They are written only as escaped text
 // (never inside a script), invalid UTF-8 and control characters are shown
 // as \xNN, and the HTML page carries a Content-Security-Policy that lets

@@ -164,8 +164,8 @@ func (s *scene) writeSVG(w *bufio.Writer, standalone bool) {
 	} else {
 		w.WriteString(` width="100%"`)
 	}
-	fmt.Fprintf(w, ` viewBox="0 0 %d %d" data-width="%d" data-pad="%d" data-font="%d" data-total="%d" data-unit="%s">`+"\n",
-		s.width, s.height, s.width, pad, fontSize, l.total, escapeText(displayName(s.opt.Unit)))
+	fmt.Fprintf(w, ` viewBox="0 0 %d %d" data-width="%d" data-pad="%d" data-font="%d" data-row="%d" data-total="%d" data-unit="%s">`+"\n",
+		s.width, s.height, s.width, pad, fontSize, frameHeight, l.total, escapeText(displayName(s.opt.Unit)))
 	if standalone {
 		w.WriteString("<style><![CDATA[\n")
 		w.WriteString(style)
@@ -275,7 +275,7 @@ func WriteHTML(w io.Writer, samples []Sample, opt Options) error {
 
 // pageStyle is the part of the stylesheet only the HTML page needs.
 const pageStyle = `body { margin: 0; background: #fff; font-family: Verdana, sans-serif; }
-#fg-bar { padding: 6px 10px; font-size: 13px; }
+#fg-bar { position: sticky; top: 0; z-index: 5; padding: 6px 10px; font-size: 13px; background: #fff; }
 #fg-bar input { width: 24em; font-size: 13px; }
 #fg-tip { display: none; position: fixed; z-index: 10; max-width: 60em; padding: 4px 6px;
   background: #ffffe8; border: 1px solid #888; font-size: 12px; white-space: pre-wrap;

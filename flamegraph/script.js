@@ -11,6 +11,7 @@
 	var W = +svg.getAttribute("data-width");
 	var PAD = +svg.getAttribute("data-pad");
 	var FONT = +svg.getAttribute("data-font");
+	var ROW = +svg.getAttribute("data-row") || 16;
 	var unit = svg.getAttribute("data-unit") || "samples";
 	var total = +svg.getAttribute("data-total") || 0;
 	var details = document.getElementById("fg-details");
@@ -79,6 +80,7 @@
 		zoomed = z;
 		var pw = W - 2 * PAD;
 		var scale = pw / (z.v || 1);
+		var top = z.d;
 		for (var i = 0; i < frames.length; i++) {
 			var f = frames[i];
 			if (f.d < z.d) {
@@ -91,6 +93,9 @@
 			} else if (f.o >= z.o && f.o + f.v <= z.o + z.v) {
 				place(f, PAD + (f.o - z.o) * scale, f.v * scale);
 				f.g.classList.remove("anc");
+				if (f.d > top) {
+					top = f.d;
+				}
 			} else {
 				f.g.style.display = "none";
 			}
@@ -99,6 +104,51 @@
 		var un = document.getElementById("fg-unzoom");
 		if (un) {
 			un.classList.toggle("hide", z.index === 0);
+		}
+		reveal(z, top);
+	}
+	// reveal scrolls the window so that the zoomed frame z is in view,
+	// with as much as fits of what is drawn above it (its descendants, up
+	// to depth top) and a little below it: two rows of ancestors, or for
+	// the root the details line under the graph. The graph grows upwards
+	// from the root at the bottom, so a graph taller than the window opens
+	// scrolled to its bottom, where the root and the widest frames are.
+	// If everything fits, the window moves as little as it can (not at
+	// all when it is already in view).
+	function reveal(z, top) {
+		if (!z.rect.getBoundingClientRect || !window.scrollBy) {
+			return;
+		}
+		var r = z.rect.getBoundingClientRect();
+		var s = svg.getBoundingClientRect();
+		var vb = svg.viewBox && svg.viewBox.baseVal;
+		if (!vb || !vb.height || !s.height) {
+			return;
+		}
+		var row = ROW * s.height / vb.height;
+		var hi = r.top - (top - z.d) * row;
+		var lo = Math.min(s.bottom, r.bottom + 2 * row);
+		// The visible part of the window: below the search bar, which
+		// stays at the top of the HTML page, and above a horizontal
+		// scroll bar.
+		var vt = 0;
+		var bar = document.getElementById("fg-bar");
+		if (bar) {
+			vt = Math.max(0, bar.getBoundingClientRect().bottom);
+		}
+		var vh = window.innerHeight;
+		var se = document.scrollingElement;
+		if (se && se.clientHeight > 0 && se.clientHeight < vh) {
+			vh = se.clientHeight;
+		}
+		var dy = 0;
+		if (lo - hi > vh - vt || lo > vh) {
+			dy = Math.ceil(lo - vh);
+		} else if (hi < vt) {
+			dy = Math.floor(hi - vt);
+		}
+		if (dy !== 0) {
+			window.scrollBy(0, dy);
 		}
 	}
 	// matcher: "/regexp/" or "/regexp/i" searches by regular expression
