@@ -70,6 +70,9 @@ type parked struct {
 	in  io.WriteCloser
 	out *bufio.Reader
 	dir string
+	// stderr is what the program wrote to its standard error (read it
+	// after cmd.Wait).
+	stderr *bytes.Buffer
 }
 
 func startParked(t testing.TB, exe string, shell string, env ...string) *parked {
@@ -100,6 +103,7 @@ func startParkedArgs(t testing.TB, exe, shell string, args []string, env ...stri
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	p.stderr = &stderr
 	p.out = bufio.NewReader(stdout)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
