@@ -119,9 +119,10 @@ func groupEntries(r *Report, labels bool) [][]*Entry {
 	return out
 }
 
-// WriteJSON writes the report as one JSON object whose "goroutines" list
-// holds {"id", "status", "wait_reason", "wait_minutes", "thread",
-// "labels", "created_by", "frames"}.
+// WriteJSON writes the report as one JSON object: "pid", "go_version",
+// "pause_us" (a live target's pause), "notes" and a "goroutines" list of
+// {"id", "status", "wait_reason", "wait_minutes", "thread", "labels",
+// "created_by", "frames"}.
 func WriteJSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
