@@ -41,8 +41,11 @@ bypasses the cache.
 
 With --goroutines (a Go program, Go 1.22 or later, with or without DWARF
 and symbols) the goroutines are listed instead, in Go's own traceback
-format (--json: a "goroutines" list; --group: identical stacks folded);
-a live process is paused once for its threads and goroutines together.
+format (--json: a "goroutines" list; --group: identical stacks folded,
+the count and ids in the first one's header, with --json a "groups"
+list; --labels: the pprof labels in the headers, in the syntax of the Go
+version that built the target); a live process is paused once for its
+threads and goroutines together, within --max-pause.
 
 With --fibers, every inactive fiber of a runtime rewind recognizes
 (Tarantool: every cord's fibers, found through its DWARF types) is
@@ -75,11 +78,12 @@ func runDump(args []string) error {
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
-	maxPause := fs.Duration("max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy, --fibers and --goroutines)")
+	maxPause := fs.Duration("max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
+	labels := fs.Bool("labels", false, "with --goroutines, print each goroutine's pprof labels in its header as the target's Go version prints them with GODEBUG=tracebacklabels=1 (Go 1.26: in the brackets; 1.27: after them)")
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	var fiberFlags pathsFlag
@@ -129,8 +133,11 @@ func runDump(args []string) error {
 		tm.mark("save")
 	}()
 	if *goroutines {
-		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack,
-			json: *asJSON, group: *group, objs: objs, u: u, sym: sym, tm: tm})
+		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack, maxPause: *maxPause,
+			json: *asJSON, group: *group, labels: *labels, objs: objs, u: u, sym: sym, tm: tm})
+	}
+	if *labels {
+		return fmt.Errorf("--labels applies to --goroutines only")
 	}
 	var rep *output.Report
 	switch {
