@@ -2,9 +2,9 @@ package corefile
 
 import (
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
