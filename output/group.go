@@ -69,25 +69,41 @@ func WriteGrouped(w io.Writer, r *Report) error {
 	return bw.Flush()
 }
 
-// writeGroupedFibers prints identical fiber stacks once, headed by how
-// many fibers share them and which (by id, else by context address).
+// writeGroupedFibers prints identical fiber stacks of one thread once,
+// headed by how many fibers share them, their thread, and which fibers (by
+// id, else by context address).
 func writeGroupedFibers(bw *bufio.Writer, r *Report) {
 	byKey := map[string][]*Fiber{}
 	var order []string
 	for i := range r.Fibers {
 		f := &r.Fibers[i]
 		k := stackKey(f.Frames, f.End)
+		if f.Thread != nil {
+			k = strconv.Itoa(*f.Thread) + ":" + k
+		}
 		if byKey[k] == nil {
 			order = append(order, k)
 		}
 		byKey[k] = append(byKey[k], f)
 	}
 	sort.SliceStable(order, func(i, j int) bool { return len(byKey[order[i]]) > len(byKey[order[j]]) })
+	names := map[int]string{}
+	for i := range r.Threads {
+		names[r.Threads[i].TID] = r.Threads[i].Name
+	}
 	for _, k := range order {
 		fs := byKey[k]
 		fmt.Fprintf(bw, "%d fiber", len(fs))
 		if len(fs) > 1 {
 			fmt.Fprint(bw, "s")
+		}
+		if tid := fs[0].Thread; tid != nil {
+			fmt.Fprintf(bw, " of thread %d", *tid)
+			if n := names[*tid]; n != "" {
+				fmt.Fprintf(bw, " (%s)", textesc.String(n))
+			}
+		} else {
+			fmt.Fprint(bw, " of no known thread")
 		}
 		fmt.Fprint(bw, ":")
 		for _, f := range fs {
@@ -133,13 +149,13 @@ func writeHeader(bw *bufio.Writer, r *Report) {
 func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 	for j := range frames {
 		f := &frames[j]
-		if f.Method == "lua" {
+		if f.Interpreted() {
 			// An interpreted frame: no PC; fiber.info()'s "(unnamed)".
 			name := f.Function
 			if name == "" {
 				name = "(unnamed)"
 			}
-			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [lua]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line)
+			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
 			continue
 		}
 		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, textesc.String(f.Name()))
