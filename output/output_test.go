@@ -154,3 +154,30 @@ func TestInterpretedFrameJSON(t *testing.T) {
 		t.Errorf("text:\n%s", txt.String())
 	}
 }
+
+// TestGroupedJSON: --group --json folds threads and fibers as the text
+// does.
+func TestGroupedJSON(t *testing.T) {
+	one := 1
+	r := &Report{PID: 1, Threads: []Thread{
+		{TID: 1, Name: "main", End: "outermost", Frames: frames(1, 2)},
+		{TID: 2, Name: "pool", End: "outermost", Frames: frames(5, 6)},
+		{TID: 3, Name: "pool", End: "outermost", Frames: frames(5, 6)},
+	}, Fibers: []Fiber{{Thread: &one, Kind: "ucontext", Context: 0x10, End: "outermost", Frames: frames(9)},
+		{Thread: &one, Kind: "ucontext", Context: 0x20, End: "outermost", Frames: frames(9)}}}
+	var b bytes.Buffer
+	if err := WriteGroupedJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups      []ThreadGroup `json:"groups"`
+		FiberGroups []FiberGroup  `json:"fiber_groups"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Groups) != 2 || doc.Groups[0].Count != 2 || doc.Groups[0].TIDs[1] != 3 || doc.Groups[0].Names[0] != "pool" || len(doc.Groups[0].Frames) != 2 ||
+		len(doc.FiberGroups) != 1 || doc.FiberGroups[0].Count != 2 || *doc.FiberGroups[0].Thread != 1 || doc.FiberGroups[0].Contexts[1] != 0x20 {
+		t.Errorf("grouped JSON:\n%s", b.String())
+	}
+}

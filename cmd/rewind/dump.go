@@ -73,7 +73,7 @@ func runDump(args []string) error {
 	method := methodFlag(fs)
 	maxDepth := fs.Int("max-depth", 1024, "stop each walk after `N` frames")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	group := fs.Bool("group", false, "print identical stacks once, with the threads that share them")
+	group := fs.Bool("group", false, "print identical stacks once, with the threads that share them (with --json: a \"groups\" list)")
 	threads := fs.String("threads", "", "only these thread IDs (`TID,...`)")
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
@@ -168,6 +168,8 @@ func runDump(args []string) error {
 
 func writeDump(rep *output.Report, asJSON, group bool) error {
 	switch {
+	case asJSON && group:
+		return output.WriteGroupedJSON(os.Stdout, rep)
 	case asJSON:
 		return output.WriteJSON(os.Stdout, rep)
 	case group:
