@@ -49,7 +49,7 @@ func TestDecompressionBomb(t *testing.T) {
 			// pendingHard.)
 			pd.Builder = opt.Builder(c)
 		}
-		if c.pending() > pendingHard || ms.HeapAlloc > pendingHard+48<<20 {
+		if c.pending() > pendingHard || ms.HeapAlloc > uint64(pendingHard+48<<20) {
 			t.Errorf("kind %d: %d bytes of samples pending, %d bytes of heap in use after reading", kind, c.pending(), ms.HeapAlloc)
 		}
 		pd.Builder.Add(c.Samples())

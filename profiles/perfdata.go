@@ -78,7 +78,8 @@ type ReadOptions struct {
 // written), or every one once they pass pendingHard (a file without
 // rounds, or whose samples are all at one time). A pending -g sample
 // takes about 340 bytes (the Sample, its event, its callchain).
-const (
+// (Variables for the tests.)
+var (
 	pendingSoft   = 32 << 20
 	pendingHard   = 64 << 20
 	pendingRecord = 512
@@ -167,6 +168,7 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 	// one, round the newest before the last; flushedAt is roundEnd when
 	// samples were last taken.
 	var roundEnd, round, flushedAt uint64
+	compressed := false
 	err = f.Records(func(r *perfdata.Record) error {
 		if r.Type == perfdata.RecordSample && r.Attr != a && !isDummy(r.Attr) {
 			others++
@@ -176,7 +178,8 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 			roundEnd, round = round, c.LastTime()
 		}
 		c.Add(r)
-		if !r.Decompressed || opt.Builder == nil || c.pending() <= pendingSoft {
+		compressed = compressed || r.Decompressed
+		if !compressed || opt.Builder == nil || c.pending() <= pendingSoft {
 			return nil
 		}
 		if roundEnd != flushedAt || c.pending() > pendingHard {
