@@ -36,10 +36,14 @@ const maxRatio = 128
 // minRecordCost is what each decompressed record counts for against the
 // limit at least: a record costs its reader more than its bytes (a
 // sample kept for a profile takes 100-200 bytes however small its
-// record), so that a stream of tiny records reaches the limit sooner: at
-// 128 Ki records a MiB of data section. perf's -g samples, the smallest
-// it writes with call graphs, take 70 bytes and more (6-10 compressed).
-const minRecordCost = 1 << 10
+// record, and twice that until collected), so that a stream of tiny
+// records reaches the limit sooner: at 85 Ki records a MiB of data
+// section, which keeps rewind report under 400 MB for files up to about
+// 10 MB. perf's -g samples, the smallest it writes with call graphs, take
+// 70 bytes and more, 6-20 bytes compressed (50-170 Ki records a MiB; the
+// most for a program that spins in one loop, 55 Ki for compilers and
+// Python running).
+const minRecordCost = 1536
 
 // streamWindow is the size of the window the records are decompressed
 // into: it holds at least one record (at most 64 KiB) besides the start

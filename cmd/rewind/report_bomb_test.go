@@ -49,7 +49,7 @@ func TestReportBomb(t *testing.T) {
 			t.Errorf("kind %d: peak RSS %d MB", b.kind, rss>>20)
 		}
 		folded, err := os.ReadFile(out)
-		if err != nil || !strings.HasSuffix(string(folded), " "+strconv.Itoa(128<<20/max(res.RecordSize, 1<<10))+"\n") {
+		if err != nil || !strings.HasSuffix(string(folded), " "+strconv.Itoa(128<<20/max(res.RecordSize, 1536))+"\n") {
 			t.Errorf("kind %d: the profile: %q (%v)", b.kind, folded, err)
 		}
 		t.Logf("kind %d: %d-byte file expanding to %d bytes: peak RSS %d MB", b.kind, res.Size, b.expand, rss>>20)
