@@ -73,7 +73,8 @@ func runReport(args []string) error {
 	// decoded.
 	sym, dir := profileSymbolizer(pf)
 	restoreGC := lessGC(pos[0])
-	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym})
+	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
+	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
 	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
@@ -86,7 +87,11 @@ func runReport(args []string) error {
 	closeFile := sync.OnceValue(pd.Close)
 	defer closeFile()
 	pf.inputErr = readErr
-	if err := finishProfile(newBuilderWith(pd.Collector, methods, pf, sym, dir), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report"), func() { go closeFile() }); err != nil {
+	b := pd.Builder
+	if b == nil {
+		b = builder(pd.Collector)
+	}
+	if err := finishProfile(b, pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report"), func() { go closeFile() }); err != nil {
 		return err
 	}
 	return readErr
