@@ -162,3 +162,44 @@ func TestRecordNoSuchProcess(t *testing.T) {
 		t.Errorf("record -p 999999999: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestReportPerfPipe: perf record -o - streams pipe mode into rewind
+// report -, whose stacks unwind to their roots as from a file.
+func TestReportPerfPipe(t *testing.T) {
+	perf := perftest.RequirePerf(t)
+	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "pipe.folded")
+	rec := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf", "-o", "-", "--", exe, "0.5", "1")
+	rep := exec.Command(rewindBin, "report", "-q", "-o", out, "-")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Stdout, rep.Stdin = w, r
+	var recErr, repErr strings.Builder
+	rec.Stderr, rep.Stderr = &recErr, &repErr
+	err = rec.Start()
+	if err == nil {
+		err = rep.Start()
+	}
+	// Only the two commands hold the pipe now: if one ends, the other
+	// sees it.
+	r.Close()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Wait(); err != nil {
+		rep.Wait()
+		t.Skipf("perf record -o - cannot run here: %v\n%s", err, recErr.String())
+	}
+	if err := rep.Wait(); err != nil {
+		t.Fatalf("rewind report -: %v\n%s", err, repErr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHashBlockStacks(t, b)
+}
