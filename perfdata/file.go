@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -80,13 +82,28 @@ const populateLimit = 1 << 30
 // and 75 ms mapped (medians of 10 interleaved pairs, 3 s apart): fresh
 // memory the host has to back again cost 2.7-3.9 ms a huge page, 90-130
 // ms for the file, against 30 ms of touches for the mapping.
+//
+// The path "-" (Stdin) reads standard input: a file (rewind report - <
+// perf.data) is mapped as any other; a pipe (perf record -o - | rewind
+// report -) is copied first into memory outside Go's heap (a memfd),
+// then mapped. Errors name it "standard input".
 func Open(path string) (*File, error) {
-	fd, st, err := fsafe.Open(path)
+	var fd *os.File
+	var size int64
+	var err error
+	if path == Stdin {
+		path = "standard input"
+		fd, size, err = spoolStdin()
+	} else {
+		var st os.FileInfo
+		if fd, st, err = fsafe.Open(path); err == nil {
+			size = st.Size()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	size := st.Size()
 	if size < pipeHeaderSize {
 		return nil, &FormatError{Pkg: "perfdata", File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
 	}
@@ -118,6 +135,41 @@ func Open(path string) (*File, error) {
 	f.mapped = mapped
 	f.populating = populating
 	return f, nil
+}
+
+// Stdin is the path Open takes for standard input.
+const Stdin = "-"
+
+// spoolStdin returns standard input as a file that can be mapped, and its
+// size: a duplicate of it when it is a regular file, else a memfd holding
+// everything read from it.
+func spoolStdin() (*os.File, int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(0, &st); err != nil {
+		return nil, 0, fmt.Errorf("standard input: %w", err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("standard input: %w", err)
+		}
+		unix.CloseOnExec(fd)
+		return os.NewFile(uintptr(fd), "standard input"), st.Size, nil
+	}
+	if k := st.Mode & unix.S_IFMT; k != unix.S_IFIFO && k != unix.S_IFSOCK {
+		return nil, 0, fmt.Errorf("standard input: %w (%s)", fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
+	}
+	mfd, err := unix.MemfdCreate("rewind-stdin", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, 0, fmt.Errorf("standard input: %w", err)
+	}
+	f := os.NewFile(uintptr(mfd), "standard input")
+	n, err := io.Copy(f, os.Stdin)
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("reading standard input: %w", err)
+	}
+	return f, n, nil
 }
 
 // Every record is read, most of them twice (decoding, then the stack copy

@@ -124,7 +124,7 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		}
 	}
 	if a.SampleType&(perfdata.SampleCallchain|perfdata.SampleStackUser) == 0 && warn != nil {
-		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", path))
+		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", f.Path))
 	}
 	p := &PerfData{File: f, Collector: NewCollector(arch)}
 	if a.Flags&perfdata.FlagFreq != 0 && a.SamplePeriod > 0 {
@@ -195,10 +195,10 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		return nil
 	})
 	if warn != nil && others > 0 {
-		warn(fmt.Sprintf("%s has %d events: the profile is of the first, %s; %d samples of the other events were left out", path, len(f.Attrs), eventName(a), others))
+		warn(fmt.Sprintf("%s has %d events: the profile is of the first, %s; %d samples of the other events were left out", f.Path, len(f.Attrs), eventName(a), others))
 	}
 	if warn != nil && f.UnknownIDs > 0 {
-		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", path, f.UnknownIDs))
+		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", f.Path, f.UnknownIDs))
 	}
 	return p, err
 }

@@ -78,7 +78,7 @@ func runDump(args []string) error {
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
-	maxPause := fs.Duration("max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
+	maxPause := newPauseFlag(fs, "max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
@@ -92,13 +92,9 @@ func runDump(args []string) error {
 	if err != nil {
 		return err
 	}
-	var specs []fibers.Spec
-	for _, f := range fiberFlags {
-		sp, err := fibers.ParseSpec(f)
-		if err != nil {
-			return err
-		}
-		specs = append(specs, sp)
+	specs, err := parseFiberSpecs(fiberFlags)
+	if err != nil {
+		return err
 	}
 	u, err := unwinderFor(*method, *maxDepth)
 	if err != nil {
@@ -109,29 +105,8 @@ func runDump(args []string) error {
 		return err
 	}
 	opt := stacks.Options{Unwinder: u, Threads: tids}
-	// Inlined calls are listed (marked) above the frame they were inlined
-	// into, as eu-stack -i and gdb show them.
-	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
-	objs := &target.Objects{}
-	if dir := cacheDir(*noCache); dir != "" {
-		// A dump reads as little DWARF as its frames need, and keeps it.
-		sym.Cache = symbolize.NewIncrementalCache(dir)
-		objs.Tables.Dir = dir
-		objs.Tables.SaveLater = true // written while the dump goes on
-	}
-	defer printCacheNotes(*stats)
-	var tm *timings
-	if *stats {
-		tm = newTimings()
-		defer tm.print()
-	}
-	defer func() {
-		// What the symbolizer read of debug files goes to the cache
-		// once the stacks are out.
-		sym.Flush()
-		objs.Tables.Wait()
-		tm.mark("save")
-	}()
+	sym, objs, tm, finish := dumpSetup(*noInlines, *noCache, *stats)
+	defer finish()
 	if *goroutines {
 		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack, maxPause: *maxPause,
 			json: *asJSON, group: *group, labels: *labels, objs: objs, u: u, sym: sym, tm: tm})
@@ -156,6 +131,10 @@ func runDump(args []string) error {
 		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
 			return err
 		}
+	case *core != "" && len(pos) > 0:
+		return fmt.Errorf("give one PID or --core FILE, not both")
+	case len(pos) > 1:
+		return fmt.Errorf("need one PID, not %d arguments (rewind dump --help lists the flags)", len(pos))
 	default:
 		return fmt.Errorf("need a PID or --core FILE (rewind dump --help lists the flags)")
 	}
@@ -164,6 +143,49 @@ func runDump(args []string) error {
 	}
 	tm.mark("output")
 	return lf.inputErr
+}
+
+// parseFiberSpecs parses the --fiber flags.
+func parseFiberSpecs(flags []string) ([]fibers.Spec, error) {
+	var specs []fibers.Spec
+	for _, f := range flags {
+		sp, err := fibers.ParseSpec(f)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	return specs, nil
+}
+
+// dumpSetup makes a dump's symbolizer, objects (both with the persistent
+// cache unless noCache) and timings (when stats); finish saves what the
+// dump read to the cache and prints the timings and cache notes.
+func dumpSetup(noInlines, noCache, stats bool) (sym *symbolize.Symbolizer, objs *target.Objects, tm *timings, finish func()) {
+	// Inlined calls are listed (marked) above the frame they were inlined
+	// into, as eu-stack -i and gdb show them.
+	sym = &symbolize.Symbolizer{Inlines: !noInlines}
+	objs = &target.Objects{}
+	if dir := cacheDir(noCache); dir != "" {
+		// A dump reads as little DWARF as its frames need, and keeps it.
+		sym.Cache = symbolize.NewIncrementalCache(dir)
+		objs.Tables.Dir = dir
+		objs.Tables.SaveLater = true // written while the dump goes on
+	}
+	if stats {
+		tm = newTimings()
+	}
+	return sym, objs, tm, func() {
+		// What the symbolizer read of debug files goes to the cache
+		// once the stacks are out.
+		sym.Flush()
+		objs.Tables.Wait()
+		tm.mark("save")
+		if stats {
+			tm.print()
+		}
+		printCacheNotes(stats)
+	}
 }
 
 func writeDump(rep *output.Report, asJSON, group bool) error {

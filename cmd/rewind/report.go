@@ -12,19 +12,24 @@ import (
 )
 
 const reportHelp = `rewind report [flags] perf.data
+rewind report [flags] -            read perf.data from standard input
+
 
 Reads a perf.data file written by perf record (--call-graph dwarf, or -g),
 unwinds the samples' user stack copies with rewind (--method) — or, for -g
 recordings, which carry no stack copies, takes the kernel's frame-pointer
 callchain — symbolizes them from the files on this machine, prints the
 fidelity table and writes the profile (-o): FILE.pb.gz (pprof),
-FILE.folded, FILE.html or FILE.svg.
+FILE.folded, FILE.html or FILE.svg. With - the file comes on standard
+input: perf record -o - ... | rewind report -o p.html - (perf's pipe mode),
+or rewind report - < perf.data.
 
 A truncated or corrupt file is read up to the bad record: the profile of
 what was read is written, and the error is reported.
 ` + locateHelp
 
 func runReport(args []string) error {
+	surviveBrokenPipe()
 	fs := newFlags("report", reportHelp)
 	pf := addProfileFlags(fs)
 	lf := addLocateFlags(fs, true)
