@@ -41,8 +41,11 @@
 //
 // Scanning (dump --fiber-scan: ScanLive, ScanCore; x86-64) finds saved
 // contexts without symbols: it reads the process's writable memory, or
-// the core's (its anonymous segments included), at most maxScan bytes,
-// mappings in address order, and takes, 8-byte aligned:
+// the core's (its anonymous segments included), smaller mappings first,
+// within limits it keeps (ScanLimits: 512 MiB considered, a failed read
+// charged as a successful one, and 2 s by default; a mapping is left
+// after 16 MiB of failed reads in a row; ScanStats.Note says in one line
+// what was left), and takes, 8-byte aligned:
 //
 //   - a glibc ucontext_t (x86-64) where uc_mcontext.fpregs points at the
 //     structure's own __fpregs_mem (byte 424), as getcontext and

@@ -2,14 +2,18 @@ package fibers_test
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/fibers"
@@ -260,8 +264,23 @@ while f is not None and f.pc() != 0:
 // detaches, and returns the functions of the frames and gdb's output.
 func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	t.Helper()
+	out := gdbWalk(t, pid, r, gdbPy)
+	var want []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.SplitN(line, " ", 3); len(f) == 3 && f[0] == "@F" {
+			want = append(want, f[2])
+		}
+	}
+	return want, out
+}
+
+// gdbWalk runs gdb on process pid with the registers of the current
+// thread set to r, runs the Python script py, restores the registers
+// before it detaches, and returns gdb's output.
+func gdbWalk(t *testing.T, pid int, r regs.Regs, script string) string {
+	t.Helper()
 	py := filepath.Join(t.TempDir(), "frames.py")
-	if err := os.WriteFile(py, []byte(gdbPy), 0o644); err != nil {
+	if err := os.WriteFile(py, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	names := map[int]string{regs.AMD64RSP: "rsp", regs.AMD64RIP: "rip", regs.AMD64RBP: "rbp", regs.AMD64RBX: "rbx",
@@ -282,13 +301,25 @@ func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	if err != nil {
 		t.Fatalf("gdb: %v\n%s", err, out)
 	}
-	var want []string
+	return string(out)
+}
+
+// gdbFunctionAt is the function gdb names (info symbol) at pc in process
+// pid, without parameters.
+func gdbFunctionAt(t *testing.T, pid int, pc uint64) string {
+	t.Helper()
+	out, err := exec.Command("gdb", "-nx", "-batch", "-p", strconv.Itoa(pid), "-ex", fmt.Sprintf("info symbol %#x", pc)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.SplitN(line, " ", 3); len(f) == 3 && f[0] == "@F" {
-			want = append(want, f[2])
+		if name, _, ok := strings.Cut(line, " + "); ok && strings.Contains(line, " in section ") {
+			name, _, _ = strings.Cut(name, "(")
+			return name
 		}
 	}
-	return want, string(out)
+	t.Fatalf("gdb has no symbol at %#x:\n%s", pc, out)
+	return ""
 }
 
 // functions lists the native frames' functions (gdb has no Lua frames).
@@ -363,7 +394,7 @@ func TestScanLive(t *testing.T) {
 	for _, flags := range [][]string{{"-O1"}, {"-O2", "-fomit-frame-pointer"}} {
 		t.Run(strings.Join(flags, ""), func(t *testing.T) {
 			p, ps := startFibers(t, flags...)
-			got, err := fibers.ScanLive(p.PID)
+			got, _, err := fibers.ScanLive(p.PID, fibers.ScanLimits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -410,7 +441,7 @@ func TestScanCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fibers.ScanCore(tg, c.AnonymousSegments())
+	got, _, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,5 +511,192 @@ func TestARM64Core(t *testing.T) {
 		if len(got) < len(w) || fmt.Sprint(got[:len(w)]) != fmt.Sprint(w) {
 			t.Errorf("%s fiber: %v (end %s %s), want %v first", f.Kind, got, f.End, f.EndDetail, w)
 		}
+	}
+}
+
+// startHuge builds testdata/huge_mappings.c and runs it with args; it
+// returns the process and the spec of its parked fiber.
+func startHuge(t *testing.T, args ...string) (*fixture.Proc, fibers.Spec) {
+	t.Helper()
+	exe := buildHuge(t)
+	p := fixture.Start(t, exe, args...)
+	return p, hugeFiber(t, p.Stderr())
+}
+
+func buildHuge(t *testing.T) string {
+	t.Helper()
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("the scan reads x86-64 contexts (this is %s)", live.HostArch)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+	exe := filepath.Join(t.TempDir(), "huge")
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, "testdata/huge_mappings.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return exe
+}
+
+func hugeFiber(t *testing.T, stderr string) fibers.Spec {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "fiber" {
+			return fibers.Spec{Kind: f[1], Addr: hex(t, f[2])}
+		}
+	}
+	t.Fatalf("fixture printed no fiber:\n%s", stderr)
+	return fibers.Spec{}
+}
+
+// specSet renders specs as a sorted set, for comparisons.
+func specSet(specs []fibers.Spec) string {
+	var s []string
+	for _, sp := range specs {
+		s = append(s, sp.String())
+	}
+	slices.Sort(s)
+	return strings.Join(s, " ")
+}
+
+// checkBudget: the scan found want (when given), charged no more than its
+// byte budget, said in one line what it left, and took less than ten
+// times its time limit (generous: the limit is checked between reads of
+// at most a megabyte; the machine may be loaded).
+func checkBudget(t *testing.T, got []fibers.Spec, want fibers.Spec, st fibers.ScanStats, took time.Duration) {
+	t.Helper()
+	if want != (fibers.Spec{}) && specSet(got) != specSet([]fibers.Spec{want}) {
+		t.Errorf("scan found %v, want %v", got, want)
+	}
+	if st.Read+st.Unreadable > st.Limits.MaxBytes {
+		t.Errorf("charged %d bytes (read %d, unreadable %d), budget %d", st.Read+st.Unreadable, st.Read, st.Unreadable, st.Limits.MaxBytes)
+	}
+	if n := st.Note(); n == "" || strings.Contains(n, "\n") {
+		t.Errorf("note %q, want one line saying what was left", n)
+	}
+	if took > 10*st.Limits.MaxTime {
+		t.Errorf("scan took %v, limit %v", took, st.Limits.MaxTime)
+	}
+	t.Logf("%v: %s", took.Round(time.Millisecond), st.Note())
+}
+
+// TestScanBudgetLive: a live process with 8 TB of shared file mapping past
+// its one-page file (reads fail) or a 64 TB MAP_NORESERVE reservation
+// (reads give zeros): the scan keeps its budget and limit, says what it
+// left, and still finds the parked fiber (small mappings are read first).
+func TestScanBudgetLive(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"file", func(dir string) []string { return []string{"file", filepath.Join(dir, "one-page")} }},
+		{"anon", func(string) []string { return []string{"anon"} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, want := startHuge(t, c.args(t.TempDir())...)
+			lim := fibers.ScanLimits{MaxTime: 500 * time.Millisecond}
+			start := time.Now()
+			got, st, err := fibers.ScanLive(p.PID, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkBudget(t, got, want, st, time.Since(start))
+			if c.name == "file" && (st.Unreadable == 0 || st.Abandoned == 0) {
+				t.Errorf("file mapping past its end: stats %+v", st)
+			}
+			if c.name == "anon" && (st.Stop == "" || st.Left == 0) {
+				t.Errorf("64 TB reservation: stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestScanBudgetKernelCore: a kernel core of a process with a 64 TB
+// MAP_NORESERVE+MADV_DONTDUMP mapping holds a segment of 64 TB and no
+// bytes: the scan of the core gives it up after a run of failed reads and
+// finds the fiber.
+func TestScanBudgetKernelCore(t *testing.T) {
+	exe := buildHuge(t)
+	c, err := corefile.Open(fixture.KernelCore(t, exe, "anon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, st, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBudget(t, got, fibers.Spec{}, st, time.Since(start))
+	if len(got) != 1 || st.Abandoned == 0 {
+		t.Errorf("found %v; stats %+v", got, st)
+	}
+}
+
+// TestScanBudgetEditedCore: a gcore core whose writable segment's
+// p_memsz says 64 TB (its bytes end where p_filesz does): the scan reads
+// what the core holds, gives the rest up after a run of failed reads, and
+// finds the fiber.
+func TestScanBudgetEditedCore(t *testing.T) {
+	p, want := startHuge(t)
+	core := fixture.Gcore(t, p)
+	editLastWritableMemsz(t, core, 64<<40)
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, p.Exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, st, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBudget(t, got, want, st, time.Since(start))
+	if st.Writable < 64<<40 || st.Abandoned == 0 {
+		t.Errorf("stats %+v: the edited segment was not scanned as 64 TB", st)
+	}
+}
+
+// editLastWritableMemsz sets p_memsz of the core's writable PT_LOAD of
+// highest address to n.
+func editLastWritableMemsz(t *testing.T, path string, n uint64) {
+	t.Helper()
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := -1
+	for i, ph := range ef.Progs {
+		if ph.Type == elf.PT_LOAD && ph.Flags&elf.PF_W != 0 && ph.Filesz > 0 && (last < 0 || ph.Vaddr > ef.Progs[last].Vaddr) {
+			last = i
+		}
+	}
+	ef.Close()
+	if last < 0 {
+		t.Fatal("core has no writable segment")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [64]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	phoff := binary.LittleEndian.Uint64(hdr[32:])
+	phentsize := uint64(binary.LittleEndian.Uint16(hdr[54:]))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	if _, err := f.WriteAt(b[:], int64(phoff+uint64(last)*phentsize+40)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,8 +2,10 @@ package fibers
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
@@ -11,8 +13,95 @@ import (
 
 // The rules of a scan and its guards are in the package documentation.
 
-// maxScan bounds the writable memory a scan reads.
-const maxScan = 512 << 20
+// DefaultScanBytes and DefaultScanTime bound a scan (ScanLimits' zero
+// values): the bytes of writable memory it considers, read or not (a read
+// that fails is charged as if it had succeeded), and its wall time.
+const (
+	DefaultScanBytes = 512 << 20
+	DefaultScanTime  = 2 * time.Second
+)
+
+// scanChunk is what a scan reads at once; unreadableRun, the consecutive
+// bytes of one mapping whose reads failed after which the rest of that
+// mapping is left (unconsidered, uncharged, reported): a 64 TB reservation
+// that was never dumped, or a file mapping far past its file's end, costs
+// 16 failed reads and not the whole budget.
+const (
+	scanChunk     = 1 << 20
+	scanPage      = 4 << 10
+	unreadableRun = 16 * scanChunk
+)
+
+// ScanLimits bound a scan; a zero field takes its default.
+type ScanLimits struct {
+	// MaxBytes is the writable memory considered (DefaultScanBytes).
+	MaxBytes uint64
+	// MaxTime is the scan's wall time (DefaultScanTime).
+	MaxTime time.Duration
+}
+
+// ScanStats says what a scan covered of the writable memory it was given.
+type ScanStats struct {
+	// Writable is the size of the writable mappings; Read, what was read
+	// of them; Unreadable, what was considered but failed to read. Read
+	// plus Unreadable is what was charged to ScanLimits.MaxBytes.
+	Writable, Read, Unreadable uint64
+	// Abandoned is what was left of mappings after unreadableRun bytes in
+	// a row failed to read; Left, what the limits left unconsidered, in
+	// LeftMappings mappings, the largest of them [LeftStart, LeftEnd).
+	Abandoned, Left    uint64
+	LeftMappings       int
+	LeftStart, LeftEnd uint64
+	// Stop names the limit that ended the scan early: "bytes", "time",
+	// or "" when it went through.
+	Stop string
+	// Limits are the limits the scan ran with (defaults filled in).
+	Limits ScanLimits
+	// Elapsed is the scan's wall time.
+	Elapsed time.Duration
+}
+
+// Note is one line saying what the scan left unscanned ("" when it left
+// nothing), for stderr.
+func (st ScanStats) Note() string {
+	if st.Left == 0 && st.Unreadable == 0 && st.Abandoned == 0 {
+		return ""
+	}
+	var parts []string
+	if st.Left > 0 {
+		why := fmt.Sprintf("the byte budget (%s) was spent", sizeString(st.Limits.MaxBytes))
+		if st.Stop == "time" {
+			why = fmt.Sprintf("the time limit (%v, --fiber-scan-time) was reached", st.Limits.MaxTime)
+		}
+		maps := "mappings"
+		if st.LeftMappings == 1 {
+			maps = "mapping"
+		}
+		parts = append(parts, fmt.Sprintf("%s in %d %s not scanned (the largest %#x-%#x): %s",
+			sizeString(st.Left), st.LeftMappings, maps, st.LeftStart, st.LeftEnd, why))
+	}
+	if st.Unreadable > 0 || st.Abandoned > 0 {
+		parts = append(parts, fmt.Sprintf("%s unreadable (%s of it charged, the rest of its mappings skipped)",
+			sizeString(st.Unreadable+st.Abandoned), sizeString(st.Unreadable)))
+	}
+	return fmt.Sprintf("fibers: --fiber-scan read %s of %s writable in %v; %s",
+		sizeString(st.Read), sizeString(st.Writable), st.Elapsed.Round(time.Millisecond), strings.Join(parts, "; "))
+}
+
+// sizeString renders n bytes in the largest binary unit that keeps one
+// decimal.
+func sizeString(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v, u := float64(n), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if u == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
+}
 
 // ucSP and ucPC are where an x86-64 ucontext_t keeps the SP and the PC.
 var (
@@ -43,8 +132,18 @@ type found struct {
 	weak bool // a pointer to a record, not a self-describing structure
 }
 
-// Scan returns the saved contexts it finds, one per stack.
-func Scan(in ScanInput) []Spec {
+// Scan returns the saved contexts it finds, one per stack, and what it
+// covered within lim.
+func Scan(in ScanInput, lim ScanLimits) ([]Spec, ScanStats) {
+	start := time.Now()
+	if lim.MaxBytes == 0 {
+		lim.MaxBytes = DefaultScanBytes
+	}
+	if lim.MaxTime <= 0 {
+		lim.MaxTime = DefaultScanTime
+	}
+	st := ScanStats{Limits: lim}
+	deadline := start.Add(lim.MaxTime)
 	maps := append([]target.Mapping(nil), in.Maps...)
 	sort.Slice(maps, func(i, j int) bool { return maps[i].Start < maps[j].Start })
 	s := &scanner{in: in, maps: maps}
@@ -55,30 +154,103 @@ func Scan(in ScanInput) []Spec {
 		}
 	}
 	s.busy = busy
-	var cands []found
-	budget := maxScan
-	chunk := make([]byte, 1<<20)
+	// Smaller mappings first (the data, the heap, the stacks), so that a
+	// huge reservation does not spend the budget before them.
+	var order []int
 	for mi := range maps {
-		m := &maps[mi]
-		if !writable(m) || budget <= 0 {
-			continue
+		if m := &maps[mi]; writable(m) && m.End > m.Start {
+			order = append(order, mi)
+			st.Writable += m.End - m.Start
 		}
-		for lo := m.Start; lo < m.End && budget > 0; {
-			n := min(uint64(len(chunk)), m.End-lo)
-			buf := chunk[:n]
-			if in.Mem.ReadMemory(lo, buf) != nil {
-				lo += n
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return maps[order[a]].End-maps[order[a]].Start < maps[order[b]].End-maps[order[b]].Start
+	})
+	leave := func(m *target.Mapping, n uint64) {
+		st.Left += n
+		st.LeftMappings++
+		if m.End-m.Start > st.LeftEnd-st.LeftStart {
+			st.LeftStart, st.LeftEnd = m.Start, m.End
+		}
+	}
+	var cands []found
+	// look takes the candidates in buf, read at addr; past the deadline
+	// it returns the first address it did not look at.
+	look := func(addr uint64, buf []byte) uint64 {
+		n := uint64(len(buf))
+		for off := uint64(0); off+8 <= n; off += 8 {
+			if f, ok := s.at(addr+off, buf, off); ok {
+				cands = append(cands, f)
+			}
+			// A chunk full of near-candidates costs reads of their
+			// targets: look at the clock within it too.
+			if off&0xffff == 0xfff8 && off+8 < n && !time.Now().Before(deadline) {
+				return addr + off + 8
+			}
+		}
+		return 0
+	}
+	chunk := make([]byte, scanChunk)
+	for _, mi := range order {
+		m := &maps[mi]
+		failed := uint64(0) // consecutive bytes whose reads failed
+		for lo := m.Start; lo < m.End; {
+			if st.Stop != "" {
+				leave(m, m.End-lo)
+				break
+			}
+			charged := st.Read + st.Unreadable
+			if charged >= lim.MaxBytes || !time.Now().Before(deadline) {
+				st.Stop = "bytes"
+				if charged < lim.MaxBytes {
+					st.Stop = "time"
+				}
 				continue
 			}
-			budget -= int(n)
-			for off := uint64(0); off+8 <= n; off += 8 {
-				if f, ok := s.at(lo+off, buf, off); ok {
-					cands = append(cands, f)
+			if failed >= unreadableRun {
+				st.Abandoned += m.End - lo
+				break
+			}
+			// Every byte considered is charged, read or not. A chunk
+			// that does not read is retried a page at a time: its
+			// readable pages (the dumped part of a segment whose
+			// p_memsz goes on) are scanned, the others charged.
+			n := min(uint64(len(chunk)), m.End-lo, lim.MaxBytes-charged)
+			buf := chunk[:n]
+			var stopAt uint64
+			switch {
+			case in.Mem.ReadMemory(lo, buf) == nil:
+				st.Read += n
+				failed = 0
+				stopAt = look(lo, buf)
+			case failed >= scanChunk:
+				// A whole chunk before failed page by page: this
+				// one is taken as unreadable as a whole.
+				st.Unreadable += n
+				failed += n
+			default:
+				for p := uint64(0); p < n && stopAt == 0; p += scanPage {
+					pn := min(scanPage, n-p)
+					if in.Mem.ReadMemory(lo+p, buf[p:p+pn]) != nil {
+						st.Unreadable += pn
+						failed += pn
+						continue
+					}
+					st.Read += pn
+					failed = 0
+					stopAt = look(lo+p, buf[p:p+pn])
 				}
+			}
+			if stopAt != 0 {
+				// Read and charged, but not looked at.
+				st.Stop = "time"
+				lo = stopAt
+				continue
 			}
 			lo += n
 		}
 	}
+	st.Elapsed = time.Since(start)
 	// One context per stack (a cluster of close stack pointers).
 	sort.Slice(cands, func(i, j int) bool { return cands[i].sp < cands[j].sp })
 	var out []Spec
@@ -96,7 +268,7 @@ func Scan(in ScanInput) []Spec {
 		out = append(out, cands[best].spec)
 		i = j
 	}
-	return out
+	return out, st
 }
 
 type scanner struct {

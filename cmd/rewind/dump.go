@@ -82,6 +82,7 @@ func runDump(args []string) error {
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
+	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
@@ -135,7 +136,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -146,7 +147,7 @@ func runDump(args []string) error {
 		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
 	default:
@@ -175,6 +176,7 @@ type fiberReq struct {
 	specs []fibers.Spec
 	auto  bool
 	scan  bool
+	lim   fibers.ScanLimits
 }
 
 func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
@@ -194,10 +196,14 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 		return nil, err
 	}
 	tm.mark("open")
+	var found []fibers.Spec
 	if fr.scan {
-		found, err := fibers.ScanCore(tg, c.AnonymousSegments())
-		if err != nil {
+		var st fibers.ScanStats
+		if found, st, err = fibers.ScanCore(tg, c.AnonymousSegments(), fr.lim); err != nil {
 			return nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
 		}
 		fr.specs = append(fr.specs, found...)
 	}
@@ -218,10 +224,15 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt.Threads = opt.Threads
 	var fc *fibers.Copier
+	var found []fibers.Spec
 	if fr.scan {
-		found, err := fibers.ScanLive(pid)
-		if err != nil {
+		var st fibers.ScanStats
+		var err error
+		if found, st, err = fibers.ScanLive(pid, fr.lim); err != nil {
 			return nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
 		}
 		fr.specs = append(fr.specs, found...)
 	}
