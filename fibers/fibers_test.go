@@ -600,6 +600,12 @@ func TestScanBudgetLive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if c.name == "anon" && st.LeftMappings > 1 {
+				// The limit came before the small mappings were
+				// all read (a loaded machine): the fiber may be
+				// in one of them.
+				want = fibers.Spec{}
+			}
 			checkBudget(t, got, want, st, time.Since(start))
 			if c.name == "file" && (st.Unreadable == 0 || st.Abandoned == 0) {
 				t.Errorf("file mapping past its end: stats %+v", st)
