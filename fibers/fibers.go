@@ -69,7 +69,10 @@
 // contexts whose stack pointers are less than minFiberGap apart are one
 // stack, of which one is kept: a ucontext_t or jmp_buf (whose signatures
 // are strong) before a pointer to a record, then the lowest stack pointer
-// (the most recent switch).
+// (the most recent switch). Once the contexts are walked, DropPhantoms
+// drops those whose stack pointer lies in the live part of another
+// walk's stack (from its stack pointer to its outermost frame): records a
+// fiber left in frames it still has, further than the cluster's reach.
 package fibers
 
 import (

@@ -304,24 +304,6 @@ func gdbWalk(t *testing.T, pid int, r regs.Regs, script string) string {
 	return string(out)
 }
 
-// gdbFunctionAt is the function gdb names (info symbol) at pc in process
-// pid, without parameters.
-func gdbFunctionAt(t *testing.T, pid int, pc uint64) string {
-	t.Helper()
-	out, err := exec.Command("gdb", "-nx", "-batch", "-p", strconv.Itoa(pid), "-ex", fmt.Sprintf("info symbol %#x", pc)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gdb: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if name, _, ok := strings.Cut(line, " + "); ok && strings.Contains(line, " in section ") {
-			name, _, _ = strings.Cut(name, "(")
-			return name
-		}
-	}
-	t.Fatalf("gdb has no symbol at %#x:\n%s", pc, out)
-	return ""
-}
-
 // functions lists the native frames' functions (gdb has no Lua frames).
 func functions(fs []output.Frame) []string {
 	var out []string
@@ -510,6 +492,214 @@ func TestARM64Core(t *testing.T) {
 		w := want[f.Kind]
 		if len(got) < len(w) || fmt.Sprint(got[:len(w)]) != fmt.Sprint(w) {
 			t.Errorf("%s fiber: %v (end %s %s), want %v first", f.Kind, got, f.End, f.EndDetail, w)
+		}
+	}
+}
+
+// startStale builds testdata/stale.cc with flags and runs it: the fibers
+// parked, and the stale records it names.
+func startStale(t *testing.T, flags ...string) (p *fixture.Proc, real, stale []fibers.Spec) {
+	t.Helper()
+	p, _ = startProgram(t, "testdata/stale.cc", flags...)
+	for _, line := range strings.Split(p.Stderr(), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || (f[0] != "fiber" && f[0] != "stale") {
+			continue
+		}
+		sp := fibers.Spec{Kind: f[1], Addr: hex(t, f[2])}
+		if f[0] == "fiber" {
+			real = append(real, sp)
+		} else {
+			stale = append(stale, sp)
+		}
+	}
+	if len(real) != 6 || len(stale) != 2 {
+		t.Fatalf("fixture printed %d fibers and %d stale records, want 6 and 2:\n%s", len(real), len(stale), p.Stderr())
+	}
+	return p, real, stale
+}
+
+// startProgram builds the C++ source src with flags (and boost.context)
+// and runs it.
+func startProgram(t *testing.T, src string, flags ...string) (*fixture.Proc, string) {
+	t.Helper()
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("the fixture's contexts are x86-64 (this is %s)", live.HostArch)
+	}
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("g++ not installed")
+	}
+	if _, err := os.Stat("/usr/include/boost/context/detail/fcontext.hpp"); err != nil {
+		t.Skip("boost.context not installed (Debian: libboost-context-dev)")
+	}
+	exe := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), filepath.Ext(src)))
+	args := append([]string{"-g", "-o", exe, src, "-lboost_context"}, flags...)
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
+		t.Fatalf("g++ %v: %v\n%s", args, err, out)
+	}
+	return fixture.Start(t, exe), exe
+}
+
+// walkedSpecs lists the fibers of walks as specs.
+func walkedSpecs(walks []stacks.Walked) []fibers.Spec {
+	var out []fibers.Spec
+	for _, w := range walks {
+		if w.Fiber != nil {
+			out = append(out, fibers.Spec{Kind: w.Fiber.Runtime, Addr: w.Fiber.Saved})
+		}
+	}
+	return out
+}
+
+// TestScanDropsStale: a ucontext_t and a boost fcontext record a fiber
+// left in its live stack (see testdata/stale.cc) are found by the scan,
+// as they look parked, and dropped once the fibers are walked, because
+// their stack pointers lie in the live part of another fiber's stack; the
+// six parked fibers stay. Live (at -O1 and -O2) and from a gcore core.
+// gdb, walking the fiber each stale record lies in from its saved
+// registers, has a frame at the record's stack pointer: the record
+// resumes into a frame that fiber still has.
+func TestScanDropsStale(t *testing.T) {
+	for _, flags := range [][]string{{"-O1"}, {"-O2", "-fomit-frame-pointer"}} {
+		t.Run(strings.Join(flags, ""), func(t *testing.T) {
+			p, real, stale := startStale(t, flags...)
+			found, _, err := fibers.ScanLive(p.PID, fibers.ScanLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := specSet(found), specSet(append(slices.Clone(real), stale...)); got != want {
+				t.Fatalf("scan found %s\nwant the parked and the stale: %s", got, want)
+			}
+			fc := fibers.NewCopier(p.PID, found, false, func(s string) { t.Error(s) })
+			var opt live.Options
+			fc.Apply(&opt)
+			snap, err := live.Capture(p.PID, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg := snap.Target(nil, nil)
+			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { t.Error(s) })...)
+			walks := fibers.DropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+			if got, want := specSet(walkedSpecs(walks)), specSet(real); got != want {
+				t.Errorf("after DropPhantoms: %s\nwant the parked fibers: %s", got, want)
+			}
+			if flags[0] == "-O1" {
+				staleInGdb(t, p.PID, tg, real, stale)
+				t.Run("core", func(t *testing.T) {
+					c, err := corefile.Open(fixture.Gcore(t, p))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					ctg, err := c.Target(nil, p.Exe)
+					if err != nil {
+						t.Fatal(err)
+					}
+					found, _, err := fibers.ScanCore(ctg, c.AnonymousSegments(), fibers.ScanLimits{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctg.Contexts = append(ctg.Contexts, fibers.FromCore(ctg, found, false, func(s string) { t.Error(s) })...)
+					walks := fibers.DropPhantoms(stacks.Walk(ctg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+					if got, want := specSet(walkedSpecs(walks)), specSet(real); got != want {
+						t.Errorf("core: after DropPhantoms: %s\nwant the parked fibers: %s", got, want)
+					}
+				})
+			}
+		})
+	}
+}
+
+// gdbStalePy, given FIBERS (register sets) and PCS, walks each register
+// set in gdb from the current thread, printing "@S I PC SP NAME" per
+// frame of set I, then "@Y PC NAME" with gdb's symbol at each of PCS; it
+// restores the thread's registers before it ends.
+const gdbStalePy = `
+import gdb
+names = ("rip", "rsp", "rbp", "rbx", "r12", "r13", "r14", "r15")
+saved = dict((r, int(gdb.parse_and_eval("$" + r))) for r in names)
+try:
+    for i, regs in enumerate(FIBERS):
+        for r, v in regs.items():
+            gdb.execute("set $%s=%#x" % (r, v))
+        f = gdb.newest_frame()
+        while f is not None and f.pc() != 0:
+            gdb.write("@S %d %x %x %s\n" % (i, f.pc(), int(f.read_register("rsp")), f.name() or "??"))
+            f = f.older()
+    for pc in PCS:
+        gdb.write("@Y %x %s\n" % (pc, gdb.execute("info symbol %#x" % pc, to_string=True).strip()))
+finally:
+    for r, v in saved.items():
+        gdb.execute("set $%s=%#x" % (r, v))
+`
+
+// staleInGdb checks, with gdb, that each stale record's stack pointer is
+// the stack pointer of a frame of one of the parked fibers real (walked by
+// gdb from the registers rewind read), and that gdb names the same
+// function at that frame's PC and at the record's: the record is a frame
+// that fiber still has.
+func staleInGdb(t *testing.T, pid int, tg *target.Target, real, stale []fibers.Spec) {
+	t.Helper()
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb not installed")
+	}
+	names := map[int]string{regs.AMD64RSP: "rsp", regs.AMD64RIP: "rip", regs.AMD64RBP: "rbp", regs.AMD64RBX: "rbx",
+		12: "r12", 13: "r13", 14: "r14", 15: "r15"}
+	var sets, pcs []string
+	for _, sp := range real {
+		r, err := fibers.Read(tg, tg.Mem, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kv []string
+		for n, name := range names {
+			if v, ok := r.Get(n); ok {
+				kv = append(kv, fmt.Sprintf("%q: %#x", name, v))
+			}
+		}
+		sets = append(sets, "{"+strings.Join(kv, ", ")+"}")
+	}
+	type rec struct{ sp, pc uint64 }
+	var recs []rec
+	for _, sp := range stale {
+		r, err := fibers.Read(tg, tg.Mem, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := r.SP()
+		pc, _ := r.PC()
+		recs = append(recs, rec{s, pc})
+		pcs = append(pcs, fmt.Sprintf("%#x", pc))
+	}
+	script := fmt.Sprintf("FIBERS = [%s]\nPCS = [%s]\n%s", strings.Join(sets, ", "), strings.Join(pcs, ", "), gdbStalePy)
+	py := filepath.Join(t.TempDir(), "stale.py")
+	if err := os.WriteFile(py, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-nx", "-batch", "-p", strconv.Itoa(pid), "-x", py).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	frameAt := map[uint64]string{} // gdb's function of the frame at an SP
+	symbol := map[uint64]string{}  // gdb's function at a stale PC
+	base := func(name string) string {
+		name, _, _ = strings.Cut(fixture.BaseName(name), "(")
+		name, _, _ = strings.Cut(name, " + ")
+		return name
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && f[0] == "@S":
+			frameAt[hex(t, f[3])] = base(strings.Join(f[4:], " "))
+		case len(f) >= 3 && f[0] == "@Y":
+			symbol[hex(t, f[1])] = base(strings.Join(f[2:], " "))
+		}
+	}
+	for i, r := range recs {
+		fn, ok := frameAt[r.sp]
+		if !ok || fn != symbol[r.pc] {
+			t.Errorf("stale %v (sp %#x, pc %#x in %q): gdb's frame at that sp: %q (found %v)\n%s", stale[i], r.sp, r.pc, symbol[r.pc], fn, ok, out)
 		}
 	}
 }

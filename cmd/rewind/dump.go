@@ -211,7 +211,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
-	walks := stacks.Walk(tg, opt)
+	walks := fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 	tm.mark("unwind")
 	warnUnreadable(tg.Space, walks)
 	rep := stacks.Report(tg, walks, sym)
@@ -257,7 +257,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			}
 			tg = s.Target(objs, warn)
 			addFibers(tg)
-			walks = stacks.Walk(tg, opt)
+			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 			return nil
 		})
 		tm.mark("capture+unwind")
@@ -269,7 +269,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			tm.mark("open")
 			preload(sym, tg) // on the other core, while unwinding
 			addFibers(tg)
-			walks = stacks.Walk(tg, opt)
+			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 			tm.mark("unwind")
 		}
 	}
