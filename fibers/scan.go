@@ -154,6 +154,7 @@ func Scan(in ScanInput, lim ScanLimits) ([]Spec, ScanStats) {
 		}
 	}
 	s.busy = busy
+	s.setFree()
 	// Smaller mappings first (the data, the heap, the stacks), so that a
 	// huge reservation does not spend the budget before them.
 	var order []int
@@ -275,6 +276,29 @@ type scanner struct {
 	in   ScanInput
 	maps []target.Mapping
 	busy map[int]bool
+	// free are the writable mappings no thread runs on, in address
+	// order, and last the one freeStack found last: most words are no
+	// pointers into them, and those that are come in runs.
+	free []target.Mapping
+	last int
+	// calls remembers afterCall's answers: return addresses repeat.
+	calls map[uint64]bool
+	// pages caches pages read (nil: the page did not read whole).
+	pages map[uint64][]byte
+}
+
+// maxCachedPages bounds the scanner's page cache (4 MiB).
+const maxCachedPages = 1024
+
+// setFree fills free from maps and busy.
+func (s *scanner) setFree() {
+	for i := range s.maps {
+		if writable(&s.maps[i]) && !s.busy[i] {
+			s.free = append(s.free, s.maps[i])
+		}
+	}
+	s.calls = map[uint64]bool{}
+	s.pages = map[uint64][]byte{}
 }
 
 func writable(m *target.Mapping) bool {
@@ -292,19 +316,42 @@ func (s *scanner) mapIndex(addr uint64) int {
 
 // freeStack reports whether sp is in writable memory no thread runs on.
 func (s *scanner) freeStack(sp uint64) bool {
-	i := s.mapIndex(sp)
-	return i >= 0 && writable(&s.maps[i]) && !s.busy[i]
+	f := s.free
+	if len(f) == 0 || sp < f[0].Start || sp >= f[len(f)-1].End {
+		return false
+	}
+	if m := &f[s.last]; m.Start <= sp && sp < m.End {
+		return true
+	}
+	i := sort.Search(len(f), func(i int) bool { return f[i].End > sp })
+	if i < len(f) && f[i].Start <= sp {
+		s.last = i
+		return true
+	}
+	return false
 }
 
 // afterCall reports whether pc follows a call instruction in executable
 // memory.
 func (s *scanner) afterCall(pc uint64) bool {
+	if ok, seen := s.calls[pc]; seen {
+		return ok
+	}
+	ok := s.callBefore(pc)
+	if len(s.calls) < 1<<16 {
+		s.calls[pc] = ok
+	}
+	return ok
+}
+
+// callBefore is afterCall without the memory of answers.
+func (s *scanner) callBefore(pc uint64) bool {
 	i := s.mapIndex(pc)
 	if i < 0 || !s.maps[i].Executable() || pc < s.maps[i].Start+6 {
 		return false
 	}
 	var b [6]byte
-	if s.in.Mem.ReadMemory(pc-6, b[:]) != nil {
+	if s.read(pc-6, b[:]) != nil {
 		return false
 	}
 	switch {
@@ -324,8 +371,38 @@ func (s *scanner) afterCall(pc uint64) bool {
 
 // word reads the 8 bytes at addr.
 func (s *scanner) word(addr uint64) (uint64, bool) {
-	v, err := readU64(s.in.Mem, addr)
-	return v, err == nil
+	var b [8]byte
+	if s.read(addr, b[:]) != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
+}
+
+// read reads the few bytes of p at addr through a cache of whole pages:
+// the scan's checks read words pointed at (records, code before return
+// addresses), many in the same pages, and a read of the target's memory
+// is a system call.
+func (s *scanner) read(addr uint64, p []byte) error {
+	page := addr &^ (scanPage - 1)
+	if addr+uint64(len(p)) > page+scanPage {
+		return s.in.Mem.ReadMemory(addr, p)
+	}
+	b, ok := s.pages[page]
+	if !ok {
+		if len(s.pages) >= maxCachedPages {
+			clear(s.pages)
+		}
+		b = make([]byte, scanPage)
+		if s.in.Mem.ReadMemory(page, b) != nil {
+			b = nil // no whole page: read what is asked each time
+		}
+		s.pages[page] = b
+	}
+	if b == nil {
+		return s.in.Mem.ReadMemory(addr, p)
+	}
+	copy(p, b[addr-page:])
+	return nil
 }
 
 // executable reports whether pc is in executable memory.
@@ -343,7 +420,7 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 			return le.Uint64(buf[off+o:]), true
 		}
 		var b [8]byte
-		if s.in.Mem.ReadMemory(a+o, b[:]) != nil {
+		if s.read(a+o, b[:]) != nil {
 			return 0, false
 		}
 		return le.Uint64(b[:]), true
@@ -373,7 +450,7 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 	if w == 0 || w&7 != 0 || !s.freeStack(w) {
 		return found{}, false
 	}
-	if ai := s.mapIndex(a); ai < 0 || ai == s.mapIndex(w) || s.busy[ai] {
+	if ai := s.mapIndex(a); ai < 0 || s.busy[ai] || ai == s.mapIndex(w) {
 		return found{}, false
 	}
 	try := func(kind string, n uint64) (found, bool) {
