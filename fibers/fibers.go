@@ -56,9 +56,12 @@
 //     has boost.context's jump_fcontext, at an fcontext record (its size
 //     read from that code), whose return address follows a call
 //     instruction in executable memory. The word must be stored outside
-//     the stack it points into and outside every running thread's stack
-//     (a fiber's context lives in its runtime's data: a global, the heap),
-//     because stacks are full of pointers into themselves.
+//     the stack it points into (in another mapping, or 1 MiB or more away
+//     in the same one: Tarantool's slab arena holds a fiber's stack and
+//     its struct fiber in one mapping when no guard page falls between
+//     them) and outside every running thread's stack (a fiber's context
+//     lives in its runtime's data: a global, the heap), because stacks
+//     are full of pointers into themselves.
 //
 // The guards against false positives: the resumed stack pointer must lie
 // in writable memory and no running thread may be using that mapping for

@@ -109,6 +109,18 @@ var (
 	ucPC, _ = regs.AMD64UContextOffset(regs.AMD64RIP)
 )
 
+// sameMappingGap is how far from the record it points at a pointer to a
+// saved record must be stored when both lie in one mapping: further than
+// a fiber's stack spans (Tarantool's are 512 KiB, boost's 128 KiB), so
+// that the stack's own pointers into itself are not taken. Tarantool
+// carves its fibers' stacks and its struct fiber (which holds the
+// coro_context) from one slab arena; a guard page below each stack splits
+// the mapping, but nothing splits a stack from the slabs above it, so the
+// last fiber made shares its mapping with the structures above (in the
+// test app, fiber 108's struct lay 3.5 MiB above its stack). Requiring
+// another mapping, as the scan did, missed that fiber.
+const sameMappingGap = 1 << 20
+
 // minFiberGap is the distance under which two saved stack pointers are
 // taken for the same stack.
 const minFiberGap = 16 << 10
@@ -446,11 +458,12 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 		}
 	}
 	// A pointer to a saved record (libcoro, boost fcontext) on a free
-	// stack, stored elsewhere.
+	// stack, stored elsewhere: in another mapping, or in the same one
+	// but further from the record than a fiber's stack spans.
 	if w == 0 || w&7 != 0 || !s.freeStack(w) {
 		return found{}, false
 	}
-	if ai := s.mapIndex(a); ai < 0 || s.busy[ai] || ai == s.mapIndex(w) {
+	if ai := s.mapIndex(a); ai < 0 || s.busy[ai] || (ai == s.mapIndex(w) && max(a, w)-min(a, w) < sameMappingGap) {
 		return found{}, false
 	}
 	try := func(kind string, n uint64) (found, bool) {
