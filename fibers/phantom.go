@@ -61,24 +61,28 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 	}
 	sp := func(i int) uint64 { return walks[i].Stack.Frames[0].SP }
 	sort.SliceStable(cands, func(a, b int) bool { return sp(cands[a]) < sp(cands[b]) })
+	sort.Slice(covers, func(a, b int) bool { return covers[a].lo < covers[b].lo })
+	// Candidates go up by stack pointer, and so do the spans they add:
+	// a candidate is covered when the highest end of the spans that
+	// start at or below it reaches it.
 	drop := map[int]bool{}
+	var reach uint64
+	j := 0
 	for _, i := range cands {
 		s := sp(i)
-		for _, c := range covers {
-			if c.lo <= s && s <= c.hi {
-				drop[i] = true
-				break
-			}
+		for ; j < len(covers) && covers[j].lo <= s; j++ {
+			reach = max(reach, covers[j].hi)
 		}
-		if drop[i] {
+		if s <= reach {
+			drop[i] = true
 			continue
 		}
 		st := &walks[i].Stack
 		if st.End != unwind.EndOutermost && st.End != unwind.EndRAUndefined {
 			continue
 		}
-		if lo, hi, ok := liveSpan(st); ok {
-			covers = append(covers, span{lo, hi})
+		if _, hi, ok := liveSpan(st); ok {
+			reach = max(reach, hi)
 		}
 	}
 	if len(drop) == 0 {

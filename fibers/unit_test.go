@@ -2,13 +2,16 @@ package fibers
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -280,5 +283,49 @@ func TestScanBudget(t *testing.T) {
 	_, in = scanWorld(1<<20, true)
 	if _, st := Scan(in, ScanLimits{}); st.Stop != "" || st.Left != 0 || st.Note() != "" {
 		t.Errorf("small: stats %+v, note %q", st, st.Note())
+	}
+}
+
+// TestDropPhantoms: a scanned context whose stack pointer lies in the live
+// part of another walk's stack (a thread's, an explicit fiber's, a kept
+// scanned fiber's whose walk ended cleanly) is dropped; one just above
+// such a stack's outermost frame, or under a walk that ended badly, is
+// kept, and so are contexts the scan did not find.
+func TestDropPhantoms(t *testing.T) {
+	walk := func(kind string, addr uint64, end unwind.EndReason, sps ...uint64) stacks.Walked {
+		w := stacks.Walked{Stack: unwind.Stack{End: end}}
+		if kind != "" {
+			w.Fiber = &target.Context{Kind: target.KindFiber, Runtime: kind, Saved: addr}
+		}
+		for _, sp := range sps {
+			w.Stack.Frames = append(w.Stack.Frames, unwind.Frame{SP: sp})
+		}
+		return w
+	}
+	walks := []stacks.Walked{
+		walk("", 0, unwind.EndRAUndefined, 0x7000, 0x7100, 0x7f00),        // a thread
+		walk(UContext, 0x10, unwind.EndOutermost, 0x1000, 0x1100, 0x1900), // real, scanned
+		walk(UContext, 0x20, unwind.EndOutermost, 0x1100, 0x1900),         // stale in it
+		walk(FContext, 0x30, unwind.EndOutermost, 0x1908),                 // just above its outermost frame
+		walk(Coro, 0x40, unwind.EndNoProgress, 0x3000, 0x3100, 0x3800),    // walk ended badly
+		walk(Coro, 0x50, unwind.EndOutermost, 0x3100),                     // so this one stays
+		walk(UContext, 0x60, unwind.EndOutermost, 0x7100),                 // in the thread's stack
+		walk(JmpBuf, 0x70, unwind.EndOutermost, 0x5000, 0x5400),           // explicit
+		walk(UContext, 0x80, unwind.EndOutermost, 0x5200),                 // in the explicit one's
+		walk(UContext, 0x90, unwind.EndOutermost),                         // no frames: kept
+	}
+	scanned := []Spec{{UContext, 0x10, 0, 0, 0}, {UContext, 0x20, 0, 0, 0}, {FContext, 0x30, 0, 0, 0}, {Coro, 0x40, 0, 0, 0},
+		{Coro, 0x50, 0, 0, 0}, {UContext, 0x60, 0, 0, 0}, {UContext, 0x80, 0, 0, 0}, {UContext, 0x90, 0, 0, 0}}
+	var got []uint64
+	for _, w := range DropPhantoms(walks, scanned) {
+		if w.Fiber != nil {
+			got = append(got, w.Fiber.Saved)
+		}
+	}
+	if want := []uint64{0x10, 0x30, 0x40, 0x50, 0x70, 0x90}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("kept %#x, want %#x", got, want)
+	}
+	if n := len(DropPhantoms(walks, nil)); n != len(walks) {
+		t.Errorf("nothing scanned: %d walks kept of %d", n, len(walks))
 	}
 }
