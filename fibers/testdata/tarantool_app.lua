@@ -3,8 +3,7 @@
 -- inner one a vararg function), one waiter (a channel get three Lua calls
 -- deep), one parked from JIT-compiled code (stitched); Tarantool's own
 -- on_shutdown fiber has never run. fiber.info() goes to $FIBER_INFO
--- (YAML), then "ready" to stdout. $NAPS (default 300) sets how many fibers
--- run nap and end (0: the eight fibers are all the process has).
+-- (YAML), then "ready" to stdout. $NAPS: fibers that nap and end (300).
 local fiber = require('fiber')
 box = nil
 local function deep3(ch) ch:get() end
