@@ -86,6 +86,7 @@ func runDump(args []string) error {
 	labels := fs.Bool("labels", false, "with --goroutines, print each goroutine's pprof labels in its header as the target's Go version prints them with GODEBUG=tracebacklabels=1 (Go 1.26: in the brackets; 1.27: after them)")
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
+	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
@@ -117,7 +118,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -128,7 +129,7 @@ func runDump(args []string) error {
 		if len(lf.exes) > 0 {
 			return fmt.Errorf("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
 	case *core != "" && len(pos) > 0:
@@ -206,6 +207,7 @@ type fiberReq struct {
 	specs []fibers.Spec
 	auto  bool
 	scan  bool
+	lim   fibers.ScanLimits
 }
 
 func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
@@ -225,10 +227,14 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 		return nil, err
 	}
 	tm.mark("open")
+	var found []fibers.Spec
 	if fr.scan {
-		found, err := fibers.ScanCore(tg, c.AnonymousSegments())
-		if err != nil {
+		var st fibers.ScanStats
+		if found, st, err = fibers.ScanCore(tg, c.AnonymousSegments(), fr.lim); err != nil {
 			return nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
 		}
 		fr.specs = append(fr.specs, found...)
 	}
@@ -236,7 +242,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
-	walks := stacks.Walk(tg, opt)
+	walks := fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 	tm.mark("unwind")
 	warnUnreadable(tg.Space, walks)
 	rep := stacks.Report(tg, walks, sym)
@@ -249,10 +255,15 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt.Threads = opt.Threads
 	var fc *fibers.Copier
+	var found []fibers.Spec
 	if fr.scan {
-		found, err := fibers.ScanLive(pid)
-		if err != nil {
+		var st fibers.ScanStats
+		var err error
+		if found, st, err = fibers.ScanLive(pid, fr.lim); err != nil {
 			return nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
 		}
 		fr.specs = append(fr.specs, found...)
 	}
@@ -277,7 +288,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			}
 			tg = s.Target(objs, warn)
 			addFibers(tg)
-			walks = stacks.Walk(tg, opt)
+			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 			return nil
 		})
 		tm.mark("capture+unwind")
@@ -289,7 +300,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			tm.mark("open")
 			preload(sym, tg) // on the other core, while unwinding
 			addFibers(tg)
-			walks = stacks.Walk(tg, opt)
+			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 			tm.mark("unwind")
 		}
 	}
