@@ -77,6 +77,7 @@ func runDump(args []string) error {
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
 	maxPause := fs.Duration("max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy, --fibers and --goroutines)")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
+	tailCalls := fs.Bool("tail-calls", false, "also list the functions that left by a tail call, where DWARF call-site information tells them for sure (as gdb does), marked [tail-call]")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
@@ -107,7 +108,7 @@ func runDump(args []string) error {
 	opt := stacks.Options{Unwinder: u, Threads: tids}
 	// Inlined calls are listed (marked) above the frame they were inlined
 	// into, as eu-stack -i and gdb show them.
-	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
+	sym := &symbolize.Symbolizer{Inlines: !*noInlines, TailCalls: *tailCalls}
 	objs := &target.Objects{}
 	if dir := cacheDir(*noCache); dir != "" {
 		// A dump reads as little DWARF as its frames need, and keeps it.

@@ -1,0 +1,76 @@
+/*
+ * tailcall.c: threads that block at the end of chains of tail calls, for
+ * comparing tail-call frames with gdb's.
+ *
+ * unique:  uq_start -> uq_a -(call)-> uq_b -(jmp)-> uq_c -(jmp)-> uq_d -> nanosleep
+ *          (the one chain from uq_b to uq_d: gdb shows uq_c and uq_b)
+ * ambig:   am_start -> am_a -(call)-> am_e -(jmp)-> am_f or am_g -(jmp)-> am_h -> nanosleep
+ *          (two chains, nothing in common: gdb shows none)
+ * partial: pa_start -> pa_a -(call)-> pa_e -(jmp)-> pa_f or pa_g -(jmp)-> pa_h -(jmp)-> pa_i -> nanosleep
+ *          (two chains ending alike: gdb shows pa_h only)
+ * Main prints "ready" once all three are about to block, then joins.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+#define NOIPA __attribute__((noipa))
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+static atomic_int parked;
+volatile int sink;
+
+NOIPA static void block(int x)
+{
+	struct timespec ts = {3600, 0};
+
+	sink = x;
+	atomic_fetch_add(&parked, 1);
+	for (;;)
+		nanosleep(&ts, NULL);
+}
+
+NOIPA void uq_d(int x) { block(x + 4); BARRIER(); }
+NOIPA void uq_c(int x) { uq_d(x * 3); }
+NOIPA void uq_b(int x) { uq_c(x + 2); }
+NOIPA void uq_a(int x) { uq_b(x + 1); BARRIER(); }
+NOIPA static void *uq_start(void *arg) { uq_a(1); BARRIER(); return arg; }
+
+NOIPA void am_h(int x) { block(x + 5); BARRIER(); }
+NOIPA void am_f(int x) { am_h(x * 3); }
+NOIPA void am_g(int x) { am_h(x * 5); }
+NOIPA void am_e(int x) { if (x & 1) am_f(x + 2); else am_g(x + 3); }
+NOIPA void am_a(int x) { am_e(x + 1); BARRIER(); }
+NOIPA static void *am_start(void *arg) { am_a(2); BARRIER(); return arg; }
+
+NOIPA void pa_i(int x) { block(x + 6); BARRIER(); }
+NOIPA void pa_h(int x) { pa_i(x * 7); }
+NOIPA void pa_f(int x) { pa_h(x * 3); }
+NOIPA void pa_g(int x) { pa_h(x * 5); }
+NOIPA void pa_e(int x) { if (x & 1) pa_f(x + 2); else pa_g(x + 3); }
+NOIPA void pa_a(int x) { pa_e(x + 1); BARRIER(); }
+NOIPA static void *pa_start(void *arg) { pa_a(3); BARRIER(); return arg; }
+
+int main(void)
+{
+	pthread_t th[3];
+	void *(*fn[3])(void *) = {uq_start, am_start, pa_start};
+	pthread_attr_t attr;
+	struct timespec ts = {0, 1000000};
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	for (int i = 0; i < 3; i++)
+		if (pthread_create(&th[i], &attr, fn[i], NULL) != 0)
+			return 3;
+	while (atomic_load(&parked) < 3)
+		nanosleep(&ts, NULL);
+	ts.tv_nsec = 50000000;
+	nanosleep(&ts, NULL);
+	printf("ready\n");
+	fflush(stdout);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
