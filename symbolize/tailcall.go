@@ -209,7 +209,9 @@ func (ix *dwarfIndex) callSiteOf(d *dwarf.Data, e *dwarf.Entry) (callSite, bool)
 	switch v := f.Val.(type) {
 	case dwarf.Offset:
 		if f.Class == dwarf.ClassReference {
-			target = readEntry(ix.src.data(uint64(v)), v)
+			// Read where the unit holding it is read (it may be another).
+			d = ix.src.data(uint64(v))
+			target = readEntry(d, v)
 		}
 	case int64:
 		if f.Class == dwarf.ClassReferenceAlt && ix.alt != nil && v > 0 {
@@ -320,8 +322,10 @@ type tailFunc struct {
 
 // tailObj is an object the search can look into.
 type tailObj struct {
-	dw   *dwarfIndex
-	bias uint64
+	// sites returns the tail-call sites of the function whose entry is
+	// fn; false when no subprogram with code starts there (the search is
+	// then given up, as gdb does).
+	sites func(fn uint64) ([]callSite, bool)
 	// byName resolves a declared target's name to an address in the
 	// object (false if it has no such symbol).
 	byName func(string) (uint64, bool)
@@ -333,6 +337,7 @@ type tailSearch struct {
 	objs   []tailObj
 	callee tailFunc
 	steps  int
+	names  map[string]tailFunc // targets found by name (see target)
 }
 
 // target resolves a call site of object obj to a function; ok is false
@@ -344,14 +349,25 @@ func (ts *tailSearch) target(obj int, s callSite) (tailFunc, bool) {
 	case targetName:
 		// As gdb's lookup by name over every object, with the two known:
 		// the call site's own object first.
+		key := string(rune('0'+obj)) + s.name
+		if f, ok := ts.names[key]; ok {
+			return f, f.obj >= 0
+		}
+		f := tailFunc{obj: -1}
 		for _, o := range []int{obj, 1 - obj} {
 			if o < 0 || o >= len(ts.objs) || ts.objs[o].byName == nil {
 				continue
 			}
 			if a, ok := ts.objs[o].byName(s.name); ok {
-				return tailFunc{o, a}, true
+				f = tailFunc{o, a}
+				break
 			}
 		}
+		if ts.names == nil {
+			ts.names = map[string]tailFunc{}
+		}
+		ts.names[key] = f
+		return f, f.obj >= 0
 	}
 	return tailFunc{}, false
 }
@@ -418,7 +434,7 @@ func (ts *tailSearch) find(first callSite) (chain []chainStep, callers, callees 
 				return nil, 0, 0, false
 			}
 		} else {
-			sites, ok := ts.objs[t.obj].dw.tailSites(t.addr)
+			sites, ok := ts.objs[t.obj].sites(t.addr)
 			if !ok {
 				return nil, 0, 0, false
 			}
@@ -505,6 +521,7 @@ func (s *Symbolizer) TailCallFrames(callee, caller Want) []Want {
 		mods = append(mods, em)
 	}
 	ts := &tailSearch{}
+	var dws []*dwarfIndex
 	for _, m := range mods {
 		mi := s.module(m.Module)
 		if mi.info.goTable() != nil {
@@ -514,7 +531,8 @@ func (s *Symbolizer) TailCallFrames(callee, caller Want) []Want {
 		if dw == nil {
 			return nil
 		}
-		ts.objs = append(ts.objs, tailObj{dw: dw, bias: m.Bias, byName: func(name string) (uint64, bool) {
+		dws = append(dws, dw)
+		ts.objs = append(ts.objs, tailObj{sites: dw.tailSites, byName: func(name string) (uint64, bool) {
 			if a, ok := mi.sym.SymbolByName(name); ok {
 				return a, true
 			}
@@ -522,12 +540,12 @@ func (s *Symbolizer) TailCallFrames(callee, caller Want) []Want {
 		}})
 	}
 	calleeObj := len(ts.objs) - 1
-	entry, ok := s.functionEntry(em, lookupAddr(callee), ts.objs[calleeObj].dw)
+	entry, ok := s.functionEntry(em, lookupAddr(callee), dws[calleeObj])
 	if !ok {
 		return nil
 	}
 	ts.callee = tailFunc{calleeObj, entry}
-	first, ok := ts.objs[0].dw.callSiteAt(caller.PC - cm.Bias)
+	first, ok := dws[0].callSiteAt(caller.PC - cm.Bias)
 	if !ok {
 		return nil
 	}

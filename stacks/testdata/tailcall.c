@@ -8,7 +8,10 @@
  *          (two chains, nothing in common: gdb shows none)
  * partial: pa_start -> pa_a -(call)-> pa_e -(jmp)-> pa_f or pa_g -(jmp)-> pa_h -(jmp)-> pa_i -> nanosleep
  *          (two chains ending alike: gdb shows pa_h only)
- * Main prints "ready" once all three are about to block, then joins.
+ * inlined: in_start -> in_a -(call)-> in_b -(jmp, from in_helper inlined in in_b)-> in_c -> nanosleep
+ *          (gdb shows one tail-call frame, named in_helper, the innermost
+ *          function at the jump; rewind shows in_helper [inlined] and in_b)
+ * Main prints "ready" once all four are about to block, then joins.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,25 +55,38 @@ NOIPA void pa_e(int x) { if (x & 1) pa_f(x + 2); else pa_g(x + 3); }
 NOIPA void pa_a(int x) { pa_e(x + 1); BARRIER(); }
 NOIPA static void *pa_start(void *arg) { pa_a(3); BARRIER(); return arg; }
 
+NOIPA void in_c(int x) { block(x + 7); BARRIER(); }
+static inline __attribute__((always_inline)) void in_helper(int x)
+{
+	if (sink)
+		sink = 0;
+	in_c(x * 3);
+}
+NOIPA void in_b(int x) { in_helper(x + 2); }
+NOIPA void in_a(int x) { in_b(x + 1); BARRIER(); }
+NOIPA static void *in_start(void *arg) { in_a(4); BARRIER(); return arg; }
+
+#define NTHREADS 4
+
 int main(void)
 {
-	pthread_t th[3];
-	void *(*fn[3])(void *) = {uq_start, am_start, pa_start};
+	pthread_t th[NTHREADS];
+	void *(*fn[NTHREADS])(void *) = {uq_start, am_start, pa_start, in_start};
 	pthread_attr_t attr;
 	struct timespec ts = {0, 1000000};
 
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NTHREADS; i++)
 		if (pthread_create(&th[i], &attr, fn[i], NULL) != 0)
 			return 3;
-	while (atomic_load(&parked) < 3)
+	while (atomic_load(&parked) < NTHREADS)
 		nanosleep(&ts, NULL);
 	ts.tv_nsec = 50000000;
 	nanosleep(&ts, NULL);
 	printf("ready\n");
 	fflush(stdout);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
 	return 0;
 }
