@@ -11,9 +11,12 @@
  * inlined: in_start -> in_a -(call)-> in_b -(jmp, from in_helper inlined in in_b)-> in_c -> nanosleep
  *          (gdb shows one tail-call frame, named in_helper, the innermost
  *          function at the jump; rewind shows in_helper [inlined] and in_b)
- * Main prints "ready" once all four are about to block, then joins.
+ * libc:    se_start -> sem_wait, which jumps inside libc (gdb shows
+ *          do_futex_wait and sem_wait from libc6-dbg's call sites)
+ * Main prints "ready" once all five are about to block, then joins.
  */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -66,15 +69,26 @@ NOIPA void in_b(int x) { in_helper(x + 2); }
 NOIPA void in_a(int x) { in_b(x + 1); BARRIER(); }
 NOIPA static void *in_start(void *arg) { in_a(4); BARRIER(); return arg; }
 
-#define NTHREADS 4
+static sem_t sem;
+
+NOIPA static void *se_start(void *arg)
+{
+	atomic_fetch_add(&parked, 1);
+	for (;;)
+		sem_wait(&sem);
+	return arg;
+}
+
+#define NTHREADS 5
 
 int main(void)
 {
 	pthread_t th[NTHREADS];
-	void *(*fn[NTHREADS])(void *) = {uq_start, am_start, pa_start, in_start};
+	void *(*fn[NTHREADS])(void *) = {uq_start, am_start, pa_start, in_start, se_start};
 	pthread_attr_t attr;
 	struct timespec ts = {0, 1000000};
 
+	sem_init(&sem, 0, 0);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
 	for (int i = 0; i < NTHREADS; i++)
