@@ -260,8 +260,15 @@ while f is not None and f.pc() != 0:
 // detaches, and returns the functions of the frames and gdb's output.
 func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	t.Helper()
+	return gdbBacktraceWith(t, pid, r, gdbPy)
+}
+
+// gdbBacktraceWith is gdbBacktrace with another script printing "@F"
+// lines.
+func gdbBacktraceWith(t *testing.T, pid int, r regs.Regs, script string) ([]string, string) {
+	t.Helper()
 	py := filepath.Join(t.TempDir(), "frames.py")
-	if err := os.WriteFile(py, []byte(gdbPy), 0o644); err != nil {
+	if err := os.WriteFile(py, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	names := map[int]string{regs.AMD64RSP: "rsp", regs.AMD64RIP: "rip", regs.AMD64RBP: "rbp", regs.AMD64RBX: "rbx",
