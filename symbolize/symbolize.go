@@ -177,6 +177,9 @@ func (s *Symbolizer) Prepare(frames []Want) {
 			}
 			if dw := mi.info.dwarf(); dw != nil {
 				dw.want(byMod[mi])
+				if s.TailCalls {
+					dw.wantCalls(byMod[mi])
+				}
 			}
 		}()
 	}

@@ -95,6 +95,38 @@ func (ix *dwarfIndex) calls(ci int) *unitCalls {
 	return uc
 }
 
+// wantCalls reads the call sites of every unit covering one of addrs
+// that has not been read yet, the units' DIEs read in one pass: asked for
+// one at a time, as a search finds it needs them, each unit of libc's
+// debug file took a new dwarf.Data (a dump's tail-call search took 1 s,
+// most of it waiting; see dwarfSource.data).
+func (ix *dwarfIndex) wantCalls(addrs []uint64) {
+	var offs []uint64
+	var cis []int
+	seen := map[int]bool{}
+	for _, a := range addrs {
+		for _, ci := range ix.unitsAt(a) {
+			if !seen[ci] && ix.cus[ci].calls.Load() == nil {
+				seen[ci] = true
+				offs = append(offs, ix.cus[ci].off)
+				cis = append(cis, ci)
+			}
+		}
+	}
+	if len(cis) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	src := ix.source()
+	ix.mu.Unlock()
+	if src == nil || src.data(offs...) == nil {
+		return
+	}
+	for _, ci := range cis {
+		ix.calls(ci)
+	}
+}
+
 // readCalls reads the call sites of the unit whose header is at off, and
 // the entries of its subprograms.
 func (ix *dwarfIndex) readCalls(src *dwarfSource, off uint64, uc *unitCalls) error {
@@ -142,7 +174,7 @@ func (ix *dwarfIndex) readCalls(src *dwarfSource, off uint64, uc *unitCalls) err
 			}
 			descend = true
 		case dwarf.TagCallSite, tagGNUCallSite:
-			if s, ok := ix.callSiteOf(d, e); ok {
+			if s, ok := ix.callSiteOf(src, u, d, e); ok {
 				if s.tail && fn != 0 {
 					tails = append(tails, tailRef{fn, len(uc.sites)})
 				}
@@ -183,8 +215,9 @@ func (ix *dwarfIndex) readCalls(src *dwarfSource, off uint64, uc *unitCalls) err
 	return nil
 }
 
-// callSiteOf decodes a call-site entry; false when it has no address.
-func (ix *dwarfIndex) callSiteOf(d *dwarf.Data, e *dwarf.Entry) (callSite, bool) {
+// callSiteOf decodes a call-site entry of unit u, read from d; false when
+// it has no address.
+func (ix *dwarfIndex) callSiteOf(src *dwarfSource, u unitSpan, d *dwarf.Data, e *dwarf.Entry) (callSite, bool) {
 	var s callSite
 	pc, ok := e.Val(dwarf.AttrCallReturnPC).(uint64)
 	if !ok {
@@ -209,8 +242,10 @@ func (ix *dwarfIndex) callSiteOf(d *dwarf.Data, e *dwarf.Entry) (callSite, bool)
 	switch v := f.Val.(type) {
 	case dwarf.Offset:
 		if f.Class == dwarf.ClassReference {
-			// Read where the unit holding it is read (it may be another).
-			d = ix.src.data(uint64(v))
+			if uint64(v) < u.die || uint64(v) >= u.end {
+				// In another unit: read where that unit is read.
+				d = src.data(uint64(v))
+			}
 			target = readEntry(d, v)
 		}
 	case int64:
