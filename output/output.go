@@ -93,7 +93,11 @@ type Frame struct {
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
 	Inlined  bool   `json:"inlined"`
-	Method   string `json:"method"`
+	// Method is how the frame was found (unwind.Method names: "dwarf",
+	// "fp", ...); "tail-call" for a function that left by a tail call,
+	// which has no frame on the stack (dump --tail-calls); "lua" for an
+	// interpreted frame.
+	Method string `json:"method"`
 }
 
 // Name renders the frame's function as "name+0xoff", or "??" when unknown.
