@@ -83,17 +83,60 @@ func checkTailCallsAgainstGdb(t *testing.T, dwarfFlag string) {
 	var own, lib []string
 	for _, fn := range tails {
 		switch {
-		case len(fn) > 3 && strings.Contains("uq_ am_ pa_ in_", fn[:3]):
+		case len(fn) > 3 && strings.Contains("uq_ am_ pa_ in_ lb_", fn[:3]):
 			own = append(own, fn)
 		default:
 			lib = append(lib, fn)
 		}
 	}
 	t.Logf("libc's tail-call frames: %q", lib)
-	want := []string{"in_b", "in_helper", "pa_h", "uq_b", "uq_c"}
+	want := []string{"in_b", "in_helper", "lb_b", "pa_h", "uq_b", "uq_c"}
 	slices.Sort(own)
 	if !slices.Equal(own, want) {
 		t.Errorf("the fixture's tail-call frames are %q, want %q", own, want)
+	}
+}
+
+// TestLiveTailCallToLibraryWithoutDWARF: a jump to a library function
+// (testdata/tailcall.c's lb_b to nanosleep, through the PLT) ends a chain
+// even when the library has no debug information: the call site names a
+// declaration, found by name in the library's symbol table, which is how
+// gdb finds it (TestLiveTailCallsMatchGdb shows lb_b as gdb does, with
+// libc's debug file).
+func TestLiveTailCallToLibraryWithoutDWARF(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "tailcall")
+	if out, err := exec.Command("gcc", "-O2", "-g", "-pthread", "-o", exe, "testdata/tailcall.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	proc := fixture.Start(t, exe)
+	snap, err := live.Capture(proc.PID, live.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunning(t, proc.PID)
+	tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
+	sym := &symbolize.Symbolizer{DebugDirs: []string{}, Cache: symbolize.NewCache(), Inlines: true, TailCalls: true}
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, sym)
+	found := 0
+	for _, th := range rep.Threads {
+		for i, f := range th.Frames {
+			if f.Function != "lb_b" {
+				continue
+			}
+			found++
+			if f.Method != unwind.MethodTailCall.String() || i == 0 || i+1 == len(th.Frames) ||
+				!strings.Contains(th.Frames[i-1].Function, "nanosleep") || th.Frames[i+1].Function != "lb_a" {
+				t.Errorf("thread %d: lb_b not a tail-call frame between nanosleep and lb_a:\n%s", th.TID, sideBySide(&th, fixture.Stack{}))
+			}
+		}
+		for _, f := range th.Frames {
+			if strings.Contains(f.Module, "libc") && f.File != "" {
+				t.Fatalf("libc's debug information was read (%s at %s:%d)", f.Function, f.File, f.Line)
+			}
+		}
+	}
+	if found != 1 {
+		t.Errorf("lb_b shown %d times, want once", found)
 	}
 }
 

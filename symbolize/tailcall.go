@@ -40,8 +40,9 @@ import (
 type unitCalls struct {
 	sites []callSite // sorted by pc
 	// funcs maps the entry address of every subprogram with code to its
-	// tail-call sites (indexes into sites, in the order of the entries).
-	funcs map[uint64][]int32
+	// tail-call sites, in the order of the entries (read-only: a search
+	// takes them as they are, each step of it costing no copy).
+	funcs map[uint64][]callSite
 }
 
 // callSite is one DW_TAG_call_site or DW_TAG_GNU_call_site.
@@ -82,13 +83,13 @@ func (ix *dwarfIndex) calls(ci int) *unitCalls {
 	if uc := slot.calls.Load(); uc != nil {
 		return uc
 	}
-	uc := &unitCalls{funcs: map[uint64][]int32{}}
+	uc := &unitCalls{funcs: map[uint64][]callSite{}}
 	ix.mu.Lock()
 	src := ix.source()
 	ix.mu.Unlock()
 	if src != nil {
 		if err := protect(func() error { return ix.readCalls(src, slot.off, uc) }); err != nil {
-			uc = &unitCalls{funcs: map[uint64][]int32{}}
+			uc = &unitCalls{funcs: map[uint64][]callSite{}}
 		}
 	}
 	slot.calls.Store(uc)
@@ -194,24 +195,12 @@ func (ix *dwarfIndex) readCalls(src *dwarfSource, off uint64, uc *unitCalls) err
 		}
 		stack = append(stack, fn)
 	}
-	// Sort the sites by pc, keeping the tail-call lists pointing at them.
-	order := make([]int32, len(uc.sites))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(uc.sites[a].pc, uc.sites[b].pc) })
-	where := make([]int32, len(order))
-	sorted := make([]callSite, len(order))
-	for to, from := range order {
-		where[from] = int32(to)
-		sorted[to] = uc.sites[from]
-	}
-	uc.sites = sorted
 	for _, t := range tails {
 		if l := uc.funcs[t.fn]; len(l) < maxCallSitesPerSubprogram {
-			uc.funcs[t.fn] = append(l, where[t.site])
+			uc.funcs[t.fn] = append(l, uc.sites[t.site])
 		}
 	}
+	slices.SortStableFunc(uc.sites, func(a, b callSite) int { return cmp.Compare(a.pc, b.pc) })
 	return nil
 }
 
@@ -297,11 +286,15 @@ func flagSet(e *dwarf.Entry, a dwarf.Attr) bool {
 	return v
 }
 
-// unitsAt returns the units whose ranges cover pc.
+// maxUnitsAt bounds the units unitsAt returns: an address is in one unit
+// (a few where units overlap); corrupt ranges may put it in thousands.
+const maxUnitsAt = 16
+
+// unitsAt returns the units whose ranges cover pc (at most maxUnitsAt).
 func (ix *dwarfIndex) unitsAt(pc uint64) []int {
 	var out []int
 	i := sort.Search(len(ix.ranges), func(i int) bool { return ix.ranges[i].lo > pc }) - 1
-	for ; i >= 0; i-- {
+	for ; i >= 0 && len(out) < maxUnitsAt; i-- {
 		r := ix.ranges[i]
 		if pc < r.hi && !slices.Contains(out, int(r.cu)) {
 			out = append(out, int(r.cu))
@@ -332,18 +325,9 @@ func (ix *dwarfIndex) callSiteAt(ret uint64) (callSite, bool) {
 // fn; ok is false when no subprogram with code starts there.
 func (ix *dwarfIndex) tailSites(fn uint64) (sites []callSite, ok bool) {
 	for _, ci := range ix.unitsAt(fn) {
-		uc := ix.calls(ci)
-		l, found := uc.funcs[fn]
-		if !found {
-			continue
+		if l, found := ix.calls(ci).funcs[fn]; found {
+			return l, true
 		}
-		sites = make([]callSite, 0, len(l))
-		for _, k := range l {
-			if int(k) < len(uc.sites) {
-				sites = append(sites, uc.sites[k])
-			}
-		}
-		return sites, true
 	}
 	return nil, false
 }
@@ -373,6 +357,26 @@ type tailSearch struct {
 	callee tailFunc
 	steps  int
 	names  map[string]tailFunc // targets found by name (see target)
+	funcs  map[tailFunc]funcSites
+}
+
+// funcSites is what tailObj.sites said of a function.
+type funcSites struct {
+	sites []callSite
+	ok    bool
+}
+
+// sites returns f's tail-call sites, asking its object once per search.
+func (ts *tailSearch) sites(f tailFunc) ([]callSite, bool) {
+	if r, ok := ts.funcs[f]; ok {
+		return r.sites, r.ok
+	}
+	sites, ok := ts.objs[f.obj].sites(f.addr)
+	if ts.funcs == nil {
+		ts.funcs = map[tailFunc]funcSites{}
+	}
+	ts.funcs[f] = funcSites{sites, ok}
+	return sites, ok
 }
 
 // target resolves a call site of object obj to a function; ok is false
@@ -469,7 +473,7 @@ func (ts *tailSearch) find(first callSite) (chain []chainStep, callers, callees 
 				return nil, 0, 0, false
 			}
 		} else {
-			sites, ok := ts.objs[t.obj].sites(t.addr)
+			sites, ok := ts.sites(t)
 			if !ok {
 				return nil, 0, 0, false
 			}
@@ -557,17 +561,23 @@ func (s *Symbolizer) TailCallFrames(callee, caller Want) []Want {
 	}
 	ts := &tailSearch{}
 	var dws []*dwarfIndex
-	for _, m := range mods {
+	for i, m := range mods {
 		mi := s.module(m.Module)
 		if mi.info.goTable() != nil {
 			return nil
 		}
 		dw := mi.info.dwarf()
-		if dw == nil {
-			return nil
+		sites := func(uint64) ([]callSite, bool) { return nil, false }
+		switch {
+		case dw != nil:
+			sites = dw.tailSites
+		case i == 0:
+			return nil // the caller's call site is needed
 		}
+		// (A callee in an object without DWARF, libc without its debug
+		// file, can still end a chain: found by name, as gdb finds it.)
 		dws = append(dws, dw)
-		ts.objs = append(ts.objs, tailObj{sites: dw.tailSites, byName: func(name string) (uint64, bool) {
+		ts.objs = append(ts.objs, tailObj{sites: sites, byName: func(name string) (uint64, bool) {
 			if a, ok := mi.sym.SymbolByName(name); ok {
 				return a, true
 			}
@@ -600,13 +610,15 @@ func (s *Symbolizer) TailCallFrames(callee, caller Want) []Want {
 }
 
 // functionEntry returns the object address of the entry of the function
-// containing object address vaddr in m: its DWARF subprogram's, else its
-// symbol's.
+// containing runtime address addr in m: its DWARF subprogram's (dw may
+// be nil), else its symbol's.
 func (s *Symbolizer) functionEntry(m *target.Mapping, addr uint64, dw *dwarfIndex) (uint64, bool) {
 	vaddr := addr - m.Bias
-	if frames, ok := dw.lookup(vaddr); ok && len(frames) > 0 {
-		if lo := frames[len(frames)-1].lo; lo != 0 && lo <= vaddr {
-			return lo, true
+	if dw != nil {
+		if frames, ok := dw.lookup(vaddr); ok && len(frames) > 0 {
+			if lo := frames[len(frames)-1].lo; lo != 0 && lo <= vaddr {
+				return lo, true
+			}
 		}
 	}
 	locs := s.resolve(m, addr)

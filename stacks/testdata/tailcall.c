@@ -11,9 +11,11 @@
  * inlined: in_start -> in_a -(call)-> in_b -(jmp, from in_helper inlined in in_b)-> in_c -> nanosleep
  *          (gdb shows one tail-call frame, named in_helper, the innermost
  *          function at the jump; rewind shows in_helper [inlined] and in_b)
+ * to libc: lb_start -> lb_a -(call)-> lb_b -(jmp)-> nanosleep
+ *          (gdb shows lb_b, the jump's target found by name in libc)
  * libc:    se_start -> sem_wait, which jumps inside libc (gdb shows
  *          do_futex_wait and sem_wait from libc6-dbg's call sites)
- * Main prints "ready" once all five are about to block, then joins.
+ * Main prints "ready" once all six are about to block, then joins.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -79,12 +81,25 @@ NOIPA static void *se_start(void *arg)
 	return arg;
 }
 
-#define NTHREADS 5
+NOIPA void lb_b(const struct timespec *ts) { nanosleep(ts, NULL); }
+NOIPA void lb_a(void)
+{
+	struct timespec ts = {3600, 0};
+
+	atomic_fetch_add(&parked, 1);
+	for (;;) {
+		lb_b(&ts);
+		BARRIER();
+	}
+}
+NOIPA static void *lb_start(void *arg) { lb_a(); BARRIER(); return arg; }
+
+#define NTHREADS 6
 
 int main(void)
 {
 	pthread_t th[NTHREADS];
-	void *(*fn[NTHREADS])(void *) = {uq_start, am_start, pa_start, in_start, se_start};
+	void *(*fn[NTHREADS])(void *) = {uq_start, am_start, pa_start, in_start, se_start, lb_start};
 	pthread_attr_t attr;
 	struct timespec ts = {0, 1000000};
 
