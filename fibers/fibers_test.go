@@ -264,7 +264,14 @@ while f is not None and f.pc() != 0:
 // detaches, and returns the functions of the frames and gdb's output.
 func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	t.Helper()
-	out := gdbWalk(t, pid, r, gdbPy)
+	return gdbBacktraceWith(t, pid, r, gdbPy)
+}
+
+// gdbBacktraceWith is gdbBacktrace with another script printing "@F"
+// lines.
+func gdbBacktraceWith(t *testing.T, pid int, r regs.Regs, script string) ([]string, string) {
+	t.Helper()
+	out := gdbWalk(t, pid, r, script)
 	var want []string
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.SplitN(line, " ", 3); len(f) == 3 && f[0] == "@F" {

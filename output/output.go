@@ -93,7 +93,11 @@ type Frame struct {
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
 	Inlined  bool   `json:"inlined"`
-	Method   string `json:"method"`
+	// Method is how the frame was found (unwind.Method names: "dwarf",
+	// "fp", ...); "tail-call" for a function that left by a tail call,
+	// which has no frame on the stack (dump --tail-calls); "lua" or
+	// "python" for an interpreted frame.
+	Method string `json:"method"`
 	// Symbol is the symbol table's name of the function when it differs
 	// from Function: mangled, or with its symbol version
 	// ("__libc_start_main@@GLIBC_2.34"). Physical frames only.

@@ -33,9 +33,13 @@ const (
 	MethodSFrame
 	// MethodSignal: restored from a signal frame's saved context.
 	MethodSignal
+	// MethodTailCall marks a frame that is not on the stack: a function
+	// that left by a tail call, known from DWARF call-site information
+	// (symbolize.Symbolizer.TailCallFrames). No walk produces it.
+	MethodTailCall
 )
 
-var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal"}
+var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal", "tail-call"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {

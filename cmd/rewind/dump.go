@@ -80,6 +80,7 @@ func runDump(args []string) error {
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
 	maxPause := newPauseFlag(fs, "max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
+	tailCalls := fs.Bool("tail-calls", false, "also list the functions that left by a tail call, where DWARF call-site information tells them for sure (as gdb does), marked [tail-call]")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
@@ -106,7 +107,7 @@ func runDump(args []string) error {
 		return err
 	}
 	opt := stacks.Options{Unwinder: u, Threads: tids}
-	sym, objs, tm, finish := dumpSetup(*noInlines, *noCache, *stats)
+	sym, objs, tm, finish := dumpSetup(*noInlines, *tailCalls, *noCache, *stats)
 	defer finish()
 	if *goroutines {
 		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack, maxPause: *maxPause,
@@ -159,13 +160,14 @@ func parseFiberSpecs(flags []string) ([]fibers.Spec, error) {
 	return specs, nil
 }
 
-// dumpSetup makes a dump's symbolizer, objects (both with the persistent
+// dumpSetup makes a dump's symbolizer (listing inlined calls unless
+// noInlines, tail calls with tailCalls), objects (both with the persistent
 // cache unless noCache) and timings (when stats); finish saves what the
 // dump read to the cache and prints the timings and cache notes.
-func dumpSetup(noInlines, noCache, stats bool) (sym *symbolize.Symbolizer, objs *target.Objects, tm *timings, finish func()) {
+func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbolizer, objs *target.Objects, tm *timings, finish func()) {
 	// Inlined calls are listed (marked) above the frame they were inlined
 	// into, as eu-stack -i and gdb show them.
-	sym = &symbolize.Symbolizer{Inlines: !noInlines}
+	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
 	objs = &target.Objects{}
 	if dir := cacheDir(noCache); dir != "" {
 		// A dump reads as little DWARF as its frames need, and keeps it.
