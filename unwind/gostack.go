@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
@@ -93,7 +94,7 @@ type goSwitchRange struct {
 }
 
 // goSwitchRanges finds the extents of a Go module's switching functions
-// in its symbol table (a stripped binary has none); the walk keeps them in
+// in its symbol table, or else in its pcln table; the walk keeps them in
 // its modInfo.
 func goSwitchRanges(m *target.Module) []goSwitchRange {
 	if m.File == nil || !m.File.Go {
@@ -103,6 +104,25 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 	for _, s := range goSwitchSyms {
 		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
 			rs = append(rs, goSwitchRange{lo, hi, s.kind})
+		}
+	}
+	if len(rs) > 0 {
+		return rs
+	}
+	// A stripped binary: the pcln table names the functions too
+	// (assembly ones without ".abi0").
+	gt := symbolize.GoTableOf(m)
+	if gt == nil {
+		return nil
+	}
+	names := make([]string, len(goSwitchSyms))
+	for i, s := range goSwitchSyms {
+		names[i] = s.name
+	}
+	ext := gt.Extents(names)
+	for _, s := range goSwitchSyms {
+		if e, ok := ext[s.name]; ok && e[1] > e[0] {
+			rs = append(rs, goSwitchRange{e[0], e[1], s.kind})
 		}
 	}
 	return rs
