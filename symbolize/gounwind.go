@@ -114,12 +114,17 @@ func (g *GoTable) SPDelta(f *GoFunc, vaddr uint64) (int32, error) {
 	if f.pcsp == 0 {
 		return 0, g.errorf(f.recOff, "function at %#x has no pcsp table", f.Entry)
 	}
+	if uint64(f.pcsp) >= uint64(len(g.t.pctab)) {
+		return 0, g.errorf(f.recOff+goFuncPCSPOffset, "pcsp table offset %#x of the function at %#x is beyond the pc-value tables (%#x bytes)", f.pcsp, f.Entry, len(g.t.pctab))
+	}
 	gf := goFunc{entry: f.Entry, end: f.End}
 	v, bad, msg := g.t.pcvalueAt(&gf, f.pcsp, vaddr)
 	if msg != "" {
 		return 0, g.errorf(g.t.pctabOff+bad, "pcsp table of the function at %#x, at %#x: %s", f.Entry, vaddr, msg)
 	}
-	if v < 0 || v&3 != 0 {
+	// A delta may be negative: syscall.rawVforkSyscall pops its own
+	// return address.
+	if v&3 != 0 {
 		return 0, g.errorf(g.t.pctabOff+uint64(f.pcsp), "pcsp table of the function at %#x: delta %d at %#x is not a stack slot", f.Entry, v, vaddr)
 	}
 	return v, nil
