@@ -154,6 +154,25 @@ func TestLiveStrippedGoProgram(t *testing.T) {
 	tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
 	sym := &symbolize.Symbolizer{}
 	rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, sym)
+	// A profiler's repeated walks reuse frames through a Memo: what it
+	// keeps of a gopclntab step must give the same walk again.
+	u := unwind.NewAuto()
+	for _, c := range tg.Contexts {
+		want := u.Walk(c.Regs, tg.Mem, tg.Space)
+		var m unwind.Memo
+		var st unwind.Stack
+		for i := 0; i < 2; i++ {
+			u.WalkMemo(&st, c.Regs, tg.Mem, tg.Space, &m)
+			same := st.End == want.End && len(st.Frames) == len(want.Frames)
+			for j := 0; same && j < len(st.Frames); j++ {
+				a, b := st.Frames[j], want.Frames[j]
+				same = a.PC == b.PC && a.SP == b.SP && a.Method == b.Method
+			}
+			if !same {
+				t.Errorf("thread %d: memo walk %d differs: %d frames (end %s), want %d (end %s)", c.TID, i, len(st.Frames), st.End, len(want.Frames), want.End)
+			}
+		}
+	}
 	ref, err := fixture.GdbPIDExe(t, proc.PID, full)
 	if err != nil {
 		t.Fatalf("gdb: %v", err)
