@@ -8,34 +8,47 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/output"
-	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
-// TestARM64StrippedGoCore (issue 26 item 2, arm64): the core qemu-user
-// writes of goabort, an arm64 Go program built with -ldflags='-s -w',
-// whose threads sleep in frameless leaves (runtime.futex, Syscall6) that
-// keep their return address in the link register. Every thread unwound
-// with the pcln table must match the same core unwound with the DWARF CFI
-// of the unstripped build (the same code layout) up to the runtime's top
-// frame, and the goroutines blocked in read must end with the frames and
-// offsets the Go runtime's own traceback printed for them just before the
-// core was written.
-func TestARM64StrippedGoCore(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-aarch64")
-	if err != nil {
-		t.Skip("no arm64 here: needs qemu-aarch64 (qemu-user)")
+// TestStrippedGoCore (issue 26 item 2, cores): cores of goabort built
+// with -ldflags='-s -w', whose threads sleep in frameless leaves
+// (runtime.futex, Syscall6): on amd64 the kernel's core, on arm64 (where
+// the leaves keep their return address in the link register) the core
+// qemu-user writes of the guest. Every thread unwound with the pcln table
+// must match the same core unwound with the DWARF CFI of the unstripped
+// build (the same code layout) up to the runtime's top frame, and on amd64
+// gdb's walk of the core with the unstripped build; the goroutines blocked
+// in read must end with the frames and offsets the Go runtime's own
+// traceback printed for them just before the core was written.
+func TestStrippedGoCore(t *testing.T) {
+	for _, arch := range []string{"amd64", "arm64"} {
+		t.Run(arch, func(t *testing.T) {
+			var qemu string
+			if arch != runtime.GOARCH {
+				var err error
+				if qemu, err = exec.LookPath("qemu-" + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]); err != nil {
+					t.Skipf("no %s here: needs qemu-user", arch)
+				}
+			}
+			testStrippedGoCore(t, arch, qemu)
+		})
 	}
+}
+
+func testStrippedGoCore(t *testing.T, arch, qemu string) {
 	dir := t.TempDir()
 	full, stripped := filepath.Join(dir, "goabort-full"), filepath.Join(dir, "goabort")
 	for _, b := range []struct {
@@ -44,17 +57,17 @@ func TestARM64StrippedGoCore(t *testing.T) {
 	}{{full, nil}, {stripped, []string{"-ldflags=-s -w"}}} {
 		args := append(append([]string{"build", "-o", b.exe}, b.flags...), "./testdata/goabort")
 		cmd := exec.Command("go", args...)
-		cmd.Env = append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+		cmd.Env = append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go %v: %v\n%s", args, err, out)
 		}
 	}
 	requireSameLayout(t, full, stripped)
-	core, dump := qemuGoCore(t, qemu, dir)
+	core, dump := goAbortCore(t, qemu, dir)
 
 	sym := &symbolize.Symbolizer{Inlines: true}
 	tg := openCore(t, core, stripped, &target.Objects{})
-	if tg.Arch != regs.ARM64 || len(tg.Contexts) < 4 {
+	if tg.Arch.String() != arch || len(tg.Contexts) < 4 {
 		t.Fatalf("arch %v, %d threads", tg.Arch, len(tg.Contexts))
 	}
 	got := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, sym)
@@ -86,9 +99,30 @@ func TestARM64StrippedGoCore(t *testing.T) {
 	if leaves == 0 {
 		t.Error("no thread sleeps in runtime.futex or Syscall6")
 	}
-	for i := range got.Threads {
-		th := &got.Threads[i]
-		t.Logf("thread %d (end %s %s):\n%s", th.TID, th.End, th.EndDetail, sideBySideThreads(th, findThread(ref, th.TID)))
+	if qemu == "" {
+		// gdb reads the core with the unstripped build's symbols and
+		// DWARF: the same physical frames and names, down to where the
+		// runtime's traceback ends a stack.
+		gdb, err := fixture.GdbCore(t, core, full)
+		if err != nil {
+			t.Fatalf("gdb: %v", err)
+		}
+		for _, st := range gdb {
+			want := st.Physical()
+			g := findThread(got, st.TID)
+			n := 0
+			if g != nil {
+				g = physical(g)
+				n = topFrame(g)
+			}
+			ok := n > 0 && n <= len(want.Frames)
+			for i := 0; ok && i < n; i++ {
+				ok = g.Frames[i].PC == want.Frames[i].PC && g.Frames[i].Function == want.Frames[i].Func
+			}
+			if !ok {
+				t.Errorf("thread %d differs from gdb's first frames (unstripped build):\n%s", st.TID, sideBySide(g, want))
+			}
+		}
 	}
 	blocked := 0
 	for _, gr := range dump {
@@ -117,18 +151,23 @@ func TestARM64StrippedGoCore(t *testing.T) {
 	}
 }
 
-// qemuGoCore runs dir/goabort under qemu until it is ready and every
-// thread sleeps, then makes it die, and returns the core qemu wrote of it
-// and the runtime's dump of its goroutines.
-func qemuGoCore(t *testing.T, qemu, dir string) (string, []goGoroutine) {
+// goAbortCore runs dir/goabort (under qemu when qemu is not "") until it
+// is ready and every thread sleeps, then makes it die, and returns the
+// core written of it (by the kernel, or by qemu of its guest) and the
+// runtime's dump of its goroutines.
+func goAbortCore(t *testing.T, qemu, dir string) (string, []goGoroutine) {
 	t.Helper()
-	// A directory named core keeps the kernel from writing qemu's own
-	// core (core_pattern "core"); the limit (in sh's 512-byte blocks)
-	// bounds it elsewhere.
-	if err := os.Mkdir(filepath.Join(dir, "core"), 0o755); err != nil {
-		t.Fatal(err)
+	script := "ulimit -c unlimited 2>/dev/null || exit 97; exec ./goabort"
+	if qemu != "" {
+		// A directory named core keeps the kernel from writing qemu's
+		// own core (core_pattern "core"); the limit (in sh's 512-byte
+		// blocks) bounds it elsewhere.
+		if err := os.Mkdir(filepath.Join(dir, "core"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script = "ulimit -c 400000; exec " + qemu + " ./goabort"
 	}
-	cmd := exec.Command("sh", "-c", "ulimit -c 400000; exec "+qemu+" ./goabort")
+	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -167,26 +206,40 @@ func qemuGoCore(t *testing.T, qemu, dir string) (string, []goGoroutine) {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("goabort not ready after 2 minutes\n%s", stderr.String())
 	}
-	// Every guest thread is a host thread of qemu: once all sleep, the
-	// guest's are in their system calls.
+	// Once every thread sleeps (under qemu, every guest thread is a host
+	// thread of qemu), they are in their system calls.
 	(&fixture.Proc{PID: cmd.Process.Pid}).WaitBlocked(t)
+	begin := time.Now()
 	if _, err := io.WriteString(stdin, "x\n"); err != nil {
 		t.Fatal(err)
 	}
 	err = cmd.Wait()
 	done = true
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 && ee.ExitCode() != 134 {
-		t.Fatalf("goabort did not die of a signal: %v\n%s", err, stderr.String())
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Exited() && ws.ExitStatus() == 97 {
+		t.Skip("cannot raise the core size limit (ulimit -c unlimited failed)")
 	}
-	cores, _ := filepath.Glob(filepath.Join(dir, "qemu_goabort_*.core"))
-	if len(cores) != 1 {
-		t.Fatalf("qemu wrote no guest core in %s\n%s", dir, stderr.String())
+	if !ws.Signaled() || ws.Signal() != syscall.SIGABRT {
+		t.Fatalf("goabort did not die of SIGABRT: %v\n%s", err, stderr.String())
+	}
+	var core string
+	if qemu != "" {
+		cores, _ := filepath.Glob(filepath.Join(dir, "qemu_goabort_*.core"))
+		if len(cores) != 1 {
+			t.Fatalf("qemu wrote no guest core in %s\n%s", dir, stderr.String())
+		}
+		core = cores[0]
+	} else {
+		if !ws.CoreDump() {
+			t.Fatalf("goabort died of SIGABRT without a core\n%s", stderr.String())
+		}
+		core = fixture.FindKernelCore(t, dir, cmd.Process.Pid, begin)
 	}
 	text, err := os.ReadFile(filepath.Join(dir, "stacks.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cores[0], parseGoDump(string(text))
+	return core, parseGoDump(string(text))
 }
 
 // goGoroutine is one goroutine of the runtime's traceback.
@@ -263,6 +316,19 @@ func endsWithGo(th *output.Thread, frames []goFrame) bool {
 		}
 	}
 	return true
+}
+
+// physical returns th without its inlined frames, as gdb's
+// Stack.Physical.
+func physical(th *output.Thread) *output.Thread {
+	p := *th
+	p.Frames = nil
+	for _, f := range th.Frames {
+		if !f.Inlined {
+			p.Frames = append(p.Frames, f)
+		}
+	}
+	return &p
 }
 
 // topFrame returns the number of th's frames down to the first of the
