@@ -324,23 +324,29 @@ func goSystemstackStep(c *Cursor, start, bp uint64) error {
 
 // frameFits checks a candidate return address ra into systemstack's
 // caller F, whose stack pointer it implies is sp, against F's frame record
-// at bp: where the module's CFI describes F, its CFA at ra must be the
-// record's end (Go pushes the frame pointer right below the return
-// address). Without CFI the call instruction alone decides.
+// at bp: where the module's CFI, or else its Go pcln table, describes F,
+// its CFA at ra must be the record's end (Go pushes the frame pointer
+// right below the return address). Without either, the call instruction
+// alone decides.
 func frameFits(c *Cursor, ra, sp, bp uint64) bool {
 	m := c.space.Find(ra - 1)
 	if m == nil || m.Module == nil {
 		return false
 	}
-	t, err := m.Module.Table()
-	if err != nil || t == nil {
-		return true
+	v := ra - 1 - m.Bias
+	if t, err := m.Module.Table(); err == nil && t != nil {
+		if rule, ok := t.Lookup(v); ok {
+			return rule.CFABase == unwindtable.CFASP && sp+uint64(int64(rule.CFAOffset)) == bp+16
+		}
 	}
-	rule, ok := t.Lookup(ra - 1 - m.Bias)
-	if !ok {
-		return true
+	if gt := symbolize.GoTableOf(m.Module); gt != nil {
+		if f, ok := gt.Func(v); ok {
+			if d, err := gt.SPDelta(&f, v); err == nil {
+				return sp+uint64(int64(d))+8 == bp+16
+			}
+		}
 	}
-	return rule.CFABase == unwindtable.CFASP && sp+uint64(int64(rule.CFAOffset)) == bp+16
+	return true
 }
 
 // callsAt reports whether the 5 bytes before ra are a direct call
