@@ -299,3 +299,30 @@ func TestWriteGoSPDeltaSeeds(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGoSPDelta measures what one gopclntab step asks of the table:
+// the function holding a PC and its SP delta there, at PCs spread over a
+// Go program's functions.
+func BenchmarkGoSPDelta(b *testing.B) {
+	g := testGoTable(b, buildGo(b, "-ldflags=-s -w"))
+	var pcs []uint64
+	g.each(func(f *GoFunc) bool {
+		pc := f.Entry + (f.End-f.Entry)/4
+		if _, err := g.SPDelta(f, pc); err == nil {
+			pcs = append(pcs, pc)
+		}
+		return true
+	})
+	b.ReportMetric(float64(len(pcs)), "functions")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pc := pcs[(i*7919)%len(pcs)]
+		f, ok := g.Func(pc)
+		if !ok {
+			b.Fatal("miss")
+		}
+		if _, err := g.SPDelta(&f, pc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
