@@ -167,13 +167,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // methodFlag registers --method.
 func methodFlag(fs *flag.FlagSet) *string {
 	return fs.String("method", "auto", "unwind method: `fp` (frame pointers), dwarf (CFI tables), sframe "+
-		"(.sframe sections), or auto (per frame: SFrame where the object has it, then CFI, then frame pointers)")
+		"(.sframe sections), gopclntab (Go pcln tables), or auto (per frame: SFrame where the object has it, "+
+		"then CFI, then a Go program's pcln table, then frame pointers)")
 }
 
 func unwinderFor(method string, maxDepth int) (*unwind.Unwinder, error) {
 	u, err := unwind.ByName(method)
 	if err != nil {
-		return nil, fmt.Errorf("unknown --method %q (want auto, dwarf, fp or sframe)", method)
+		return nil, fmt.Errorf("unknown --method %q (want auto, dwarf, fp, sframe or gopclntab)", method)
 	}
 	u.MaxDepth = maxDepth
 	return u, nil
