@@ -224,7 +224,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	if err != nil {
 		return nil, err
 	}
-	tg, err := c.Target(objs, exe)
+	tg, err := c.Target(objs, exe, lf.unnamedFiles(c)...)
 	if err != nil {
 		return nil, err
 	}

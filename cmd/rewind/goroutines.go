@@ -49,7 +49,7 @@ func dumpGoroutines(d goroutineDump) error {
 		if err != nil {
 			return err
 		}
-		if tg, err = c.Target(d.objs, exe); err != nil {
+		if tg, err = c.Target(d.objs, exe, d.lf.unnamedFiles(c)...); err != nil {
 			return err
 		}
 		if set, err = goroutines.FromCore(c, d.lf.coreExe(c, d.objs, exe)); err != nil {
