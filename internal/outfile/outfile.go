@@ -23,6 +23,10 @@
 //     (renameat2 RENAME_NOREPLACE, else link(2)), so concurrent runs that
 //     pick the same default name never replace each other's files.
 //
+// The fsync is the price of never leaving an empty or partial file under
+// the destination's name after a crash: on ext4 it made a 16 KiB write
+// take 6-16 ms instead of 1-2.5 ms (BenchmarkWriteFile, load average 50).
+//
 // Replacing a file breaks its hard links (the other names keep the old
 // contents) and drops its extended attributes and ACLs. The directory
 // itself is not synced: a crash right after the rename may lose the new

@@ -418,3 +418,26 @@ func TestCommitNoReplace(t *testing.T) {
 	}
 	noTemp(t, dir)
 }
+
+// BenchmarkWriteFile writes a 16 KiB file (a small flame graph) over
+// an existing one: outfile (temporary file, fsync, rename) against
+// os.WriteFile (truncate and write in place), in the test's temporary
+// directory.
+func BenchmarkWriteFile(b *testing.B) {
+	data := bytes.Repeat([]byte("x"), 16<<10)
+	p := filepath.Join(b.TempDir(), "out.html")
+	b.Run("outfile", func(b *testing.B) {
+		for b.Loop() {
+			if err := WriteFile(p, data, 0o666); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("os.WriteFile", func(b *testing.B) {
+		for b.Loop() {
+			if err := os.WriteFile(p, data, 0o666); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
