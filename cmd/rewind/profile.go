@@ -104,11 +104,13 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	if err != nil {
 		return err
 	}
+	// The default name is claimed when the profile is written: another
+	// run may have taken the one outputPath found free.
+	opt := profiles.WriteOptions{PeriodNS: periodNS, Title: title}
+	names := defaultOutput(time.Now())
 	if *pf.out == "" {
-		// Claim the default name when the profile is written: another
-		// run may have taken the name outputPath found free.
 		var name string
-		if name, err = prof.WriteNewFile(defaultOutput(time.Now()), profiles.WriteOptions{PeriodNS: periodNS, Title: title}); err == nil {
+		if name, err = prof.WriteNewFile(names, opt); err == nil {
 			out = name
 		}
 	} else {
@@ -117,8 +119,16 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	if err != nil {
 		// Do not lose a recording to an output problem.
 		if !strings.HasSuffix(out, ".folded") && len(prof.Stacks) > 0 {
-			alt := strings.TrimSuffix(strings.TrimSuffix(out, filepath.Ext(out)), ".pb") + ".folded"
-			if ferr := writeProfile(prof, alt, periodNS, title); ferr == nil {
+			folded := func(name string) string {
+				return strings.TrimSuffix(strings.TrimSuffix(name, filepath.Ext(name)), ".pb") + ".folded"
+			}
+			alt, ferr := folded(out), error(nil)
+			if *pf.out == "" {
+				alt, ferr = prof.WriteNewFile(func(i int) string { return folded(names(i)) }, opt)
+			} else {
+				ferr = prof.WriteFile(alt, opt)
+			}
+			if ferr == nil {
 				return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
 			}
 		}

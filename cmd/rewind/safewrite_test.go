@@ -145,3 +145,58 @@ func TestSFrameGenFullDisk(t *testing.T) {
 		t.Errorf("%d files left in %s", len(es), dir)
 	}
 }
+
+// TestReportFullDiskSavesFolded: report without -o on a file system with
+// room for the folded stacks but not the flame graph fails, saving the
+// stacks under a default .folded name it claims, and leaves no partial
+// flame graph or temporary file.
+func TestReportFullDiskSavesFolded(t *testing.T) {
+	data, err := filepath.Abs(spinData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root, CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	// Fill it, then free 8 KiB: the spin profile's flame graph is 13
+	// KiB, its folded stacks a few hundred bytes.
+	fill, err := os.Create(filepath.Join(dir, ".fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for {
+		k, err := fill.Write(make([]byte, 4096))
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	if err := fill.Truncate(n - 8192); err != nil {
+		t.Fatal(err)
+	}
+	fill.Close()
+	cmd := exec.Command(rewindBin, "report", "-q", data)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no space left") || !strings.Contains(string(out), "the stacks were saved as rewind-") {
+		t.Fatalf("report on a nearly full disk: %v\n%s", err, out)
+	}
+	es, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 || !strings.HasSuffix(names[1], ".folded") {
+		t.Fatalf("files %q, want the filler and the folded stacks", names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, names[1])); !strings.Contains(string(b), "spin") {
+		t.Errorf("%s: %q", names[1], b)
+	}
+}
