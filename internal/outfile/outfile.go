@@ -101,7 +101,9 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	if dir == "" {
 		dir = "."
 	}
-	dirfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// O_PATH: a directory one may write but not list (mode 0333)
+	// is still a place to write in.
+	dirfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
