@@ -83,7 +83,7 @@ func regular(path string, st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
 		return nil
 	}
-	return fmt.Errorf("%s: %w (%s): refusing to replace it; rewind writes only regular files", path, fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
+	return fmt.Errorf("%s is %s (%w): refusing to replace it", path, fsafe.Kind(st.Mode), fsafe.ErrNotRegular)
 }
 
 // Create starts writing path: it opens path's directory and creates a
