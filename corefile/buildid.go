@@ -8,7 +8,7 @@ import (
 )
 
 // Truncated reports whether the core file is shorter than its PT_LOAD
-// segments promise (a dump cut short by a full disk or a size limit):
+// and PT_NOTE segments promise (a dump cut short by a full disk or a size limit):
 // want is the size they need, have the file's size. Memory beyond the end
 // reads as not dumped.
 func (c *Core) Truncated() (want, have int64, truncated bool) {
@@ -16,6 +16,25 @@ func (c *Core) Truncated() (want, have int64, truncated bool) {
 		return int64(min(c.wantSize, 1<<62)), c.size, true
 	}
 	return int64(c.wantSize), c.size, false
+}
+
+// NotesCut describes what a core cut short inside its notes lacks (gcore
+// writes the notes after the memory, so a truncated gcore core loses them
+// first): the file offset where the whole notes end, and the notes the
+// rest would have held. ok is false when every note was read whole. The
+// threads whose registers were read are in Threads; those noted after the
+// cut are missing, and how many they were is not known.
+func (c *Core) NotesCut() (at uint64, missing []string, ok bool) {
+	if c.notesCut == 0 {
+		return 0, nil, false
+	}
+	if !c.haveFile {
+		missing = append(missing, "the file mappings (NT_FILE)")
+	}
+	if !c.haveAuxv {
+		missing = append(missing, "the auxiliary vector (NT_AUXV)")
+	}
+	return c.notesCut, missing, true
 }
 
 // maxHeaderRead bounds what BuildIDs reads of each mapped object's

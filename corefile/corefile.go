@@ -104,8 +104,14 @@ type Core struct {
 	size  int64
 	class elf.Class
 	segs  []segment // PT_LOADs sorted by vaddr
-	// wantSize is the file size the PT_LOADs promise (see Truncated).
+	// wantSize is the file size the PT_LOADs and PT_NOTEs promise (see
+	// Truncated).
 	wantSize uint64
+	// notesCut is the file offset at which the truncated file cut a note
+	// short (0 when every note was whole); see NotesCut.
+	notesCut uint64
+	// seen records which process-wide notes were read.
+	haveAuxv, haveFile bool
 
 	mu     sync.Mutex
 	opener func(path string) (io.ReaderAt, error)
@@ -339,11 +345,24 @@ func (c *Core) parse() error {
 		if nt.size > maxNotes {
 			return c.formatf("PT_NOTE", 0, nil, "file offset %#x: %d bytes is implausibly large", nt.off, nt.size)
 		}
-		data, err := c.readAt(nt.off, nt.size)
-		if err != nil {
-			return c.formatf("PT_NOTE", 0, err, "reading it")
+		// gcore writes its notes after the memory: a core cut short
+		// loses them first. Read what the file holds; parseNotes keeps
+		// every whole note (each thread's registers are one).
+		c.wantSize = max(c.wantSize, nt.off+nt.size)
+		size := nt.size
+		if avail := uint64(max(c.size, 0)); nt.off >= avail {
+			size = 0
+		} else {
+			size = min(size, avail-nt.off)
 		}
-		if err := c.parseNotes(data, nt.off); err != nil {
+		var data []byte
+		if size > 0 {
+			var err error
+			if data, err = c.readAt(nt.off, size); err != nil {
+				return c.formatf("PT_NOTE", 0, err, "reading it")
+			}
+		}
+		if err := c.parseNotes(data, nt.off, size < nt.size); err != nil {
 			return err
 		}
 	}
@@ -405,19 +424,35 @@ func (c *Core) uword(b []byte) uint64 {
 }
 
 // parseNotes walks one PT_NOTE's notes; base is its file offset, for errors.
-func (c *Core) parseNotes(data []byte, base uint64) error {
+// parseNotes reads the notes of one PT_NOTE, data, at file offset base.
+// cut says the file ended inside the segment: a note that runs past data
+// then ends the notes read (NotesCut says where) rather than being an
+// error.
+func (c *Core) parseNotes(data []byte, base uint64, cut bool) error {
 	bo := c.ByteOrder
 	end := uint64(len(data))
-	for off := uint64(0); end-off >= 12; {
+	off := uint64(0)
+	defer func() {
+		if cut && c.notesCut == 0 {
+			c.notesCut = base + off
+		}
+	}()
+	for end-off >= 12 {
 		namesz := uint64(bo.Uint32(data[off:]))
 		descsz := uint64(bo.Uint32(data[off+4:]))
 		typ := bo.Uint32(data[off+8:])
 		nameOff := off + 12
 		if namesz > end-nameOff {
+			if cut {
+				return nil
+			}
 			return c.formatf("PT_NOTE", off, nil, "note at file offset %#x: name size %d overruns the note segment", base+off, namesz)
 		}
 		descOff := (nameOff + namesz + 3) &^ 3
 		if descOff > end || descsz > end-descOff {
+			if cut {
+				return nil
+			}
 			return c.formatf("PT_NOTE", off, nil, "note at file offset %#x: descriptor size %d overruns the note segment", base+off, descsz)
 		}
 		name := string(bytes.TrimRight(data[nameOff:nameOff+namesz], "\x00"))
@@ -430,9 +465,9 @@ func (c *Core) parseNotes(data []byte, base uint64) error {
 			case ntPrpsinfo:
 				err = c.parsePrpsinfo(desc)
 			case ntAuxv:
-				err = c.parseAuxv(desc)
+				err, c.haveAuxv = c.parseAuxv(desc), true
 			case ntFile:
-				err = c.parseFile(desc)
+				err, c.haveFile = c.parseFile(desc), true
 			}
 			if err != nil {
 				return c.formatf("PT_NOTE", off, err, "note at file offset %#x (type %#x)", base+off, typ)
@@ -440,6 +475,7 @@ func (c *Core) parseNotes(data []byte, base uint64) error {
 		}
 		next := (descOff + descsz + 3) &^ 3
 		if next > end {
+			off = end
 			break
 		}
 		off = next

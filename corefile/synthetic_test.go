@@ -239,7 +239,7 @@ func TestBadCores(t *testing.T) {
 		{"phnum huge", mut(func(b []byte) []byte { bo.PutUint16(b[56:], 0xfff0); return b }), "program headers of 56 bytes do not fit"},
 		{"pn_xnum no shdr", mut(func(b []byte) []byte { bo.PutUint16(b[56:], 0xffff); return b }), "PN_XNUM"},
 		{"phentsize small", mut(func(b []byte) []byte { bo.PutUint16(b[54:], 8); return b }), "program header size 8"},
-		{"note past EOF", mut(func(b []byte) []byte { bo.PutUint64(b[64+32:], 1<<40); return b }), "PT_NOTE+0x0: file offset 0x"},
+		{"note too large", mut(func(b []byte) []byte { bo.PutUint64(b[64+32:], 1<<40); return b }), "PT_NOTE+0x0: file offset 0x"},
 		{"note desc overrun", mut(func(b []byte) []byte { bo.PutUint32(b[64+5*56+4:], 1<<30); return b }), "note at file offset 0x"},
 		{"truncated", good[:100], "do not fit in the file"},
 	} {
@@ -250,6 +250,17 @@ func TestBadCores(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, c.want)
 			}
 		})
+	}
+	// A PT_NOTE past the end of the file is a core cut short before its
+	// notes: it opens, with no thread, and says where the notes were.
+	past := writeTemp(t, "core", mut(func(b []byte) []byte { bo.PutUint64(b[64+8:], 1<<40); return b }))
+	if c, err := Open(past); err != nil {
+		t.Errorf("note past EOF: %v", err)
+	} else {
+		if at, _, cut := c.NotesCut(); !cut || at != 1<<40 || len(c.Threads) != 0 {
+			t.Errorf("note past EOF: NotesCut() = %#x, %v with %d threads", at, cut, len(c.Threads))
+		}
+		c.Close()
 	}
 	// A core cut short inside its segment data still opens; the missing
 	// bytes are reported as cut off by the truncation (not as "not

@@ -3,6 +3,8 @@ package corefile
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -434,5 +436,93 @@ func checkMappingsWithEuReadelf(t *testing.T, path string, c *Core) {
 	t.Logf("eu-readelf: %d NT_FILE mappings, %d PT_LOADs", len(want), len(perms))
 	if len(want) == 0 || fmt.Sprint(want) != fmt.Sprint(c.Mappings) {
 		t.Errorf("mappings\n got %v\nwant %v", c.Mappings, want)
+	}
+}
+
+// TestGcoreNotesCut: gcore writes its notes after the memory, so a gcore
+// core cut short loses them first. Every thread whose registers are whole
+// is still read, and NotesCut says where the notes end and which
+// process-wide notes are lost; a cut before any thread's registers is an
+// error that says so.
+func TestGcoreNotesCut(t *testing.T) {
+	dir := t.TempDir()
+	exe := buildProgram(t, dir)
+	core, _ := gcoreDump(t, dir, exe)
+	full, err := Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	if _, _, cut := full.NotesCut(); cut || len(full.Threads) < 2 {
+		t.Fatalf("the whole core: notes cut %v, %d threads", cut, len(full.Threads))
+	}
+	b, err := os.ReadFile(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	// The file offsets of the NT_PRSTATUS notes, walked here apart from
+	// the package's parser.
+	var prstatus []uint64
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		for off := p.Off; off+12 <= p.Off+p.Filesz; {
+			namesz, descsz, typ := binary.LittleEndian.Uint32(b[off:]), binary.LittleEndian.Uint32(b[off+4:]), binary.LittleEndian.Uint32(b[off+8:])
+			if typ == uint32(elf.NT_PRSTATUS) {
+				prstatus = append(prstatus, off)
+			}
+			off += 12 + (uint64(namesz)+3)&^3 + (uint64(descsz)+3)&^3
+		}
+	}
+	if len(prstatus) != len(full.Threads) {
+		t.Fatalf("%d NT_PRSTATUS notes, %d threads read", len(prstatus), len(full.Threads))
+	}
+	for _, keep := range []int{1, len(prstatus) - 1} {
+		cut := filepath.Join(dir, fmt.Sprintf("cut%d", keep))
+		at := prstatus[keep]
+		if err := os.WriteFile(cut, b[:at+40], 0o600); err != nil { // inside thread keep's registers
+			t.Fatal(err)
+		}
+		c, err := Open(cut)
+		if err != nil {
+			t.Fatalf("cut after %d threads: %v", keep, err)
+		}
+		if len(c.Threads) != keep {
+			t.Errorf("cut after %d threads: %d threads read", keep, len(c.Threads))
+		}
+		for i := range min(keep, len(c.Threads)) {
+			if c.Threads[i].TID != full.Threads[i].TID || c.Threads[i].Regs != full.Threads[i].Regs {
+				t.Errorf("cut after %d threads: thread %d differs from the whole core's", keep, i)
+			}
+		}
+		gotAt, missing, ok := c.NotesCut()
+		if !ok || gotAt != at || len(missing) != 2 || !strings.Contains(missing[0], "NT_FILE") || !strings.Contains(missing[1], "NT_AUXV") {
+			t.Errorf("cut after %d threads: NotesCut() = %#x, %q, %v; want %#x and NT_FILE, NT_AUXV missing", keep, gotAt, missing, ok, at)
+		}
+		if _, _, bad := c.Truncated(); !bad {
+			t.Errorf("cut after %d threads: not reported truncated", keep)
+		}
+		if _, err := c.Target(&target.Objects{}, exe); err != nil {
+			t.Errorf("cut after %d threads: %v", keep, err)
+		}
+		c.Close()
+	}
+	cut := filepath.Join(dir, "cut0")
+	if err := os.WriteFile(cut, b[:prstatus[0]+40], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Target(&target.Objects{}, exe); err == nil || !strings.Contains(err.Error(), "before any thread's registers") {
+		t.Errorf("cut before any thread: %v", err)
 	}
 }

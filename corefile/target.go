@@ -17,6 +17,9 @@ import (
 // from the current directory. objs may be nil.
 func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) {
 	if len(c.Threads) == 0 {
+		if at, _, cut := c.NotesCut(); cut {
+			return nil, fmt.Errorf("%s: the core is cut short at file offset %#x, inside its notes and before any thread's registers (NT_PRSTATUS)", c.Path, at)
+		}
 		return nil, fmt.Errorf("%s: core has no threads (no NT_PRSTATUS notes)", c.Path)
 	}
 	if exe != "" {

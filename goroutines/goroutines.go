@@ -86,11 +86,24 @@ type Set struct {
 	again bool
 
 	copyCost copyCost // of a live capture
+	// atRead, for a staggered capture (live.Options.MaxPause), holds the
+	// threads that were stopped when the goroutines were read; nil when
+	// every thread was.
+	atRead map[int]bool
 }
+
+// stoppedAtRead reports whether thread tid was stopped when the
+// goroutines were read: its registers are those of the goroutine the
+// runtime says it runs.
+func (s *Set) stoppedAtRead(tid int) bool { return s.atRead == nil || s.atRead[tid] }
 
 // Capture pauses process pid once and returns its threads (as
 // live.Capture) and its goroutines, both copied in that pause. opt is
-// passed to live.Capture (opt.During is replaced).
+// passed to live.Capture (opt.During is replaced). With
+// opt.StaggerDuring, opt.MaxPause bounds the pause as it does a thread
+// capture's: when threads are slow to stop, the goroutines are read with
+// those stopped so far, and a goroutine running on a late one is listed
+// without a stack (a note says so).
 func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	lay, err := goruntime.Open(exe)
@@ -114,7 +127,12 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	var rerr error
 	var now int64
 	var cost copyCost
+	var atRead map[int]bool
 	opt.During = func(r *live.Reader) {
+		atRead = make(map[int]bool, len(r.Threads()))
+		for _, th := range r.Threads() {
+			atRead[th.TID] = true
+		}
 		cost.start()
 		snap, rerr = readAll(r, lay, bias, pre)
 		var ts unix.Timespec
@@ -135,6 +153,18 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	}
 	set := newSet(snap, lay, now, mapped, regs.AMD64)
 	set.copyCost = cost
+	if ls.Staggered {
+		// Threads slow to stop (opt.MaxPause): the goroutines were read
+		// with those stopped so far.
+		set.atRead = atRead
+		late := 0
+		for _, th := range ls.Threads {
+			if th.Err == nil && !atRead[th.TID] {
+				late++
+			}
+		}
+		set.Notes = append(set.Notes, fmt.Sprintf("%d threads were slow to stop (--max-pause): the goroutines were read while they still ran or waited for a CPU, those running on them are shown without a stack, and one they woke may be shown as it was before", late))
+	}
 	return ls, set, nil
 }
 
@@ -289,6 +319,10 @@ func (s *Set) context(g *Goroutine, tg *target.Target, threads map[int]*target.C
 		Name: "goroutine " + strconv.FormatInt(g.ID, 10)}
 	r := g.g
 	if r.status == gRunning {
+		if !s.stoppedAtRead(g.Thread) {
+			c.Err = fmt.Errorf("its thread %d was still running when the goroutines were read (--max-pause)", g.Thread)
+			return c
+		}
 		if th := threads[g.Thread]; th != nil {
 			c.Regs = th.Regs
 			return c

@@ -70,6 +70,9 @@ type parked struct {
 	in  io.WriteCloser
 	out *bufio.Reader
 	dir string
+	// stderr is what the program wrote to its standard error (read it
+	// after cmd.Wait).
+	stderr *bytes.Buffer
 }
 
 func startParked(t testing.TB, exe string, shell string, env ...string) *parked {
@@ -100,6 +103,7 @@ func startParkedArgs(t testing.TB, exe, shell string, args []string, env ...stri
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	p.stderr = &stderr
 	p.out = bufio.NewReader(stdout)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -503,7 +507,8 @@ func TestCoreMatchesOwnDump(t *testing.T) {
 	})
 }
 
-func coreDump(t *testing.T, path, own string) {
+// coreReport reads the goroutines of the core at path and renders them.
+func coreReport(t *testing.T, path string) (*goroutines.Report, string) {
 	t.Helper()
 	c, err := corefile.Open(path)
 	if err != nil {
@@ -518,7 +523,12 @@ func coreDump(t *testing.T, path, own string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, text := report(t, set, tg)
+	return report(t, set, tg)
+}
+
+func coreDump(t *testing.T, path, own string) {
+	t.Helper()
+	rep, text := coreReport(t, path)
 	n := compareDumps(t, text, own)
 	t.Logf("%d goroutines from %s, %d compared", len(rep.Goroutines), filepath.Base(path), n)
 	if n < 250 {
@@ -745,4 +755,48 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 	if keptPing > seenPing/25 {
 		t.Errorf("the ping-pong goroutines, which run all the time, kept their earlier stacks %d times of %d", keptPing, seenPing)
 	}
+}
+
+// TestMaxPause: a thread that cannot stop (it waits in vfork for a child
+// that sleeps half a second) holds the others no longer than MaxPause
+// when the capture staggers (StaggerDuring): the goroutines are read with
+// the threads stopped so far, the parked ones match the program's own
+// dump, the one on the late thread is listed, and a note says so.
+func TestMaxPause(t *testing.T) {
+	requirePtrace(t)
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc for cgo")
+	}
+	p := startParkedArgs(t, buildFixture(t, "cgo", []string{"CGO_ENABLED=1"}), "", []string{"vfork"})
+	const budget = 20 * time.Millisecond
+	var snap *live.Snapshot
+	var set *goroutines.Set
+	for try := 0; try < 10; try++ {
+		var err error
+		snap, set, err = goroutines.Capture(p.cmd.Process.Pid, live.Options{MaxPause: budget, StaggerDuring: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Staggered {
+			break
+		}
+		// The thread was between two vforks: try again.
+	}
+	if !snap.Staggered {
+		t.Fatal("the vforking thread always stopped at once")
+	}
+	// The budget, plus copying, plus a loaded machine's scheduling; the
+	// vfork holds its thread for half a second.
+	if snap.Pause > 10*budget {
+		t.Errorf("pause %v, budget %v", snap.Pause, budget)
+	}
+	rep, text := report(t, set, snap.Target(nil, nil))
+	if n := compareDumps(t, text, p.ownDump(t)); n < 2 {
+		t.Errorf("%d goroutines compared", n)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "slow to stop (--max-pause)") {
+		t.Errorf("no note says the goroutines were read staggered: %q", rep.Notes)
+	}
+	checkTraceback(t, text)
+	t.Logf("staggered: pause %v\n%s", snap.Pause, text)
 }

@@ -13,6 +13,9 @@ import (
 type Report struct {
 	PID       int    `json:"pid,omitempty"`
 	GoVersion string `json:"go_version,omitempty"`
+	// PauseUS is how long a live target was stopped, in microseconds
+	// (as output.Report's); nil for a core file. Report leaves it nil.
+	PauseUS *int64 `json:"pause_us,omitempty"`
 	// Goroutines are sorted by id.
 	Goroutines []Entry `json:"goroutines"`
 	// Notes explain goroutines dropped or cut, and data not read.
@@ -90,7 +93,7 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 		var frames []output.Frame
 		// A goroutine in a system call or cgo call: the C frames the
 		// thread shows below the Go code come first.
-		if g.g.status == gSyscall {
+		if g.g.status == gSyscall && s.stoppedAtRead(g.Thread) {
 			if th := threads[g.Thread]; th != nil {
 				frames = cFrames(frames, u, &st, th, tg, sym)
 			}
@@ -165,7 +168,10 @@ func appendFramesName(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.F
 	for _, loc := range locs {
 		switch {
 		case show == showAll:
-		case loc.GoWrapper:
+		case loc.GoWrapper && show == showDefault:
+			// Go hides wrappers at the default level only; at
+			// GOTRACEBACK=system it shows every frame
+			// (runtime.gcenable.gowrap1).
 			continue
 		case show == showDefault && !showFrame(loc.Function, len(out) == 0):
 			continue
@@ -188,7 +194,7 @@ func (s *Set) creator(g *Goroutine, tg *target.Target, sym *symbolize.Symbolizer
 	}
 	locs := sym.Frame(tg.Space.Find(g.GoPC-1), g.GoPC, false)
 	phys := locs[len(locs)-1]
-	if phys.Function == "" || phys.GoWrapper || show == showDefault && !showFrame(phys.Function, false) {
+	if phys.Function == "" || show == showDefault && (phys.GoWrapper || !showFrame(phys.Function, false)) {
 		return nil
 	}
 	return &Creator{Function: phys.Function, File: locs[0].File, Line: locs[0].Line, Goroutine: g.ParentID, Offset: phys.Offset}

@@ -20,6 +20,24 @@ const (
 	outerFrames = 50
 )
 
+// TextOptions choose what the text outputs print beyond Go's default
+// traceback.
+type TextOptions struct {
+	// Labels prints each goroutine's pprof labels in its header as the
+	// target's Go version prints them with GODEBUG=tracebacklabels=1
+	// (Report.GoVersion; see labels.go). Without it no header carries
+	// labels, as Go's own default traceback (the labels stay in the JSON
+	// output): tools that parse Go dumps (panicparse) read neither
+	// syntax whole.
+	Labels bool
+}
+
+// WriteText writes the report as TextOptions{}.WriteText does.
+func WriteText(w io.Writer, r *Report) error { return TextOptions{}.WriteText(w, r) }
+
+// WriteGrouped writes the report as TextOptions{}.WriteGrouped does.
+func WriteGrouped(w io.Writer, r *Report) error { return TextOptions{}.WriteGrouped(w, r) }
+
 // WriteText writes the report in the format of Go's own traceback (the
 // SIGQUIT dump, pprof's goroutine profile with debug=2), so that tools
 // that parse Go dumps read it:
@@ -33,14 +51,15 @@ const (
 // Arguments are elided as "(...)". Notes follow, after the goroutines.
 // Control bytes in names, file names and notes (they come from the
 // target) are printed as \xNN.
-func WriteText(w io.Writer, r *Report) error {
+func (o TextOptions) WriteText(w io.Writer, r *Report) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
+	syn := labelSyntaxOf(r.GoVersion)
 	for i := range r.Goroutines {
 		if i > 0 {
 			bw.WriteByte('\n')
 		}
 		e := &r.Goroutines[i]
-		writeHeader(bw, e, 0)
+		o.writeHeader(bw, e, nil, syn)
 		writeBody(bw, e)
 	}
 	writeNotes(bw, r.Notes)
@@ -48,48 +67,120 @@ func WriteText(w io.Writer, r *Report) error {
 }
 
 // WriteGrouped writes goroutines with identical stacks (same state, wait
-// reason, frames and creator) once, with their count and ids, in Go's
-// format ("N goroutines" in place of the id, as panicparse's buckets).
-func WriteGrouped(w io.Writer, r *Report) error {
-	type group struct {
-		first *Entry
-		ids   []int64
-	}
-	var order []string
-	groups := map[string]*group{}
-	for i := range r.Goroutines {
-		e := &r.Goroutines[i]
-		k := groupKey(e)
-		g := groups[k]
-		if g == nil {
-			g = &group{first: e}
-			groups[k] = g
-			order = append(order, k)
-		}
-		g.ids = append(g.ids, e.ID)
-	}
-	sort.SliceStable(order, func(i, j int) bool { return len(groups[order[i]].ids) > len(groups[order[j]].ids) })
+// reason, frames and creator; and labels when they are printed) once, in
+// Go's format: a group of more than one prints its first goroutine's
+// header with how many share the stack and their ids as one more item in
+// the brackets, which parsers of Go dumps (panicparse) pass over as they
+// pass over "locked to thread":
+//
+//	goroutine 7 [chan receive, 3 minutes, 281 goroutines: 7 8 9 ... (261 more)]:
+//
+// Groups come largest first.
+func (o TextOptions) WriteGrouped(w io.Writer, r *Report) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	for i, k := range order {
+	syn := labelSyntaxOf(r.GoVersion)
+	for i, g := range groupEntries(r, o.Labels) {
 		if i > 0 {
 			bw.WriteByte('\n')
 		}
-		g := groups[k]
-		fmt.Fprintf(bw, "%d goroutines: %s\n", len(g.ids), idList(g.ids))
-		writeHeader(bw, g.first, len(g.ids))
-		writeBody(bw, g.first)
+		var ids []int64
+		if len(g) > 1 {
+			ids = make([]int64, len(g))
+			for j, e := range g {
+				ids[j] = e.ID
+			}
+		}
+		o.writeHeader(bw, g[0], ids, syn)
+		writeBody(bw, g[0])
 	}
 	writeNotes(bw, r.Notes)
 	return bw.Flush()
 }
 
-// WriteJSON writes the report as one JSON object whose "goroutines" list
-// holds {"id", "status", "wait_reason", "wait_minutes", "thread",
-// "labels", "created_by", "frames"}.
+// groupEntries folds the goroutines of r with identical stacks (and
+// labels, when labels is set), largest group first, each group in the
+// report's order.
+func groupEntries(r *Report, labels bool) [][]*Entry {
+	var order []string
+	groups := map[string][]*Entry{}
+	for i := range r.Goroutines {
+		e := &r.Goroutines[i]
+		k := groupKey(e, labels)
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], e)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(groups[order[i]]) > len(groups[order[j]]) })
+	out := make([][]*Entry, len(order))
+	for i, k := range order {
+		out[i] = groups[k]
+	}
+	return out
+}
+
+// WriteJSON writes the report as one JSON object: "pid", "go_version",
+// "pause_us" (a live target's pause), "notes" and a "goroutines" list of
+// {"id", "status", "wait_reason", "wait_minutes", "thread", "labels",
+// "created_by", "frames"}.
 func WriteJSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// Group is goroutines with identical stacks and labels, as WriteGroupedJSON
+// folds them.
+type Group struct {
+	// Count is how many goroutines share the stack, IDs which.
+	Count int     `json:"count"`
+	IDs   []int64 `json:"ids"`
+	// Status, WaitReason, Labels, CreatedBy, Frames, End and EndDetail
+	// are those of every goroutine of the group.
+	Status     string            `json:"status"`
+	WaitReason string            `json:"wait_reason"`
+	Labels     map[string]string `json:"labels"`
+	// WaitMinutesMin and WaitMinutesMax bound the goroutines' wait
+	// minutes (-1 when unknown).
+	WaitMinutesMin int64 `json:"wait_minutes_min"`
+	WaitMinutesMax int64 `json:"wait_minutes_max"`
+	// Threads are the TIDs of the group's goroutines that run on one.
+	Threads   []int          `json:"threads,omitempty"`
+	CreatedBy *Creator       `json:"created_by"`
+	Frames    []output.Frame `json:"frames"`
+	End       string         `json:"end"`
+	EndDetail string         `json:"end_detail,omitempty"`
+}
+
+// WriteGroupedJSON writes the report as one JSON object whose "groups"
+// list folds goroutines with identical stacks and labels (as
+// WriteGrouped, labels always counting), largest first.
+func WriteGroupedJSON(w io.Writer, r *Report) error {
+	doc := struct {
+		PID       int      `json:"pid,omitempty"`
+		GoVersion string   `json:"go_version,omitempty"`
+		PauseUS   *int64   `json:"pause_us,omitempty"`
+		Groups    []Group  `json:"groups"`
+		Notes     []string `json:"notes,omitempty"`
+	}{PID: r.PID, GoVersion: r.GoVersion, PauseUS: r.PauseUS, Groups: []Group{}, Notes: r.Notes}
+	for _, g := range groupEntries(r, true) {
+		f := g[0]
+		out := Group{Count: len(g), Status: f.Status, WaitReason: f.WaitReason, Labels: f.Labels,
+			WaitMinutesMin: f.WaitMinutes, WaitMinutesMax: f.WaitMinutes, CreatedBy: f.CreatedBy, Frames: f.Frames,
+			End: f.End, EndDetail: f.EndDetail}
+		for _, e := range g {
+			out.IDs = append(out.IDs, e.ID)
+			out.WaitMinutesMin = min(out.WaitMinutesMin, e.WaitMinutes)
+			out.WaitMinutesMax = max(out.WaitMinutesMax, e.WaitMinutes)
+			if e.Thread != nil {
+				out.Threads = append(out.Threads, *e.Thread)
+			}
+		}
+		doc.Groups = append(doc.Groups, out)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
 }
 
 func idList(ids []int64) string {
@@ -107,9 +198,15 @@ func idList(ids []int64) string {
 	return b.String()
 }
 
-func groupKey(e *Entry) string {
+func groupKey(e *Entry, labels bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%v|%v\n", e.Status, e.WaitReason, e.locked, e.err)
+	fmt.Fprintf(&b, "%s|%s|%v|%v|%v\n", e.Status, e.WaitReason, e.scan, e.locked, e.err)
+	if labels {
+		for _, k := range sortedLabels(e.Labels) {
+			fmt.Fprintf(&b, "%q=%q,", k, e.Labels[k])
+		}
+		b.WriteByte('\n')
+	}
 	for _, f := range e.Frames {
 		fmt.Fprintf(&b, "%s|%s|%d|%#x|%v\n", f.Function, f.File, f.Line, f.Offset, f.Inlined)
 	}
@@ -119,9 +216,10 @@ func groupKey(e *Entry) string {
 	return b.String()
 }
 
-// writeHeader prints "goroutine N [state, M minutes, locked to thread]:";
-// a group of count goroutines prints the first one's id.
-func writeHeader(w *bufio.Writer, e *Entry, count int) {
+// writeHeader prints "goroutine N [state, M minutes, locked to
+// thread]:", with the group's count and ids when ids is not empty, and the
+// labels in syntax syn when o.Labels is set.
+func (o TextOptions) writeHeader(w *bufio.Writer, e *Entry, ids []int64, syn labelSyntax) {
 	state := e.Status
 	if e.WaitReason != "" {
 		state = e.WaitReason
@@ -138,22 +236,18 @@ func writeHeader(w *bufio.Writer, e *Entry, count int) {
 	if e.locked {
 		w.WriteString(", locked to thread")
 	}
-	if len(e.Labels) > 0 {
-		keys := make([]string, 0, len(e.Labels))
-		for k := range e.Labels {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		w.WriteString(" labels:{")
-		for i, k := range keys {
-			if i > 0 {
-				w.WriteString(", ")
-			}
-			fmt.Fprintf(w, "%s: %s", strconv.Quote(k), strconv.Quote(e.Labels[k]))
-		}
-		w.WriteString("}")
+	if len(ids) > 0 {
+		fmt.Fprintf(w, ", %d goroutines: %s", len(ids), idList(ids))
 	}
-	w.WriteString("]:\n")
+	labels := o.Labels && len(e.Labels) > 0
+	if labels && syn == labels126 {
+		writeLabels126(w, e.Labels)
+	}
+	w.WriteByte(']')
+	if labels && syn == labels127 {
+		writeLabels127(w, e.Labels)
+	}
+	w.WriteString(":\n")
 }
 
 func writeBody(w *bufio.Writer, e *Entry) {

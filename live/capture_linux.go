@@ -59,7 +59,7 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 	s.prepare(true)
 	tr := getTracer()
 	s.tracer = tr
-	if opt.During == nil && opt.MaxPause >= 0 {
+	if (opt.During == nil || opt.StaggerDuring) && opt.MaxPause >= 0 {
 		s.maxPause = opt.MaxPause
 		if s.maxPause == 0 {
 			s.maxPause = DefaultMaxPause
@@ -89,15 +89,7 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 		s.mark(markMaps)
 		s.copyStacks()
 		s.copySwitched()
-		if s.during != nil {
-			rd := &Reader{tid: s.memTID()}
-			for _, th := range s.threads {
-				if th.stopped {
-					rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp})
-				}
-			}
-			s.during(rd)
-		}
+		s.runDuring()
 		s.mark(markCopied)
 		if testHookStopped != nil {
 			testHookStopped(s.pid)
@@ -239,12 +231,13 @@ type session struct {
 	scratchUse int    // bytes of scratch taken by earlier copyStacks calls
 	mapsRead   bool   // readMaps ran
 
-	// maxPause is Options.MaxPause for a Capture without During (zero
-	// otherwise): once threads have waited that long for slower ones to
-	// stop, every stopped thread is copied and resumed at once, and each
-	// later one as soon as it stops (staggered).
+	// maxPause is Options.MaxPause for a Capture without During or with
+	// StaggerDuring (zero otherwise): once threads have waited that long
+	// for slower ones to stop, every stopped thread is copied and resumed
+	// at once, and each later one as soon as it stops (staggered).
 	maxPause   time.Duration
 	staggered  bool
+	duringRan  bool   // Options.During was called
 	mapsBuf    []byte // /proc/PID/maps is read into it, ditto
 	detachLost int    // threads found gone when detaching
 	regBuf     [userRegsWords + 8]uint64
@@ -476,6 +469,9 @@ func (s *session) collect(round []*tstate) {
 			// keep the others stopped no longer: those stopped are copied
 			// and resumed now, each late one as soon as it stops.
 			s.staggered = true
+			// Options.StaggerDuring: During reads with the
+			// threads stopped so far, before they resume.
+			s.runDuring()
 			s.release()
 		}
 		if len(pending) == 0 {
@@ -732,6 +728,22 @@ func (s *session) detach(th *tstate) {
 		s.detachLost++
 		s.orphan(th)
 	}
+}
+
+// runDuring calls Options.During once, with the threads stopped now and
+// not yet released.
+func (s *session) runDuring() {
+	if s.during == nil || s.duringRan {
+		return
+	}
+	s.duringRan = true
+	rd := &Reader{tid: s.memTID()}
+	for _, th := range s.threads {
+		if th.stopped && !th.released {
+			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp})
+		}
+	}
+	s.during(rd)
 }
 
 // release copies the stacks of the threads stopped and not yet released

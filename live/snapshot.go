@@ -50,6 +50,13 @@ type Options struct {
 	// in the same pause (a Go program's goroutines, for example) through
 	// r's batched reads. It must not keep r.
 	During func(r *Reader)
+	// StaggerDuring lets MaxPause apply to a Capture with During: when
+	// threads are slow to stop, During is called with the threads
+	// stopped so far (Reader.Threads lists them) just before they are
+	// copied and resumed, while the late ones may still run; each late
+	// one is then copied as it stops. Without it, a Capture with During
+	// waits for every thread.
+	StaggerDuring bool
 	// MapsHint is how many bytes /proc/PID/maps is expected to hold, when
 	// the caller knows the process has many mappings (a fiber runtime
 	// with thousands of stacks): the buffer it is read into in the pause
@@ -62,7 +69,8 @@ type Options struct {
 	// between that read and the pause is missed (a thread's stack copy
 	// then stops at the old bounds). Capture only.
 	MapsBeforePause bool
-	// MaxPause bounds, for Capture without During, how long threads stay
+	// MaxPause bounds, for Capture without During (or with
+	// StaggerDuring), how long threads stay
 	// stopped waiting for slower ones: a thread that is running or
 	// waiting for a CPU on a busy machine stops only when it is
 	// scheduled. When some threads have not stopped MaxPause after the

@@ -3,6 +3,7 @@ package profiles_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"debug/elf"
 	"fmt"
 	"github.com/rewindstack/rewind/target"
@@ -17,6 +18,7 @@ import (
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/session"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -33,22 +35,24 @@ func methods(names ...string) []profiles.Method {
 	return out
 }
 
-// record runs argv under perfevent and collects its records.
+// record runs argv under a recording session and collects its records.
 func record(t *testing.T, argv []string, opt perfevent.Options) *profiles.Collector {
 	t.Helper()
-	rec, cmd, err := perfevent.StartCommand(argv, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	if err := cmd.Release(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	col := profiles.NewCollector(perfevent.Arch())
-	if err := drain(t, rec, done, col); err != nil {
-		t.Fatalf("%v: %v", argv, err)
+	s := &session.Session{Collector: col, Interval: 50 * time.Millisecond}
+	if err := s.Start(argv, opt); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch res := s.Run(ctx); {
+	case res.Interrupted:
+		t.Fatalf("%v did not exit within a minute", argv)
+	case res.ReadErr != nil:
+		t.Fatal(res.ReadErr)
+	case res.CommandErr != nil:
+		t.Fatalf("%v: %v", argv, res.CommandErr)
 	}
 	return col
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/goroutines"
@@ -14,19 +15,21 @@ import (
 )
 
 // goroutineDump is `rewind dump --goroutines`: the goroutines of a live Go
-// program (threads and goroutines copied in one pause) or of a core file,
-// printed as Go's own traceback prints them (--json, --group as for
-// threads).
+// program (threads and goroutines copied in one pause, kept to
+// --max-pause) or of a core file, printed as Go's own traceback prints
+// them (--json, --group as for threads; --labels adds the pprof labels to
+// the headers in the target Go version's syntax).
 type goroutineDump struct {
-	core        string
-	lf          *locateFlags
-	pos         []string
-	maxStack    int
-	json, group bool
-	objs        *target.Objects
-	u           *unwind.Unwinder
-	sym         *symbolize.Symbolizer
-	tm          *timings
+	core                string
+	lf                  *locateFlags
+	pos                 []string
+	maxStack            int
+	maxPause            time.Duration
+	json, group, labels bool
+	objs                *target.Objects
+	u                   *unwind.Unwinder
+	sym                 *symbolize.Symbolizer
+	tm                  *timings
 }
 
 func dumpGoroutines(d goroutineDump) error {
@@ -34,6 +37,7 @@ func dumpGoroutines(d goroutineDump) error {
 	d.sym.Inlines = true
 	var set *goroutines.Set
 	var tg *target.Target
+	var pauseUS *int64
 	switch {
 	case d.core != "" && len(d.pos) == 0:
 		c, err := corefile.Open(d.core)
@@ -57,27 +61,33 @@ func dumpGoroutines(d goroutineDump) error {
 		if err != nil || pid <= 0 {
 			return fmt.Errorf("%q is not a process ID", d.pos[0])
 		}
-		snap, s, err := goroutines.Capture(pid, live.Options{MaxStack: d.maxStack})
+		snap, s, err := goroutines.Capture(pid, live.Options{MaxStack: d.maxStack, MaxPause: d.maxPause, StaggerDuring: true})
 		if err != nil {
 			return err
 		}
 		d.tm.mark("capture")
-		fmt.Fprintf(os.Stderr, "rewind: %d goroutines, process paused %v\n", len(s.Goroutines), snap.Pause)
+		d.tm.pause(snap)
+		d.tm.note(fmt.Sprintf("%d goroutines", len(s.Goroutines)))
 		set, tg = s, snap.Target(d.objs, warn)
+		pauseUS = new(snap.Pause.Microseconds())
 		d.tm.mark("open")
 	default:
 		return fmt.Errorf("need a PID or --core FILE")
 	}
 	rep := set.Report(tg, d.u, d.sym)
+	rep.PauseUS = pauseUS
 	d.tm.mark("unwind+symbolize")
 	var err error
+	text := goroutines.TextOptions{Labels: d.labels}
 	switch {
+	case d.json && d.group:
+		err = goroutines.WriteGroupedJSON(os.Stdout, rep)
 	case d.json:
 		err = goroutines.WriteJSON(os.Stdout, rep)
 	case d.group:
-		err = goroutines.WriteGrouped(os.Stdout, rep)
+		err = text.WriteGrouped(os.Stdout, rep)
 	default:
-		err = goroutines.WriteText(os.Stdout, rep)
+		err = text.WriteText(os.Stdout, rep)
 	}
 	if err != nil {
 		return err

@@ -64,6 +64,25 @@ func TestDumpGoroutines(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	// The pause is said with --stats only; no header carries labels
+	// unless asked (Go prints them only with GODEBUG=tracebacklabels=1).
+	if strings.Contains(stderr, "paused") || strings.Contains(stderr, "goroutines") {
+		t.Errorf("stderr without --stats: %s", stderr)
+	}
+	if strings.Contains(text, "labels:{") || strings.Contains(text, "] {") {
+		t.Errorf("labels in the default text:\n%s", text)
+	}
+	labelled, stderr, code := run(t, "dump", pid, "--goroutines", "--labels", "--stats")
+	if code != 0 {
+		t.Fatalf("--labels: exit %d: %s", code, stderr)
+	}
+	// The fixture is built by the machine's Go (1.26): its syntax.
+	if n := len(regexp.MustCompile(`(?m)^goroutine \d+ \[chan receive labels:\{"kind": "labelled", "worker": "[012]"\}\]:$`).FindAllString(labelled, -1)); n != 10 {
+		t.Errorf("--labels: %d headers with the fixture's labels in Go 1.26's syntax, want 10:\n%s", n, labelled[:min(len(labelled), 3000)])
+	}
+	if !regexp.MustCompile(`(?m)^rewind: pause [0-9.]+ ms: threads stopped after`).MatchString(stderr) || !regexp.MustCompile(`(?m)^rewind: \d+ goroutines$`).MatchString(stderr) {
+		t.Errorf("--stats does not say the pause and the goroutines: %s", stderr)
+	}
 	headers := regexp.MustCompile(`(?m)^goroutine \d+ \[[^\]]+\]:$`).FindAllString(text, -1)
 	if len(headers) < 290 {
 		t.Errorf("%d goroutine headers:\n%s", len(headers), text[:min(len(text), 2000)])
@@ -80,10 +99,14 @@ func TestDumpGoroutines(t *testing.T) {
 		t.Fatalf("--json: exit %d: %s", code, stderr)
 	}
 	var doc struct {
+		PauseUS    *int64                       `json:"pause_us"`
 		Goroutines []map[string]json.RawMessage `json:"goroutines"`
 	}
 	if err := json.Unmarshal([]byte(js), &doc); err != nil {
 		t.Fatal(err)
+	}
+	if doc.PauseUS == nil || *doc.PauseUS <= 0 {
+		t.Errorf("JSON has no pause_us")
 	}
 	if len(doc.Goroutines) < 290 {
 		t.Fatalf("%d goroutines in JSON", len(doc.Goroutines))
@@ -103,8 +126,32 @@ func TestDumpGoroutines(t *testing.T) {
 	}
 
 	grouped, _, code := run(t, "dump", pid, "--goroutines", "--group")
-	if code != 0 || !regexp.MustCompile(`(?m)^\d+ goroutines: `).MatchString(grouped) || strings.Count(grouped, "\ngoroutine ") >= len(headers) {
+	if code != 0 || !regexp.MustCompile(`(?m)^goroutine \d+ \[chan receive, \d+ goroutines: [0-9 ]+`).MatchString(grouped) || strings.Count(grouped, "\ngoroutine ") >= len(headers) {
 		t.Errorf("--group (exit %d) did not fold stacks:\n%s", code, grouped[:min(len(grouped), 2000)])
+	}
+	gjs, stderr, code := run(t, "dump", pid, "--goroutines", "--group", "--json")
+	var gdoc struct {
+		PauseUS *int64 `json:"pause_us"`
+		Groups  []struct {
+			Count int     `json:"count"`
+			IDs   []int64 `json:"ids"`
+		} `json:"groups"`
+	}
+	if code != 0 {
+		t.Fatalf("--group --json: exit %d: %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(gjs), &gdoc); err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, g := range gdoc.Groups {
+		sum += g.Count
+		if len(g.IDs) != g.Count {
+			t.Errorf("group of %d lists %d ids", g.Count, len(g.IDs))
+		}
+	}
+	if len(gdoc.Groups) < 2 || len(gdoc.Groups) >= len(headers) || sum < 290 || gdoc.PauseUS == nil {
+		t.Errorf("--group --json: %d groups of %d goroutines, pause_us %v", len(gdoc.Groups), sum, gdoc.PauseUS)
 	}
 
 	if _, err := exec.LookPath("gcore"); err != nil {

@@ -111,6 +111,13 @@ func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *sy
 		// Said once, after the dump, as the command's error: the exit
 		// status says the input was damaged.
 		lf.inputErr = fmt.Errorf("%s is truncated: %d bytes, its segments need %d (expected %d more); stacks needing the missing memory are cut short", c.Path, have, want, want-have)
+		if at, missing, cut := c.NotesCut(); cut {
+			lack := ""
+			if len(missing) > 0 {
+				lack = "; also missing: " + strings.Join(missing, ", ")
+			}
+			lf.inputErr = fmt.Errorf("%w; its notes are cut at file offset %#x: %d threads' registers read, any thread noted after them is missing%s", lf.inputErr, at, len(c.Threads), lack)
+		}
 	}
 	r, err := lf.resolver(c.Exe)
 	if err != nil {

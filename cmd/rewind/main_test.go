@@ -110,7 +110,8 @@ func TestDumpErrors(t *testing.T) {
 	}{
 		{[]string{"dump"}, "need a PID or --core FILE"},
 		{[]string{"dump", "abc"}, `"abc" is not a process ID`},
-		{[]string{"dump", "1", "2"}, "need a PID or --core FILE"},
+		{[]string{"dump", "1", "2"}, "need one PID, not 2 arguments"},
+		{[]string{"dump", "1", "--core", "x"}, "give one PID or --core FILE, not both"},
 		{[]string{"dump", "--core", "/nonexistent/core"}, "/nonexistent/core"},
 		{[]string{"dump", "--core", bad}, bad},
 		{[]string{"dump", "--core", bad, "--method", "magic"}, `unknown --method "magic"`},

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -381,6 +383,49 @@ func TestDumpTruncatedKernelCore(t *testing.T) {
 	}
 	if !strings.Contains(out, "TID ") || strings.Contains(out, "not dumped in the core") {
 		t.Errorf("output:\n%s", out)
+	}
+}
+
+// TestDumpGcoreNotesCut: a gcore core cut short inside its notes (gcore
+// writes them last) still gives the threads whose registers it holds, and
+// says where the notes end and what is lost.
+func TestDumpGcoreNotesCut(t *testing.T) {
+	exe := fixture.Build(t, "threads", fixture.Variants[3])
+	core := fixture.Gcore(t, fixture.Start(t, exe))
+	b, err := os.ReadFile(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes *elf.Prog
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_NOTE {
+			notes = p
+		}
+	}
+	if notes == nil || notes.Off+notes.Filesz > uint64(len(b)) {
+		t.Fatalf("no PT_NOTE in %s", core)
+	}
+	// Cut two thirds into the notes: past the first thread's registers,
+	// before NT_AUXV and NT_FILE, which gcore writes after the threads.
+	at := notes.Off + notes.Filesz*2/3
+	cut := filepath.Join(t.TempDir(), "core")
+	if err := os.WriteFile(cut, b[:at], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runIn(t, "", isolatedEnv(t), "dump", "--core", cut, "--exe", exe)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut, "its notes are cut at file offset") || !strings.Contains(errOut, "threads' registers read") ||
+		!strings.Contains(errOut, "NT_FILE") {
+		t.Errorf("stderr does not say what is missing:\n%s", errOut)
+	}
+	if !strings.Contains(out, "TID ") {
+		t.Errorf("no thread dumped:\n%s", out)
 	}
 }
 

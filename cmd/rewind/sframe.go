@@ -23,7 +23,7 @@ func runSFrame(args []string) error {
 		return nil
 	}
 	if len(args) == 0 || args[0] != "dump" {
-		return errors.New(sframeUsage)
+		return &usageError{err: errors.New("want a subcommand: dump or gen"), help: sframeUsage + "\n"}
 	}
 	fs := newFlags("sframe dump", `rewind sframe dump FILE...: print each file's .sframe section exactly as
 readelf --sframe=.sframe of the binutils release that produces its SFrame
@@ -112,15 +112,7 @@ address given by --addr (0: a section that is not loaded).`)
 		return err
 	}
 	if !*quiet {
-		for _, s := range g.Stats.Skipped {
-			name := ""
-			if s.End > s.Start {
-				if n, off, ok := f.Symbolize(s.Start); ok && off == 0 {
-					name = n + " "
-				}
-			}
-			fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", textesc.String(in), textesc.String(name), s)
-		}
+		listSkipped(in, f, g)
 	}
 	var note string
 	var out []byte
@@ -147,9 +139,28 @@ address given by --addr (0: a section that is not loaded).`)
 	if err := outfile.WriteFile(*outPath, out, perm); err != nil {
 		return err
 	}
+	printGenSummary(*outPath, f, g, secAddr, note)
+	return nil
+}
+
+// listSkipped says on stderr which functions of in SFrame cannot express.
+func listSkipped(in string, f *elfobj.File, g *sframe.Generated) {
+	for _, s := range g.Stats.Skipped {
+		name := ""
+		if s.End > s.Start {
+			if n, off, ok := f.Symbolize(s.Start); ok && off == 0 {
+				name = n + " "
+			}
+		}
+		fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", textesc.String(in), textesc.String(name), s)
+	}
+}
+
+// printGenSummary prints what sframe gen wrote, against the CFI's size.
+func printGenSummary(outPath string, f *elfobj.File, g *sframe.Generated, secAddr uint64, note string) {
 	st := g.Stats
 	fmt.Printf("%s: SFrame v%d (%s) from %s: %d of %d functions, %d FDEs (%d PLT), %d FREs, %d skipped\n",
-		*outPath, g.Version, g.ABI, st.CFISource, st.Functions, st.CFIFDEs, st.FDEs, st.PLTs, st.FREs, len(st.Skipped))
+		outPath, g.Version, g.ABI, st.CFISource, st.Functions, st.CFIFDEs, st.FDEs, st.PLTs, st.FREs, len(st.Skipped))
 	cfiBytes := uint64(0)
 	if f.EhFrame != nil {
 		cfiBytes += f.EhFrame.Size
@@ -165,5 +176,4 @@ address given by --addr (0: a section that is not loaded).`)
 	if note != "" {
 		fmt.Println("note: " + note)
 	}
-	return nil
 }

@@ -104,6 +104,13 @@ func (t *timings) pause(snap *live.Snapshot) {
 	}
 }
 
+// note adds a line that print writes after the phases.
+func (t *timings) note(s string) {
+	if t != nil {
+		t.notes = append(t.notes, s)
+	}
+}
+
 // maxPerThread bounds the threads --stats lists one by one.
 const maxPerThread = 32
 
