@@ -94,6 +94,11 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	if err := Check(path); err != nil {
 		return nil, err
 	}
+	return create(path, perm)
+}
+
+// create is Create without the check of what path names now.
+func create(path string, perm os.FileMode) (*File, error) {
 	dir, base := filepath.Split(path)
 	if base == "" || base == "." || base == ".." {
 		return nil, fmt.Errorf("%s: not a file name", path)
@@ -283,7 +288,8 @@ const MaxUnique = 1000
 // that name. All names must be in one directory.
 func WriteUnique(name func(i int) string, perm os.FileMode, write func(w io.Writer) error) (string, error) {
 	first := name(1)
-	f, err := Create(first, perm)
+	// Whatever has the name (a link, a FIFO) only makes it taken.
+	f, err := create(first, perm)
 	if err != nil {
 		return "", err
 	}

@@ -343,7 +343,15 @@ func TestNoSpace(t *testing.T) {
 // at once: each gets its own name and no file is lost.
 func TestWriteUniqueConcurrent(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.html"), []byte("earlier"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p-2.html"), []byte("earlier"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A link (even a dangling one) or a FIFO makes a name taken, not
+	// an error.
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "p.html")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "p-3.html"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	name := func(i int) string {
@@ -378,11 +386,14 @@ func TestWriteUniqueConcurrent(t *testing.T) {
 			t.Errorf("%s = %q, want writer %d's", p, b, i)
 		}
 	}
-	if b, _ := os.ReadFile(name(1)); string(b) != "earlier" {
+	if b, _ := os.ReadFile(name(2)); string(b) != "earlier" {
 		t.Errorf("earlier file replaced: %q", b)
 	}
-	if e := entries(t, dir); len(e) != n+1 {
-		t.Errorf("%d files, want %d", len(e), n+1)
+	if e := entries(t, dir); len(e) != n+3 {
+		t.Errorf("%d files, want %d", len(e), n+3)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "nowhere")); err == nil {
+		t.Errorf("link followed")
 	}
 }
 
