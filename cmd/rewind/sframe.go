@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/outfile"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/sframe"
 )
@@ -80,7 +80,7 @@ goes to stdout.
 
 With --separate, OUT gets only the section's bytes, encoded for the section
 address given by --addr (0: a section that is not loaded).`)
-	outPath := fs.String("o", "", "write the result to `FILE` (required)")
+	outPath := fs.String("o", "", "write the result to `FILE` (required; a file of that name is replaced but keeps its owner and mode, a link, FIFO or device is refused)")
 	version := fs.Uint("version", 2, "SFrame `version` to write: 2 (binutils 2.41-2.45 readelf), 3 (2.46+), or 1 (2.40)")
 	separate := fs.Bool("separate", false, "write only the section's bytes")
 	addr := fs.Uint64("addr", 0, "with --separate: the section `address` the bytes are encoded for")
@@ -97,6 +97,9 @@ address given by --addr (0: a section that is not loaded).`)
 	}
 	if *addr != 0 && !*separate {
 		return errors.New("--addr goes with --separate (the address of an added section is chosen for it)")
+	}
+	if err := outfile.Check(*outPath); err != nil {
+		return fmt.Errorf("-o %w", err)
 	}
 	in := pos[0]
 	f, err := elfobj.Open(in)
@@ -129,13 +132,12 @@ address given by --addr (0: a section that is not loaded).`)
 		}
 		secAddr, note = ins.Addr, ins.Note
 	}
-	if err := os.WriteFile(*outPath, out, 0o666); err != nil {
-		return err
+	perm := os.FileMode(0o666)
+	if st, err := os.Stat(in); err == nil && !*separate {
+		perm = st.Mode().Perm() // a new file is executable like the input, within the umask
 	}
-	if !*separate {
-		if st, err := os.Stat(in); err == nil {
-			os.Chmod(*outPath, st.Mode().Perm()&^fsafe.Umask()) // executable like the input, within the umask
-		}
+	if err := outfile.WriteFile(*outPath, out, perm); err != nil {
+		return err
 	}
 	printGenSummary(*outPath, f, g, secAddr, note)
 	return nil
