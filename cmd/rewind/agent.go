@@ -120,7 +120,7 @@ func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.D
 	}
 	if *cgroup != "" {
 		if len(pids) > 0 {
-			return cfg, closeAll, 0, fmt.Errorf("give -p or --cgroup, not both")
+			return cfg, closeAll, 0, usagef("give -p or --cgroup, not both")
 		}
 		if cfg.Scope.Cgroup, err = cgroupDir(*cgroup); err != nil {
 			return cfg, closeAll, 0, err

@@ -114,7 +114,7 @@ func runDump(args []string) error {
 			json: *asJSON, group: *group, labels: *labels, objs: objs, u: u, sym: sym, tm: tm})
 	}
 	if *labels {
-		return fmt.Errorf("--labels applies to --goroutines only")
+		return usagef("--labels applies to --goroutines only")
 	}
 	var rep *output.Report
 	switch {
@@ -125,20 +125,20 @@ func runDump(args []string) error {
 	case *core == "" && len(pos) == 1:
 		pid, perr := strconv.Atoi(pos[0])
 		if perr != nil || pid <= 0 {
-			return fmt.Errorf("%q is not a process ID", pos[0])
+			return usagef("%q is not a process ID", pos[0])
 		}
 		if len(lf.exes) > 0 {
-			return fmt.Errorf("--exe applies to --core only")
+			return usagef("--exe applies to --core only")
 		}
 		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
 	case *core != "" && len(pos) > 0:
-		return fmt.Errorf("give one PID or --core FILE, not both")
+		return usagef("give one PID or --core FILE, not both")
 	case len(pos) > 1:
-		return fmt.Errorf("need one PID, not %d arguments (rewind dump --help lists the flags)", len(pos))
+		return usagef("need one PID, not %d arguments (rewind dump --help lists the flags)", len(pos))
 	default:
-		return fmt.Errorf("need a PID or --core FILE (rewind dump --help lists the flags)")
+		return usagef("need a PID or --core FILE (rewind dump --help lists the flags)")
 	}
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err

@@ -123,6 +123,13 @@ type usageError struct {
 	help string
 }
 
+// usagef returns a usageError with a formatted message: arguments rewind
+// cannot run with (a missing or extra argument, flags that do not go
+// together).
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 

@@ -188,9 +188,9 @@ func parseRecordFlags(args []string) (*recordFlags, error) {
 	}
 	switch {
 	case *pid != 0 && len(cmdArgs) > 0:
-		return nil, fmt.Errorf("give -p PID or a command, not both")
+		return nil, usagef("give -p PID or a command, not both")
 	case *pid == 0 && len(cmdArgs) == 0:
-		return nil, fmt.Errorf("need -p PID or -- CMD ARGS")
+		return nil, usagef("need -p PID or -- CMD ARGS")
 	case *pid < 0:
 		return nil, fmt.Errorf("bad process ID %d", *pid)
 	}

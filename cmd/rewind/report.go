@@ -38,7 +38,7 @@ func runReport(args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("need one perf.data file (rewind report --help lists the flags)")
+		return usagef("need one perf.data file (rewind report --help lists the flags)")
 	}
 	methods, err := profileMethods(*pf.method, *pf.maxDepth)
 	if err != nil {

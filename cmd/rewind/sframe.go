@@ -35,7 +35,7 @@ named by --readelf.`)
 		return err
 	}
 	if len(pos) == 0 {
-		return fmt.Errorf("need at least one FILE (rewind sframe dump --help lists the flags)")
+		return usagef("need at least one FILE (rewind sframe dump --help lists the flags)")
 	}
 	opt := &sframe.DumpOptions{}
 	switch *style {
@@ -90,7 +90,7 @@ address given by --addr (0: a section that is not loaded).`)
 		return err
 	}
 	if len(pos) != 1 || *outPath == "" {
-		return errors.New("need one input FILE and -o OUT (rewind sframe gen --help lists the flags)")
+		return usagef("need one input FILE and -o OUT (rewind sframe gen --help lists the flags)")
 	}
 	if *version < 1 || *version > 3 {
 		return fmt.Errorf("unsupported --version %d (want 1, 2 or 3)", *version)
