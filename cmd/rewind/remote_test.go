@@ -302,8 +302,8 @@ func TestDumpCoreDebuginfod(t *testing.T) {
 			// eu-stack prefers a global name, rewind perf's choice among
 			// the names of one address (pthread_mutex_lock where
 			// eu-stack says __pthread_mutex_lock@GLIBC_2.2.5).
-			if fixture.BaseName(got.Function) != fixture.BaseName(ef.Func) && !aliases(t, got.Module, got.Function, ef.Func) {
-				t.Errorf("thread %d %#x: rewind %q, eu-stack %q", es.TID, ef.PC, got.Function, ef.Func)
+			if fixture.BaseName(got.Function) != fixture.BaseName(ef.Func) && !aliases(t, filepath.Join(served, filepath.Base(got.Module)), got.Function, ef.Func) {
+				t.Errorf("thread %d %#x: rewind %q (in %s), eu-stack %q", es.TID, ef.PC, got.Function, got.Module, ef.Func)
 			}
 			compared++
 		}
