@@ -74,8 +74,8 @@ func TestThreadStoppedInClone3(t *testing.T) {
 		u, _ := unwind.ByName(name)
 		st := u.Walk(ctx.Regs, tg.Mem, tg.Space)
 		th := stacks.Symbolize(ctx.TID, "", &st, sym)
-		if len(st.Frames) != 1 || st.End != unwind.EndOutermost || th.Frames[0].Function != "__clone3" {
-			t.Errorf("%s: %d frames (end %s %s), want __clone3 alone, ending as outermost: %+v", name, len(st.Frames), st.End, st.Detail, th.Frames)
+		if len(st.Frames) != 1 || st.End != unwind.EndOutermost || th.Frames[0].Function != "clone3" {
+			t.Errorf("%s: %d frames (end %s %s), want clone3 (perf's name for __clone3) alone, ending as outermost: %+v", name, len(st.Frames), st.End, st.Detail, th.Frames)
 		}
 	}
 }
