@@ -525,7 +525,12 @@ func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // poll checks for a wait report of th and reports whether th is settled
 // (stopped, with its registers read, or gone).
 func (s *session) poll(th *tstate) bool {
-	wpid, ws, err := wait4(th.tid)
+	wait := wait4
+	if th.tid == s.pid && s.ourChild {
+		// Its exit status is its parent's: this process's own wait.
+		wait = waitNoReap
+	}
+	wpid, ws, err := wait(th.tid)
 	switch {
 	case err != nil:
 		// ECHILD: th is no tracee of this thread any more. It exited and
