@@ -36,6 +36,11 @@ var testHookBusy func(pid int)
 // errThreadGone is the Err of a thread that exited during the capture.
 var errThreadGone = errors.New("thread has exited")
 
+// errStuck is wrapped by the Err of a thread that an earlier capture
+// interrupted and that has not stopped since (StopTimeout): the tracer
+// still holds it, to detach it once it stops.
+var errStuck = errors.New("has not stopped since an earlier capture interrupted it (uninterruptible sleep?)")
+
 // iovMax is IOV_MAX, the most iovecs one process_vm_readv accepts.
 const iovMax = 1024
 
@@ -446,7 +451,7 @@ func (s *session) seize(tids []int) []*tstate {
 		s.byTID[tid] = th
 		if err := s.seizeThread(tid); err != nil {
 			th.err = err
-			if err != errThreadGone {
+			if err != errThreadGone && !errors.Is(err, errStuck) {
 				s.seizeErr = err
 				break
 			}
@@ -481,6 +486,9 @@ func (s *session) seizeThread(tid int) error {
 		// that another tracer holds.
 		if threadExiting(s.pid, tid) {
 			return errThreadGone
+		}
+		if s.tracer.isOrphan(tid) && tracerOf(s.pid, tid) == unix.Gettid() {
+			return fmt.Errorf("thread %d %w", tid, errStuck)
 		}
 		if terr := tracedError(s.pid, tid); terr != nil {
 			return terr

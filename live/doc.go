@@ -81,7 +81,9 @@
 // (PF_EXITING) and TracerPid. An exiting thread is reported with Err. A
 // thread held by another tracer fails the capture, after the threads
 // seized so far are stopped and let go again: a snapshot never lacks a
-// thread for that reason. When the tracer is another rewind (named
+// thread for that reason (one that this process's tracer still holds,
+// because an earlier capture interrupted it and it has not stopped since,
+// is reported with Err like one that did not stop in time). When the tracer is another rewind (named
 // rewind, or running this program's executable), which is capturing the
 // same process, the capture waits until that one lets go of the thread
 // (polling its TracerPid, within Options.BusyWait) and starts again;

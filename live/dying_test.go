@@ -504,3 +504,48 @@ func TestLazyTargetKilled(t *testing.T) {
 	t.Logf("%v", err)
 	checkReaped(t, tg)
 }
+
+// TestStuckThreadRecaptured: a thread an earlier capture interrupted and
+// that has not stopped yet (in vfork, waiting for its child) is still
+// held by this process's tracer; a capture meanwhile reports it, and
+// does not fail as if another tracer held it.
+func TestStuckThreadRecaptured(t *testing.T) {
+	tg := startTarget(t, true, compileC(t, "vforker"))
+	defer endVforks(t, tg.pid)
+	defer func(d time.Duration) { StopTimeout = d }(StopTimeout)
+	StopTimeout = 100 * time.Millisecond
+	stuck := 0
+	for try := 0; try < 10 && stuck == 0; try++ {
+		s := mustCapture(t, tg.pid, Options{})
+		for _, th := range s.Threads {
+			if th.Err != nil && strings.Contains(th.Err.Error(), "did not stop") {
+				stuck = th.TID
+			}
+		}
+	}
+	if stuck == 0 {
+		t.Fatal("the vfork thread always stopped in time")
+	}
+	// Whether or not it has stopped (and been let go) since, the next
+	// capture succeeds.
+	s := mustCapture(t, tg.pid, Options{})
+	th := s.Thread(stuck)
+	if th == nil {
+		t.Fatalf("thread %d missing", stuck)
+	}
+	t.Logf("thread %d: %v", stuck, th.Err)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		ts, _ := tasks(tg.pid)
+		traced := false
+		for _, x := range ts {
+			traced = traced || x.tracer != 0
+		}
+		if !traced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still traced a minute later:%s", describe(ts))
+		}
+	}
+	checkReleased(t, tg.pid, "SDR")
+}
