@@ -471,6 +471,7 @@ const seizeTries = 4
 // tracer holding it (a *busyError for another rewind), or a permission
 // error.
 func (s *session) seizeThread(tid int) error {
+	untraced := 0
 	for try := 1; ; try++ {
 		err := ptraceSeize(tid)
 		switch err {
@@ -490,13 +491,18 @@ func (s *session) seizeThread(tid int) error {
 		if s.tracer.isOrphan(tid) && tracerOf(s.pid, tid) == unix.Gettid() {
 			return fmt.Errorf("thread %d %w", tid, errStuck)
 		}
-		if terr := tracedError(s.pid, tid); terr != nil {
+		switch terr := tracedError(s.pid, tid); {
+		case terr == errTracerLeft && try >= 16*seizeTries:
+			return kindErrorf(ErrTraced, "live: thread %d of process %d is seized by one tracer after another", tid, s.pid)
+		case terr == errTracerLeft:
+			continue // seize again
+		case terr != nil:
 			return terr
 		}
 		// Alive and untraced now: either tracing it is not allowed, or
 		// its tracer let go (or it began to exit) since the seize. Only
 		// the first refuses every time.
-		if try == seizeTries {
+		if untraced++; untraced == seizeTries {
 			return permissionError(s.pid, s.comm, err)
 		}
 	}

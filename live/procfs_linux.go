@@ -313,11 +313,21 @@ func tracedError(pid, tid int) error {
 	if st, err := readStat(fmt.Sprintf("/proc/%d/stat", tracer)); err == nil {
 		name = st.comm
 	}
-	if isRewind(tracer, name) {
+	rewind := isRewind(tracer, name)
+	if tracerOf(pid, tid) != tracerTID {
+		// It let go meanwhile (it may have exited): what was read of it
+		// may be of no tracer at all.
+		return errTracerLeft
+	}
+	if rewind {
 		return &busyError{pid: pid, tid: tid, tracer: tracer, tracerTID: tracerTID}
 	}
 	return kindErrorf(ErrTraced, "live: thread %d of process %d is traced by process %d (%s); detach that debugger or tracer first", tid, pid, tracer, name)
 }
+
+// errTracerLeft is returned by tracedError when the tracer let go of the
+// thread while it was being looked at.
+var errTracerLeft = errors.New("the tracer let go")
 
 // processOf returns the process (thread group) of thread tid, or 0.
 func processOf(tid int) int {
