@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+	github.com/klauspost/compress v1.20.4
 	github.com/maruel/panicparse/v2 v2.5.0
 	go.opentelemetry.io/collector/pdata v1.71.0
 	go.opentelemetry.io/collector/pdata/pprofile v0.165.0

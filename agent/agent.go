@@ -31,6 +31,7 @@ import (
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/session"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -214,13 +215,12 @@ func Run(ctx context.Context, cfg Config) error {
 	start := time.Now()
 	startMono := perfevent.Now()
 	next := start.Add(cfg.Period)
-	cpuPump := &profiles.Pump{Source: a.cpuRec, Collector: a.cpuCol, Add: a.addCPU, Warn: cfg.Warn, Interval: 100 * time.Millisecond}
-	cpuPump.Check = func(bool) string {
+	// The agent's recording ends with ctx; its periods are cut between
+	// reads.
+	cpu := &session.Session{Recorder: a.cpuRec, Collector: a.cpuCol, Add: a.addCPU, Warn: cfg.Warn, Interval: 100 * time.Millisecond}
+	cpu.Tick = func() string {
 		if offPump != nil {
 			offPump.Read()
-		}
-		if ctx.Err() != nil {
-			return "stopped"
 		}
 		a.partial()
 		if now := time.Now(); !now.Before(next) {
@@ -242,7 +242,7 @@ func Run(ctx context.Context, cfg Config) error {
 			a.export(j)
 		}
 	}()
-	cpuPump.Run()
+	cpu.Run(ctx)
 	if offPump != nil {
 		a.offRec.Disable()
 		offPump.Read()

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/rewindstack/rewind/internal/grpcunary"
+	"github.com/rewindstack/rewind/internal/outfile"
 )
 
 // GRPC exports OTLP profiles to a Collector's gRPC endpoint (HOST:PORT,
@@ -325,19 +326,9 @@ func (d *Dir) Export(_ context.Context, p *Period) error {
 	prof.TimeNanos = p.Start.UnixNano()
 	prof.DurationNanos = int64(p.End.Sub(p.Start))
 	name := fmt.Sprintf("rewind-%s-%s-%04d.pb.gz", p.Type, p.Start.UTC().Format("20060102T150405Z"), p.Seq%10000)
-	tmp, err := os.CreateTemp(d.dir, ".rewind-*.tmp")
-	if err != nil {
-		return err
-	}
-	err = prof.Write(tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(d.dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	// Readable by root only, as the agent has always made them: they
+	// name every profiled process's functions.
+	if err := outfile.Write(filepath.Join(d.dir, name), 0o600, prof.Write); err != nil {
 		return err
 	}
 	return d.rotate(p.Type)

@@ -54,6 +54,9 @@ func otlpPdata(p *Period) pprofile.Profiles {
 		case l.Kernel:
 			if kernelMap == 0 {
 				km := d.dict.MappingTable().AppendEmpty()
+				start, limit := prof.KernelSpan()
+				km.SetMemoryStart(start)
+				km.SetMemoryLimit(limit)
 				km.SetFilenameStrindex(d.str("[kernel.kallsyms]"))
 				kernelMap = int32(d.dict.MappingTable().Len() - 1)
 			}

@@ -2,8 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -33,7 +37,10 @@ type queue struct {
 	sent     uint64
 	dropped  uint64
 	failures uint64
-	lastErr  string
+	// warned holds the causes (errCause) of the failures warned about
+	// since the last success: each is printed once, however often the
+	// export is retried.
+	warned map[string]bool
 
 	// minBackoff and maxBackoff bound the delay between retries.
 	minBackoff, maxBackoff time.Duration
@@ -105,7 +112,7 @@ func (q *queue) run() {
 				q.items = q.items[1:]
 			}
 			q.sent++
-			q.lastErr = ""
+			clear(q.warned)
 			backoff = q.minBackoff
 			q.mu.Unlock()
 			continue
@@ -117,9 +124,7 @@ func (q *queue) run() {
 			return
 		}
 		q.failures++
-		msg := err.Error()
-		repeat := msg == q.lastErr
-		q.lastErr = msg
+		repeat := q.seen(err)
 		q.mu.Unlock()
 		if !repeat && q.warn != nil {
 			q.warn(fmt.Sprintf("%s: %v (retrying with back-off; the queue keeps the newest %d periods)", q.exp.Name(), err, q.max))
@@ -131,6 +136,44 @@ func (q *queue) run() {
 		}
 		backoff = min(2*backoff, q.maxBackoff)
 	}
+}
+
+// maxCauses bounds the causes a queue remembers having warned about.
+const maxCauses = 16
+
+// seen reports whether a failure of err's cause was warned about since
+// the last success, and records it. q.mu is held.
+func (q *queue) seen(err error) bool {
+	c := errCause(err)
+	if q.warned[c] {
+		return true
+	}
+	if q.warned == nil || len(q.warned) >= maxCauses {
+		q.warned = map[string]bool{}
+	}
+	q.warned[c] = true
+	return false
+}
+
+// errCause is what a failure's warning is rate-limited by: the system
+// error at its root (ENOSPC, ECONNREFUSED) when there is one, and the
+// operation that failed with it, without the names and addresses that
+// change from one try to the next (every period is written under a new
+// file name, every connection comes from a new port); else the message.
+func errCause(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err.Error()
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + errno.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Op + ": " + errno.Error()
+	}
+	return errno.Error()
 }
 
 // close lets run end once the queue is empty.

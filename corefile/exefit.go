@@ -13,14 +13,25 @@ import (
 // core's architecture, its entry point must be where the auxiliary vector
 // says the program's was (at a page-aligned load bias, none for ET_EXEC),
 // and each of its executable segments must lie in one of the core's
-// segments there. A nil error means f fits; the error says why not.
+// segments there. In a core without an auxiliary vector (one cut short
+// inside its notes), an ELF header with f's build-id must be in the core's
+// memory instead. A nil error means f fits; the error says why not.
 func (c *Core) ExeFits(f *elfobj.File) error {
 	if f.Arch != c.Arch {
 		return fmt.Errorf("it is for %v, the core for %v", f.Machine, c.Arch)
 	}
 	entry, ok := c.Auxv[AtEntry]
 	if !ok {
-		return nil // nothing to compare with
+		// No auxiliary vector (a core that lost its notes): an ELF
+		// header with f's build-id in the core's memory says it is
+		// there; without a build-id nothing can be compared.
+		if len(f.BuildID) == 0 {
+			return nil
+		}
+		if _, ok := c.biasOf(f); !ok {
+			return fmt.Errorf("its build-id %x is in no ELF header the core holds", f.BuildID)
+		}
+		return nil
 	}
 	const page = 1 << 12
 	bias := entry - f.Entry

@@ -1,6 +1,7 @@
 package corefile
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"path/filepath"
@@ -15,7 +16,11 @@ import (
 // not empty, replaces the executable path the core names (the binary
 // moved, or the core came from another machine); a relative exe is taken
 // from the current directory. objs may be nil.
-func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) {
+//
+// libs are more files to place when the core has no NT_FILE entry for
+// them (a core cut short inside its notes lost NT_FILE): each is mapped
+// where the core's memory holds an ELF header with its build-id.
+func (c *Core) Target(objs *target.Objects, exe string, libs ...string) (*target.Target, error) {
 	if len(c.Threads) == 0 {
 		if at, _, cut := c.NotesCut(); cut {
 			return nil, fmt.Errorf("%s: the core is cut short at file offset %#x, inside its notes and before any thread's registers (NT_PRSTATUS)", c.Path, at)
@@ -43,8 +48,14 @@ func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) 
 	if exe != "" && !named {
 		// No NT_FILE entry names the executable (qemu-user's cores have
 		// no NT_FILE at all): place its code where the auxiliary vector
-		// says the program's entry point was.
+		// says the program's entry point was, or else where its ELF
+		// header is.
 		maps = append(maps, c.exeMappings(exe)...)
+	}
+	for _, lib := range libs {
+		if abs, err := filepath.Abs(lib); err == nil && abs != exe && !c.names(abs) {
+			maps = append(maps, c.PlaceByBuildID(abs)...)
+		}
 	}
 	if base, ok := c.Auxv[AtSysinfoEhdr]; ok && base != 0 {
 		if start, end, ok := c.SegmentAt(base); ok {
@@ -75,14 +86,79 @@ func (c *Core) Target(objs *target.Objects, exe string) (*target.Target, error) 
 func (c *Core) exeMappings(exe string) []target.Mapping {
 	entry, ok := c.Auxv[AtEntry]
 	if !ok {
-		return nil
+		return c.PlaceByBuildID(exe)
 	}
 	f, err := elfobj.Open(exe)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	bias := entry - f.Entry
+	return codeMappings(f, exe, entry-f.Entry)
+}
+
+// names reports whether an NT_FILE entry maps path.
+func (c *Core) names(path string) bool {
+	for i := range c.Mappings {
+		if c.Mappings[i].Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// PlaceByBuildID returns mappings of the executable segments of the ELF
+// file at path where the core's memory holds an ELF header with the
+// file's build-id at a page-aligned load bias (kernel cores and gcore dump
+// the first page of every ELF mapping), or none when the file has no
+// build-id, cannot be read, or is nowhere in the core. It places files in
+// cores that say nothing of them: no NT_FILE entry (qemu-user, or a
+// truncated core that lost its notes).
+func (c *Core) PlaceByBuildID(path string) []target.Mapping {
+	f, err := elfobj.Open(path)
+	if err != nil || len(f.BuildID) == 0 {
+		if err == nil {
+			f.Close()
+		}
+		return nil
+	}
+	defer f.Close()
+	bias, ok := c.biasOf(f)
+	if !ok {
+		return nil
+	}
+	return codeMappings(f, path, bias)
+}
+
+// biasOf finds the load bias of f from an ELF header with its build-id at
+// the start of one of the core's segments.
+func (c *Core) biasOf(f *elfobj.File) (uint64, bool) {
+	const page = 1 << 12
+	var first uint64
+	found := false
+	for _, l := range f.Loads {
+		if l.Offset == 0 && l.Memsz != 0 {
+			first, found = l.Vaddr&^(page-1), true
+			break
+		}
+	}
+	if !found {
+		return 0, false
+	}
+	for i := range c.segs {
+		s := &c.segs[i]
+		if id := c.buildIDAt(s.vaddr, s.vaddr+s.memsz); id != nil && bytes.Equal(id, f.BuildID) {
+			bias := s.vaddr - first
+			if f.Type == elf.ET_EXEC && bias != 0 || bias%page != 0 {
+				continue
+			}
+			return bias, true
+		}
+	}
+	return 0, false
+}
+
+// codeMappings returns mappings of f's executable segments at load bias.
+func codeMappings(f *elfobj.File, path string, bias uint64) []target.Mapping {
 	const page = 1 << 12
 	var out []target.Mapping
 	for _, l := range f.Loads {
@@ -91,7 +167,7 @@ func (c *Core) exeMappings(exe string) []target.Mapping {
 		}
 		start := (l.Vaddr + bias) &^ (page - 1)
 		end := (l.Vaddr + bias + l.Memsz + page - 1) &^ (page - 1)
-		out = append(out, target.Mapping{Start: start, End: end, Offset: l.Offset &^ (page - 1), Path: exe, Perms: "r-xp"})
+		out = append(out, target.Mapping{Start: start, End: end, Offset: l.Offset &^ (page - 1), Path: path, Perms: "r-xp"})
 	}
 	return out
 }

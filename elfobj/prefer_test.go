@@ -45,3 +45,25 @@ func TestPreferred(t *testing.T) {
 		}
 	}
 }
+
+// TestSymbolByNameUnversioned: a frame's name (the version dropped) finds
+// its versioned symbol, and an exact name still wins.
+func TestSymbolByNameUnversioned(t *testing.T) {
+	const strs = "lock@@GLIBC_2.2.5\x00lock\x00other@GLIBC_2.0\x00"
+	f := &File{}
+	f.symOnce.Do(func() {})
+	f.syms = &symtab{names: strs, heads: []symEntry{
+		{addr: 0x10, end: 0x20, off: 0, n: 17},
+		{addr: 0x30, end: 0x40, off: 18, n: 4},
+		{addr: 0x50, end: 0x60, off: 23, n: 15},
+	}}
+	for _, c := range []struct {
+		name string
+		addr uint64
+		ok   bool
+	}{{"lock", 0x30, true}, {"lock@@GLIBC_2.2.5", 0x10, true}, {"other", 0x50, true}, {"oth", 0, false}} {
+		if a, ok := f.SymbolByName(c.name); a != c.addr || ok != c.ok {
+			t.Errorf("SymbolByName(%q) = %#x, %v; want %#x, %v", c.name, a, ok, c.addr, c.ok)
+		}
+	}
+}

@@ -90,8 +90,11 @@ func (f *File) Symbolize(vaddr uint64) (name string, offset uint64, ok bool) {
 
 // SymbolByName returns the address of a function symbol called name (as
 // selected for Symbolize, including names that lost to a preferred alias).
-// If several symbols have the name, the lowest address wins. It scans the
-// whole table: it is meant for tests and one-off lookups.
+// A name without a symbol version also finds a versioned symbol
+// ("pthread_mutex_lock" finds "pthread_mutex_lock@@GLIBC_2.2.5", as frames
+// name it) when no symbol has exactly that name. If several symbols have
+// the name, the lowest address wins. It scans the whole table: it is meant
+// for tests and one-off lookups.
 func (f *File) SymbolByName(name string) (uint64, bool) {
 	start, _, ok := f.SymbolExtent(name)
 	return start, ok
@@ -104,12 +107,23 @@ func (f *File) SymbolExtent(name string) (start, end uint64, ok bool) {
 		return 0, 0, false
 	}
 	t := f.syms
-	for _, list := range [][]symEntry{t.heads, t.aliases} {
-		for i := range list {
-			e := &list[i]
-			if t.names[e.off:e.off+e.n] == name && (!ok || e.addr < start) {
-				start, end, ok = e.addr, e.end, true
+	for _, versioned := range []bool{false, true} {
+		for _, list := range [][]symEntry{t.heads, t.aliases} {
+			for i := range list {
+				e := &list[i]
+				n := t.names[e.off : e.off+e.n]
+				if versioned {
+					if at := strings.IndexByte(n, '@'); at > 0 {
+						n = n[:at]
+					}
+				}
+				if n == name && (!ok || e.addr < start) {
+					start, end, ok = e.addr, e.end, true
+				}
 			}
+		}
+		if ok {
+			break
 		}
 	}
 	return start, end, ok

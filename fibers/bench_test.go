@@ -64,7 +64,7 @@ func BenchmarkUcontextScan(b *testing.B) {
 		b.Run("fibers="+strconv.Itoa(n), func(b *testing.B) {
 			p := fixture.Start(b, exe, strconv.Itoa(n))
 			benchDump(b, p.PID, n, func() ([]fibers.Spec, bool) {
-				specs, err := fibers.ScanLive(p.PID)
+				specs, _, err := fibers.ScanLive(p.PID, fibers.ScanLimits{})
 				if err != nil {
 					b.Fatal(err)
 				}

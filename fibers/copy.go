@@ -295,18 +295,18 @@ func NewCopier(pid int, specs []Spec, auto bool, warn func(string)) *Copier {
 }
 
 // ScanLive finds saved contexts in a live process's writable memory (see
-// Scan) before a capture: a first, registers-only capture gives the
-// threads' stack pointers and the pointer guard; the contexts found are
-// then copied, with the threads, in the capture that follows, like
-// explicit ones.
-func ScanLive(pid int) ([]Spec, error) {
+// Scan), within lim, before a capture: a first, registers-only capture
+// gives the threads' stack pointers and the pointer guard; the contexts
+// found are then copied, with the threads, in the capture that follows,
+// like explicit ones. The scan reads the running process.
+func ScanLive(pid int, lim ScanLimits) ([]Spec, ScanStats, error) {
 	snap, err := live.Capture(pid, live.Options{MaxStack: -1})
 	if err != nil {
-		return nil, err
+		return nil, ScanStats{}, err
 	}
 	maps, err := procmaps.Read(pid)
 	if err != nil {
-		return nil, err
+		return nil, ScanStats{}, err
 	}
 	in := ScanInput{Mem: live.NewReader(pid), Maps: maps}
 	for _, th := range snap.Threads {
@@ -320,18 +320,17 @@ func ScanLive(pid int) ([]Spec, error) {
 		}
 	}
 	in.FcontextN = fcontextSizeIn(maps)
-	return Scan(in), nil
+	specs, st := Scan(in, lim)
+	return specs, st, nil
 }
 
-// fcontextSizeIn decodes the fcontext record size from the jump_fcontext
-// of a mapped boost.context library, 0 when there is none.
 // ScanCore is ScanLive for a core's target tg (x86-64): its mappings and
 // anon, the core's anonymous memory (corefile's AnonymousSegments), which
 // holds the heap and the stacks; its threads' stack pointers mark the
 // stacks in use, and the pointer guard comes from their TCB in the core.
-func ScanCore(tg *target.Target, anon []target.Mapping) ([]Spec, error) {
+func ScanCore(tg *target.Target, anon []target.Mapping, lim ScanLimits) ([]Spec, ScanStats, error) {
 	if tg.Arch != regs.AMD64 {
-		return nil, fmt.Errorf("--fiber-scan knows x86-64's saved contexts, not %s's", tg.Arch)
+		return nil, ScanStats{}, fmt.Errorf("--fiber-scan knows x86-64's saved contexts, not %s's", tg.Arch)
 	}
 	maps := slices.Clone(anon)
 	for _, m := range tg.Space.Mappings() {
@@ -347,9 +346,12 @@ func ScanCore(tg *target.Target, anon []target.Mapping) ([]Spec, error) {
 		in.Guard, in.HaveGuard = g, true
 	}
 	in.FcontextN = fcontextSizeIn(maps)
-	return Scan(in), nil
+	specs, st := Scan(in, lim)
+	return specs, st, nil
 }
 
+// fcontextSizeIn decodes the fcontext record size from the jump_fcontext
+// of a mapped boost.context library, 0 when there is none.
 func fcontextSizeIn(maps []target.Mapping) uint64 {
 	seen := map[string]bool{}
 	for _, m := range maps {

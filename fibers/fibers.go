@@ -41,8 +41,11 @@
 //
 // Scanning (dump --fiber-scan: ScanLive, ScanCore; x86-64) finds saved
 // contexts without symbols: it reads the process's writable memory, or
-// the core's (its anonymous segments included), at most maxScan bytes,
-// mappings in address order, and takes, 8-byte aligned:
+// the core's (its anonymous segments included), smaller mappings first,
+// within limits it keeps (ScanLimits: 512 MiB considered, a failed read
+// charged as a successful one, and 2 s by default; a mapping is left
+// after 16 MiB of failed reads in a row; ScanStats.Note says in one line
+// what was left), and takes, 8-byte aligned:
 //
 //   - a glibc ucontext_t (x86-64) where uc_mcontext.fpregs points at the
 //     structure's own __fpregs_mem (byte 424), as getcontext and
@@ -53,9 +56,12 @@
 //     has boost.context's jump_fcontext, at an fcontext record (its size
 //     read from that code), whose return address follows a call
 //     instruction in executable memory. The word must be stored outside
-//     the stack it points into and outside every running thread's stack
-//     (a fiber's context lives in its runtime's data: a global, the heap),
-//     because stacks are full of pointers into themselves.
+//     the stack it points into (in another mapping, or 1 MiB or more away
+//     in the same one: Tarantool's slab arena holds a fiber's stack and
+//     its struct fiber in one mapping when no guard page falls between
+//     them) and outside every running thread's stack (a fiber's context
+//     lives in its runtime's data: a global, the heap), because stacks
+//     are full of pointers into themselves.
 //
 // The guards against false positives: the resumed stack pointer must lie
 // in writable memory and no running thread may be using that mapping for
@@ -66,7 +72,10 @@
 // contexts whose stack pointers are less than minFiberGap apart are one
 // stack, of which one is kept: a ucontext_t or jmp_buf (whose signatures
 // are strong) before a pointer to a record, then the lowest stack pointer
-// (the most recent switch).
+// (the most recent switch). Once the contexts are walked, DropPhantoms
+// drops those whose stack pointer lies in the live part of another
+// walk's stack (from its stack pointer to its outermost frame): records a
+// fiber left in frames it still has, further than the cluster's reach.
 package fibers
 
 import (

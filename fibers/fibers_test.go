@@ -2,14 +2,18 @@ package fibers_test
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/fibers"
@@ -260,8 +264,30 @@ while f is not None and f.pc() != 0:
 // detaches, and returns the functions of the frames and gdb's output.
 func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	t.Helper()
+	return gdbBacktraceWith(t, pid, r, gdbPy)
+}
+
+// gdbBacktraceWith is gdbBacktrace with another script printing "@F"
+// lines.
+func gdbBacktraceWith(t *testing.T, pid int, r regs.Regs, script string) ([]string, string) {
+	t.Helper()
+	out := gdbWalk(t, pid, r, script)
+	var want []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.SplitN(line, " ", 3); len(f) == 3 && f[0] == "@F" {
+			want = append(want, f[2])
+		}
+	}
+	return want, out
+}
+
+// gdbWalk runs gdb on process pid with the registers of the current
+// thread set to r, runs the Python script py, restores the registers
+// before it detaches, and returns gdb's output.
+func gdbWalk(t *testing.T, pid int, r regs.Regs, script string) string {
+	t.Helper()
 	py := filepath.Join(t.TempDir(), "frames.py")
-	if err := os.WriteFile(py, []byte(gdbPy), 0o644); err != nil {
+	if err := os.WriteFile(py, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	names := map[int]string{regs.AMD64RSP: "rsp", regs.AMD64RIP: "rip", regs.AMD64RBP: "rbp", regs.AMD64RBX: "rbx",
@@ -282,13 +308,7 @@ func gdbBacktrace(t *testing.T, pid int, r regs.Regs) ([]string, string) {
 	if err != nil {
 		t.Fatalf("gdb: %v\n%s", err, out)
 	}
-	var want []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.SplitN(line, " ", 3); len(f) == 3 && f[0] == "@F" {
-			want = append(want, f[2])
-		}
-	}
-	return want, string(out)
+	return string(out)
 }
 
 // functions lists the native frames' functions (gdb has no Lua frames).
@@ -363,7 +383,7 @@ func TestScanLive(t *testing.T) {
 	for _, flags := range [][]string{{"-O1"}, {"-O2", "-fomit-frame-pointer"}} {
 		t.Run(strings.Join(flags, ""), func(t *testing.T) {
 			p, ps := startFibers(t, flags...)
-			got, err := fibers.ScanLive(p.PID)
+			got, _, err := fibers.ScanLive(p.PID, fibers.ScanLimits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -410,7 +430,7 @@ func TestScanCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fibers.ScanCore(tg, c.AnonymousSegments())
+	got, _, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,5 +500,406 @@ func TestARM64Core(t *testing.T) {
 		if len(got) < len(w) || fmt.Sprint(got[:len(w)]) != fmt.Sprint(w) {
 			t.Errorf("%s fiber: %v (end %s %s), want %v first", f.Kind, got, f.End, f.EndDetail, w)
 		}
+	}
+}
+
+// startStale builds testdata/stale.cc with flags and runs it: the fibers
+// parked, and the stale records it names.
+func startStale(t *testing.T, flags ...string) (p *fixture.Proc, real, stale []fibers.Spec) {
+	t.Helper()
+	p, _ = startProgram(t, "testdata/stale.cc", flags...)
+	for _, line := range strings.Split(p.Stderr(), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || (f[0] != "fiber" && f[0] != "stale") {
+			continue
+		}
+		sp := fibers.Spec{Kind: f[1], Addr: hex(t, f[2])}
+		if f[0] == "fiber" {
+			real = append(real, sp)
+		} else {
+			stale = append(stale, sp)
+		}
+	}
+	if len(real) != 6 || len(stale) != 2 {
+		t.Fatalf("fixture printed %d fibers and %d stale records, want 6 and 2:\n%s", len(real), len(stale), p.Stderr())
+	}
+	return p, real, stale
+}
+
+// startProgram builds the C++ source src with flags (and boost.context)
+// and runs it.
+func startProgram(t *testing.T, src string, flags ...string) (*fixture.Proc, string) {
+	t.Helper()
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("the fixture's contexts are x86-64 (this is %s)", live.HostArch)
+	}
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("g++ not installed")
+	}
+	if _, err := os.Stat("/usr/include/boost/context/detail/fcontext.hpp"); err != nil {
+		t.Skip("boost.context not installed (Debian: libboost-context-dev)")
+	}
+	exe := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), filepath.Ext(src)))
+	args := append([]string{"-g", "-o", exe, src, "-lboost_context"}, flags...)
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
+		t.Fatalf("g++ %v: %v\n%s", args, err, out)
+	}
+	return fixture.Start(t, exe), exe
+}
+
+// walkedSpecs lists the fibers of walks as specs.
+func walkedSpecs(walks []stacks.Walked) []fibers.Spec {
+	var out []fibers.Spec
+	for _, w := range walks {
+		if w.Fiber != nil {
+			out = append(out, fibers.Spec{Kind: w.Fiber.Runtime, Addr: w.Fiber.Saved})
+		}
+	}
+	return out
+}
+
+// TestScanDropsStale: a ucontext_t and a boost fcontext record a fiber
+// left in its live stack (see testdata/stale.cc) are found by the scan,
+// as they look parked, and dropped once the fibers are walked, because
+// their stack pointers lie in the live part of another fiber's stack; the
+// six parked fibers stay. Live (at -O1 and -O2) and from a gcore core.
+// gdb, walking the fiber each stale record lies in from its saved
+// registers, has a frame at the record's stack pointer: the record
+// resumes into a frame that fiber still has.
+func TestScanDropsStale(t *testing.T) {
+	for _, flags := range [][]string{{"-O1"}, {"-O2", "-fomit-frame-pointer"}} {
+		t.Run(strings.Join(flags, ""), func(t *testing.T) {
+			p, real, stale := startStale(t, flags...)
+			found, _, err := fibers.ScanLive(p.PID, fibers.ScanLimits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := specSet(found), specSet(append(slices.Clone(real), stale...)); got != want {
+				t.Fatalf("scan found %s\nwant the parked and the stale: %s", got, want)
+			}
+			fc := fibers.NewCopier(p.PID, found, false, func(s string) { t.Error(s) })
+			var opt live.Options
+			fc.Apply(&opt)
+			snap, err := live.Capture(p.PID, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg := snap.Target(nil, nil)
+			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { t.Error(s) })...)
+			walks := fibers.DropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+			if got, want := specSet(walkedSpecs(walks)), specSet(real); got != want {
+				t.Errorf("after DropPhantoms: %s\nwant the parked fibers: %s", got, want)
+			}
+			if flags[0] == "-O1" {
+				staleInGdb(t, p.PID, tg, real, stale)
+				t.Run("core", func(t *testing.T) {
+					c, err := corefile.Open(fixture.Gcore(t, p))
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					ctg, err := c.Target(nil, p.Exe)
+					if err != nil {
+						t.Fatal(err)
+					}
+					found, _, err := fibers.ScanCore(ctg, c.AnonymousSegments(), fibers.ScanLimits{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctg.Contexts = append(ctg.Contexts, fibers.FromCore(ctg, found, false, func(s string) { t.Error(s) })...)
+					walks := fibers.DropPhantoms(stacks.Walk(ctg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+					if got, want := specSet(walkedSpecs(walks)), specSet(real); got != want {
+						t.Errorf("core: after DropPhantoms: %s\nwant the parked fibers: %s", got, want)
+					}
+				})
+			}
+		})
+	}
+}
+
+// gdbStalePy, given FIBERS (register sets) and PCS, walks each register
+// set in gdb from the current thread, printing "@S I PC SP NAME" per
+// frame of set I, then "@Y PC NAME" with gdb's symbol at each of PCS; it
+// restores the thread's registers before it ends.
+const gdbStalePy = `
+import gdb
+names = ("rip", "rsp", "rbp", "rbx", "r12", "r13", "r14", "r15")
+saved = dict((r, int(gdb.parse_and_eval("$" + r))) for r in names)
+try:
+    for i, regs in enumerate(FIBERS):
+        for r, v in regs.items():
+            gdb.execute("set $%s=%#x" % (r, v))
+        f = gdb.newest_frame()
+        while f is not None and f.pc() != 0:
+            gdb.write("@S %d %x %x %s\n" % (i, f.pc(), int(f.read_register("rsp")), f.name() or "??"))
+            f = f.older()
+    for pc in PCS:
+        gdb.write("@Y %x %s\n" % (pc, gdb.execute("info symbol %#x" % pc, to_string=True).strip()))
+finally:
+    for r, v in saved.items():
+        gdb.execute("set $%s=%#x" % (r, v))
+`
+
+// staleInGdb checks, with gdb, that each stale record's stack pointer is
+// the stack pointer of a frame of one of the parked fibers real (walked by
+// gdb from the registers rewind read), and that gdb names the same
+// function at that frame's PC and at the record's: the record is a frame
+// that fiber still has.
+func staleInGdb(t *testing.T, pid int, tg *target.Target, real, stale []fibers.Spec) {
+	t.Helper()
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Skip("gdb not installed")
+	}
+	names := map[int]string{regs.AMD64RSP: "rsp", regs.AMD64RIP: "rip", regs.AMD64RBP: "rbp", regs.AMD64RBX: "rbx",
+		12: "r12", 13: "r13", 14: "r14", 15: "r15"}
+	var sets, pcs []string
+	for _, sp := range real {
+		r, err := fibers.Read(tg, tg.Mem, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kv []string
+		for n, name := range names {
+			if v, ok := r.Get(n); ok {
+				kv = append(kv, fmt.Sprintf("%q: %#x", name, v))
+			}
+		}
+		sets = append(sets, "{"+strings.Join(kv, ", ")+"}")
+	}
+	type rec struct{ sp, pc uint64 }
+	var recs []rec
+	for _, sp := range stale {
+		r, err := fibers.Read(tg, tg.Mem, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := r.SP()
+		pc, _ := r.PC()
+		recs = append(recs, rec{s, pc})
+		pcs = append(pcs, fmt.Sprintf("%#x", pc))
+	}
+	script := fmt.Sprintf("FIBERS = [%s]\nPCS = [%s]\n%s", strings.Join(sets, ", "), strings.Join(pcs, ", "), gdbStalePy)
+	py := filepath.Join(t.TempDir(), "stale.py")
+	if err := os.WriteFile(py, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-nx", "-batch", "-p", strconv.Itoa(pid), "-x", py).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	frameAt := map[uint64]string{} // gdb's function of the frame at an SP
+	symbol := map[uint64]string{}  // gdb's function at a stale PC
+	base := func(name string) string {
+		name, _, _ = strings.Cut(fixture.BaseName(name), "(")
+		name, _, _ = strings.Cut(name, " + ")
+		return name
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && f[0] == "@S":
+			frameAt[hex(t, f[3])] = base(strings.Join(f[4:], " "))
+		case len(f) >= 3 && f[0] == "@Y":
+			symbol[hex(t, f[1])] = base(strings.Join(f[2:], " "))
+		}
+	}
+	for i, r := range recs {
+		fn, ok := frameAt[r.sp]
+		if !ok || fn != symbol[r.pc] {
+			t.Errorf("stale %v (sp %#x, pc %#x in %q): gdb's frame at that sp: %q (found %v)\n%s", stale[i], r.sp, r.pc, symbol[r.pc], fn, ok, out)
+		}
+	}
+}
+
+// startHuge builds testdata/huge_mappings.c and runs it with args; it
+// returns the process and the spec of its parked fiber.
+func startHuge(t *testing.T, args ...string) (*fixture.Proc, fibers.Spec) {
+	t.Helper()
+	exe := buildHuge(t)
+	p := fixture.Start(t, exe, args...)
+	return p, hugeFiber(t, p.Stderr())
+}
+
+func buildHuge(t *testing.T) string {
+	t.Helper()
+	if live.HostArch != regs.AMD64 {
+		t.Skipf("the scan reads x86-64 contexts (this is %s)", live.HostArch)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+	exe := filepath.Join(t.TempDir(), "huge")
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, "testdata/huge_mappings.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return exe
+}
+
+func hugeFiber(t *testing.T, stderr string) fibers.Spec {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "fiber" {
+			return fibers.Spec{Kind: f[1], Addr: hex(t, f[2])}
+		}
+	}
+	t.Fatalf("fixture printed no fiber:\n%s", stderr)
+	return fibers.Spec{}
+}
+
+// specSet renders specs as a sorted set, for comparisons.
+func specSet(specs []fibers.Spec) string {
+	var s []string
+	for _, sp := range specs {
+		s = append(s, sp.String())
+	}
+	slices.Sort(s)
+	return strings.Join(s, " ")
+}
+
+// checkBudget: the scan found want (when given), charged no more than its
+// byte budget, said in one line what it left, and took less than ten
+// times its time limit (generous: the limit is checked between reads of
+// at most a megabyte; the machine may be loaded).
+func checkBudget(t *testing.T, got []fibers.Spec, want fibers.Spec, st fibers.ScanStats, took time.Duration) {
+	t.Helper()
+	if want != (fibers.Spec{}) && specSet(got) != specSet([]fibers.Spec{want}) {
+		t.Errorf("scan found %v, want %v", got, want)
+	}
+	if st.Read+st.Unreadable > st.Limits.MaxBytes {
+		t.Errorf("charged %d bytes (read %d, unreadable %d), budget %d", st.Read+st.Unreadable, st.Read, st.Unreadable, st.Limits.MaxBytes)
+	}
+	if n := st.Note(); n == "" || strings.Contains(n, "\n") {
+		t.Errorf("note %q, want one line saying what was left", n)
+	}
+	if took > 10*st.Limits.MaxTime {
+		t.Errorf("scan took %v, limit %v", took, st.Limits.MaxTime)
+	}
+	t.Logf("%v: %s", took.Round(time.Millisecond), st.Note())
+}
+
+// TestScanBudgetLive: a live process with 8 TB of shared file mapping past
+// its one-page file (reads fail) or a 64 TB MAP_NORESERVE reservation
+// (reads give zeros): the scan keeps its budget and limit, says what it
+// left, and still finds the parked fiber (small mappings are read first).
+func TestScanBudgetLive(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"file", func(dir string) []string { return []string{"file", filepath.Join(dir, "one-page")} }},
+		{"anon", func(string) []string { return []string{"anon"} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, want := startHuge(t, c.args(t.TempDir())...)
+			lim := fibers.ScanLimits{MaxTime: 500 * time.Millisecond}
+			start := time.Now()
+			got, st, err := fibers.ScanLive(p.PID, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.name == "anon" && st.LeftMappings > 1 {
+				// The limit came before the small mappings were
+				// all read (a loaded machine): the fiber may be
+				// in one of them.
+				want = fibers.Spec{}
+			}
+			checkBudget(t, got, want, st, time.Since(start))
+			if c.name == "file" && (st.Unreadable == 0 || st.Abandoned == 0) {
+				t.Errorf("file mapping past its end: stats %+v", st)
+			}
+			if c.name == "anon" && (st.Stop == "" || st.Left == 0) {
+				t.Errorf("64 TB reservation: stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestScanBudgetKernelCore: a kernel core of a process with a 64 TB
+// MAP_NORESERVE+MADV_DONTDUMP mapping holds a segment of 64 TB and no
+// bytes: the scan of the core gives it up after a run of failed reads and
+// finds the fiber.
+func TestScanBudgetKernelCore(t *testing.T) {
+	exe := buildHuge(t)
+	c, err := corefile.Open(fixture.KernelCore(t, exe, "anon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, st, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBudget(t, got, fibers.Spec{}, st, time.Since(start))
+	if len(got) != 1 || st.Abandoned == 0 {
+		t.Errorf("found %v; stats %+v", got, st)
+	}
+}
+
+// TestScanBudgetEditedCore: a gcore core whose writable segment's
+// p_memsz says 64 TB (its bytes end where p_filesz does): the scan reads
+// what the core holds, gives the rest up after a run of failed reads, and
+// finds the fiber.
+func TestScanBudgetEditedCore(t *testing.T) {
+	p, want := startHuge(t)
+	core := fixture.Gcore(t, p)
+	editLastWritableMemsz(t, core, 64<<40)
+	c, err := corefile.Open(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tg, err := c.Target(nil, p.Exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	got, st, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBudget(t, got, want, st, time.Since(start))
+	if st.Writable < 64<<40 || st.Abandoned == 0 {
+		t.Errorf("stats %+v: the edited segment was not scanned as 64 TB", st)
+	}
+}
+
+// editLastWritableMemsz sets p_memsz of the core's writable PT_LOAD of
+// highest address to n.
+func editLastWritableMemsz(t *testing.T, path string, n uint64) {
+	t.Helper()
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := -1
+	for i, ph := range ef.Progs {
+		if ph.Type == elf.PT_LOAD && ph.Flags&elf.PF_W != 0 && ph.Filesz > 0 && (last < 0 || ph.Vaddr > ef.Progs[last].Vaddr) {
+			last = i
+		}
+	}
+	ef.Close()
+	if last < 0 {
+		t.Fatal("core has no writable segment")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [64]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	phoff := binary.LittleEndian.Uint64(hdr[32:])
+	phentsize := uint64(binary.LittleEndian.Uint16(hdr[54:]))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	if _, err := f.WriteAt(b[:], int64(phoff+uint64(last)*phentsize+40)); err != nil {
+		t.Fatal(err)
 	}
 }

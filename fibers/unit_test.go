@@ -2,11 +2,16 @@ package fibers
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -160,7 +165,8 @@ func FuzzScan(f *testing.F) {
 			{Start: 0x10000, End: 0x10000 + uint64(len(data)), Perms: "rw-p"},
 			{Start: 0x20000, End: 0x21000, Perms: "r-xp", Path: "/x"},
 		}, Guard: 0x1234, HaveGuard: true, FcontextN: 0x38}
-		for _, sp := range Scan(in) {
+		specs, _ := Scan(in, ScanLimits{})
+		for _, sp := range specs {
 			if sp.Addr < 0x10000 || sp.Addr >= 0x10000+uint64(len(data)) {
 				t.Errorf("context %v outside the writable region", sp)
 			}
@@ -184,4 +190,142 @@ func FuzzLuaFrames(f *testing.F) {
 			t.Errorf("%d frames", len(fs))
 		}
 	})
+}
+
+// scanMem is memory for scan tests: the snapshot's regions, zeros over
+// [zeroLo, zeroHi), an error elsewhere; it counts the reads.
+type scanMem struct {
+	snap           *target.Snapshot
+	zeroLo, zeroHi uint64
+	reads, failed  int
+}
+
+func (m *scanMem) ReadMemory(addr uint64, p []byte) error {
+	m.reads++
+	if addr >= m.zeroLo && addr+uint64(len(p)) <= m.zeroHi {
+		clear(p)
+		return nil
+	}
+	err := m.snap.ReadMemory(addr, p)
+	if err != nil {
+		m.failed++
+	}
+	return err
+}
+
+// scanWorld is a process image with one parked ucontext_t at 0x10000
+// (its stack at 0x30000, its PC after a call at 0x20005) and one huge
+// writable mapping at 1<<40 of size n, whose reads fail unless zero.
+func scanWorld(n uint64, zero bool) (*scanMem, ScanInput) {
+	data := make([]byte, 4096)
+	binary.LittleEndian.PutUint64(data[regs.AMD64UContextFPRegs:], 0x10000+regs.AMD64UContextFPRegsMem)
+	binary.LittleEndian.PutUint64(data[ucSP:], 0x30800)
+	binary.LittleEndian.PutUint64(data[ucPC:], 0x20005)
+	code := make([]byte, 0x1000)
+	code[0] = 0xe8
+	mem := &scanMem{snap: &target.Snapshot{Regions: []target.Region{{Addr: 0x10000, Data: data}, {Addr: 0x20000, Data: code},
+		{Addr: 0x30000, Data: make([]byte, 0x1000)}}}}
+	huge := target.Mapping{Start: 1 << 40, End: 1<<40 + n, Perms: "rw-p"}
+	if zero {
+		mem.zeroLo, mem.zeroHi = huge.Start, huge.End
+	}
+	return mem, ScanInput{Mem: mem, Maps: []target.Mapping{
+		{Start: 0x10000, End: 0x11000, Perms: "rw-p"},
+		{Start: 0x20000, End: 0x21000, Perms: "r-xp", Path: "/x"},
+		{Start: 0x30000, End: 0x31000, Perms: "rw-p"},
+		huge,
+	}}
+}
+
+// TestScanUnreadable: a 64 TB writable mapping that does not read (a
+// reservation a core left out, a file mapping past its file's end) is
+// charged as it is considered, read or not, and left after a run of
+// failed reads: the scan ends after a bounded number of reads, and the
+// context in the small mappings is found.
+func TestScanUnreadable(t *testing.T) {
+	mem, in := scanWorld(64<<40, false)
+	specs, st := Scan(in, ScanLimits{})
+	if len(specs) != 1 || specs[0] != (Spec{Kind: UContext, Addr: 0x10000}) {
+		t.Errorf("found %v, want the ucontext at 0x10000", specs)
+	}
+	if mem.reads > 10000 || st.Unreadable == 0 || st.Unreadable > unreadableRun+scanChunk || st.Abandoned == 0 ||
+		st.Read+st.Unreadable > DefaultScanBytes || st.Stop != "" {
+		t.Errorf("%d reads (%d failed); stats %+v", mem.reads, mem.failed, st)
+	}
+	if n := st.Note(); !strings.Contains(n, "unreadable") || strings.Contains(n, "\n") {
+		t.Errorf("note %q", n)
+	}
+}
+
+// TestScanBudget: a huge mapping that reads (zeros: a MAP_NORESERVE
+// reservation of a live process) is read up to the byte budget, or until
+// the time limit, never beyond; smaller mappings come first, so the
+// context is found; the note says what was left.
+func TestScanBudget(t *testing.T) {
+	_, in := scanWorld(1<<40, true)
+	specs, st := Scan(in, ScanLimits{MaxBytes: 32 << 20, MaxTime: time.Hour})
+	if len(specs) != 1 || st.Stop != "bytes" || st.Read+st.Unreadable != 32<<20 || st.Left != st.Writable-st.Read || st.LeftMappings != 1 {
+		t.Errorf("bytes: found %v; stats %+v", specs, st)
+	}
+	if n := st.Note(); !strings.Contains(n, "not scanned") || !strings.Contains(n, "byte budget (32.0 MiB)") {
+		t.Errorf("note %q", n)
+	}
+	// 1 TB does not read in a millisecond (on a loaded machine, nothing
+	// may have been read by then).
+	_, st = Scan(in, ScanLimits{MaxBytes: 1 << 40, MaxTime: time.Millisecond})
+	if st.Stop != "time" || st.Left == 0 || st.Read+st.Unreadable >= 1<<40 {
+		t.Errorf("time: stats %+v", st)
+	}
+	if n := st.Note(); !strings.Contains(n, "time limit (1ms, --fiber-scan-time)") {
+		t.Errorf("note %q", n)
+	}
+	// Within the limits: nothing to say.
+	_, in = scanWorld(1<<20, true)
+	if _, st := Scan(in, ScanLimits{}); st.Stop != "" || st.Left != 0 || st.Note() != "" {
+		t.Errorf("small: stats %+v, note %q", st, st.Note())
+	}
+}
+
+// TestDropPhantoms: a scanned context whose stack pointer lies in the live
+// part of another walk's stack (a thread's, an explicit fiber's, a kept
+// scanned fiber's whose walk ended cleanly) is dropped; one just above
+// such a stack's outermost frame, or under a walk that ended badly, is
+// kept, and so are contexts the scan did not find.
+func TestDropPhantoms(t *testing.T) {
+	walk := func(kind string, addr uint64, end unwind.EndReason, sps ...uint64) stacks.Walked {
+		w := stacks.Walked{Stack: unwind.Stack{End: end}}
+		if kind != "" {
+			w.Fiber = &target.Context{Kind: target.KindFiber, Runtime: kind, Saved: addr}
+		}
+		for _, sp := range sps {
+			w.Stack.Frames = append(w.Stack.Frames, unwind.Frame{SP: sp})
+		}
+		return w
+	}
+	walks := []stacks.Walked{
+		walk("", 0, unwind.EndRAUndefined, 0x7000, 0x7100, 0x7f00),        // a thread
+		walk(UContext, 0x10, unwind.EndOutermost, 0x1000, 0x1100, 0x1900), // real, scanned
+		walk(UContext, 0x20, unwind.EndOutermost, 0x1100, 0x1900),         // stale in it
+		walk(FContext, 0x30, unwind.EndOutermost, 0x1908),                 // just above its outermost frame
+		walk(Coro, 0x40, unwind.EndNoProgress, 0x3000, 0x3100, 0x3800),    // walk ended badly
+		walk(Coro, 0x50, unwind.EndOutermost, 0x3100),                     // so this one stays
+		walk(UContext, 0x60, unwind.EndOutermost, 0x7100),                 // in the thread's stack
+		walk(JmpBuf, 0x70, unwind.EndOutermost, 0x5000, 0x5400),           // explicit
+		walk(UContext, 0x80, unwind.EndOutermost, 0x5200),                 // in the explicit one's
+		walk(UContext, 0x90, unwind.EndOutermost),                         // no frames: kept
+	}
+	scanned := []Spec{{UContext, 0x10, 0, 0, 0}, {UContext, 0x20, 0, 0, 0}, {FContext, 0x30, 0, 0, 0}, {Coro, 0x40, 0, 0, 0},
+		{Coro, 0x50, 0, 0, 0}, {UContext, 0x60, 0, 0, 0}, {UContext, 0x80, 0, 0, 0}, {UContext, 0x90, 0, 0, 0}}
+	var got []uint64
+	for _, w := range DropPhantoms(walks, scanned) {
+		if w.Fiber != nil {
+			got = append(got, w.Fiber.Saved)
+		}
+	}
+	if want := []uint64{0x10, 0x30, 0x40, 0x50, 0x70, 0x90}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("kept %#x, want %#x", got, want)
+	}
+	if n := len(DropPhantoms(walks, nil)); n != len(walks) {
+		t.Errorf("nothing scanned: %d walks kept of %d", n, len(walks))
+	}
 }

@@ -507,7 +507,8 @@ func TestCoreMatchesOwnDump(t *testing.T) {
 	})
 }
 
-func coreDump(t *testing.T, path, own string) {
+// coreReport reads the goroutines of the core at path and renders them.
+func coreReport(t *testing.T, path string) (*goroutines.Report, string) {
 	t.Helper()
 	c, err := corefile.Open(path)
 	if err != nil {
@@ -522,7 +523,12 @@ func coreDump(t *testing.T, path, own string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, text := report(t, set, tg)
+	return report(t, set, tg)
+}
+
+func coreDump(t *testing.T, path, own string) {
+	t.Helper()
+	rep, text := coreReport(t, path)
 	n := compareDumps(t, text, own)
 	t.Logf("%d goroutines from %s, %d compared", len(rep.Goroutines), filepath.Base(path), n)
 	if n < 250 {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/maruel/panicparse/v2/stack"
 
-	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/goroutines"
 	"github.com/rewindstack/rewind/live"
 )
@@ -187,20 +186,7 @@ func TestPanicparseReadsDumps(t *testing.T) {
 			checkGrouped(t, grouped, rw, len(rep.Goroutines))
 
 			if core != "" {
-				c, err := corefile.Open(core)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				tg, err := c.Target(nil, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				cset, err := goroutines.FromCore(c, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, fromCore := report(t, cset, tg)
+				_, fromCore := coreReport(t, core)
 				fc := ppParse(t, "core", fromCore)
 				for id, want := range own {
 					if id == dumper {

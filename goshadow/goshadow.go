@@ -80,6 +80,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/rewindstack/rewind/internal/outfile"
 )
 
 //go:embed rt/*.txt rt/*.tmpl
@@ -231,7 +233,7 @@ func Generate(goroot, dir string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(res.JSON, append(js, '\n'), 0o644); err != nil {
+	if err := outfile.WriteFile(res.JSON, append(js, '\n'), 0o644); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -239,7 +241,7 @@ func Generate(goroot, dir string) (*Result, error) {
 
 func writeFile(dir, name, content, rtDir string, replace map[string]string) error {
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+	if err := outfile.WriteFile(p, []byte(content), 0o644); err != nil {
 		return err
 	}
 	replace[filepath.Join(rtDir, name)] = p

@@ -317,3 +317,33 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestGenerateRefusesPlantedLinks: symbolic links planted in the overlay
+// directory (overlay.json, a patched file's name) are not followed: their
+// targets are untouched and Generate refuses, naming the link.
+func TestGenerateRefusesPlantedLinks(t *testing.T) {
+	if _, err := GOROOT(); err != nil {
+		t.Skipf("no Go installation: %v", err)
+	}
+	for _, name := range []string{"overlay.json", runtimeEdits[0].File} {
+		dir := t.TempDir()
+		target := filepath.Join(t.TempDir(), "precious")
+		if err := os.WriteFile(target, []byte("precious"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, name)
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Generate("", dir)
+		if err == nil || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("Generate with a link at %s: %v, want a refusal naming it", name, err)
+		}
+		if b, _ := os.ReadFile(target); string(b) != "precious" {
+			t.Errorf("link target of %s overwritten: %.40q", name, b)
+		}
+		if st, err := os.Stat(target); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("link target's mode: %v %v", st.Mode(), err)
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package live
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 
+	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )
@@ -35,6 +37,7 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 		}
 		ctx := target.Thread(th.TID, th.Name, th.Regs)
 		ctx.TP = th.TP
+		ctx.Mem = s.cutAtCopy(&th)
 		ctxs = append(ctxs, ctx)
 	}
 	return target.New(target.Config{
@@ -47,4 +50,43 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 		Contexts: ctxs,
 		Warn:     warn,
 	})
+}
+
+// ErrBeyondCopy is why a thread's walk cannot read its stack past the
+// copy Capture made (Options.MaxStack): the process ran on after the
+// capture, and what lies there now is not what the thread had.
+var ErrBeyondCopy = errors.New("beyond the copy of the thread's stack (Options.MaxStack bytes)")
+
+// cutAtCopy returns the memory th's walk reads when Capture copied only
+// part of its stack: the snapshot's, but failing for the rest of the
+// stack's mapping past the copy instead of reading the resumed process.
+// nil (the snapshot's memory) when the copy reaches the mapping's end or
+// there is none.
+func (s *Snapshot) cutAtCopy(th *Thread) target.Memory {
+	sm, ok := s.Mem.(*target.Snapshot)
+	if !ok || len(th.Stack.Data) == 0 {
+		return nil
+	}
+	end := th.Stack.Addr + uint64(len(th.Stack.Data))
+	m := procmaps.Find(s.Maps, th.Stack.Addr)
+	if m == nil || end >= m.End {
+		return nil
+	}
+	return &target.Snapshot{Regions: sm.Regions, Next: &cutMemory{next: sm.Next, from: end, to: m.End}}
+}
+
+// cutMemory is next, except for [from, to), which it refuses.
+type cutMemory struct {
+	next     target.Memory
+	from, to uint64
+}
+
+func (c *cutMemory) ReadMemory(addr uint64, p []byte) error {
+	if addr < c.to && addr+uint64(len(p)) > c.from {
+		return &target.MemoryError{Addr: addr, Err: ErrBeyondCopy}
+	}
+	if c.next == nil {
+		return &target.MemoryError{Addr: addr}
+	}
+	return c.next.ReadMemory(addr, p)
 }

@@ -2,6 +2,7 @@ package output
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -69,25 +70,50 @@ func WriteGrouped(w io.Writer, r *Report) error {
 	return bw.Flush()
 }
 
-// writeGroupedFibers prints identical fiber stacks once, headed by how
-// many fibers share them and which (by id, else by context address).
-func writeGroupedFibers(bw *bufio.Writer, r *Report) {
+// groupFibers groups identical fiber stacks of one thread, largest group
+// first.
+func groupFibers(r *Report) [][]*Fiber {
 	byKey := map[string][]*Fiber{}
 	var order []string
 	for i := range r.Fibers {
 		f := &r.Fibers[i]
 		k := stackKey(f.Frames, f.End)
+		if f.Thread != nil {
+			k = strconv.Itoa(*f.Thread) + ":" + k
+		}
 		if byKey[k] == nil {
 			order = append(order, k)
 		}
 		byKey[k] = append(byKey[k], f)
 	}
 	sort.SliceStable(order, func(i, j int) bool { return len(byKey[order[i]]) > len(byKey[order[j]]) })
-	for _, k := range order {
-		fs := byKey[k]
+	out := make([][]*Fiber, len(order))
+	for i, k := range order {
+		out[i] = byKey[k]
+	}
+	return out
+}
+
+// writeGroupedFibers prints identical fiber stacks of one thread once,
+// headed by how many fibers share them, their thread, and which fibers (by
+// id, else by context address).
+func writeGroupedFibers(bw *bufio.Writer, r *Report) {
+	names := map[int]string{}
+	for i := range r.Threads {
+		names[r.Threads[i].TID] = r.Threads[i].Name
+	}
+	for _, fs := range groupFibers(r) {
 		fmt.Fprintf(bw, "%d fiber", len(fs))
 		if len(fs) > 1 {
 			fmt.Fprint(bw, "s")
+		}
+		if tid := fs[0].Thread; tid != nil {
+			fmt.Fprintf(bw, " of thread %d", *tid)
+			if n := names[*tid]; n != "" {
+				fmt.Fprintf(bw, " (%s)", textesc.String(n))
+			}
+		} else {
+			fmt.Fprint(bw, " of no known thread")
 		}
 		fmt.Fprint(bw, ":")
 		for _, f := range fs {
@@ -100,6 +126,67 @@ func writeGroupedFibers(bw *bufio.Writer, r *Report) {
 		fmt.Fprintln(bw)
 		writeFrames(bw, fs[0].Frames, fs[0].End, fs[0].EndDetail)
 	}
+}
+
+// ThreadGroup is one group of threads with identical stacks in
+// WriteGroupedJSON's output.
+type ThreadGroup struct {
+	// Count is how many threads share the stack; TIDs and Names are
+	// theirs, in the same order.
+	Count int      `json:"count"`
+	TIDs  []int    `json:"tids"`
+	Names []string `json:"names"`
+	// Frames, End and EndDetail are every thread's of the group.
+	Frames    []Frame `json:"frames"`
+	End       string  `json:"end"`
+	EndDetail string  `json:"end_detail,omitempty"`
+}
+
+// FiberGroup is one group of fibers of one thread with identical stacks in
+// WriteGroupedJSON's output.
+type FiberGroup struct {
+	// Count is how many fibers share the stack.
+	Count int `json:"count"`
+	// Thread is the fibers' thread (null when unknown).
+	Thread *int `json:"thread"`
+	// IDs are the fibers' ids (null for one without), Contexts the
+	// addresses of their saved contexts, in the same order.
+	IDs      []*int64 `json:"ids"`
+	Contexts []uint64 `json:"contexts"`
+	// Kind, Frames, End and EndDetail are every fiber's of the group.
+	Kind      string  `json:"kind"`
+	Frames    []Frame `json:"frames"`
+	End       string  `json:"end"`
+	EndDetail string  `json:"end_detail,omitempty"`
+}
+
+// WriteGroupedJSON writes the report as one JSON object in which threads
+// with identical stacks are folded into "groups" (largest first, as
+// WriteGrouped prints them), and fibers of one thread with identical
+// stacks into "fiber_groups".
+func WriteGroupedJSON(w io.Writer, r *Report) error {
+	doc := struct {
+		PID         int           `json:"pid"`
+		PauseUS     *int64        `json:"pause_us,omitempty"`
+		Source      string        `json:"source,omitempty"`
+		Groups      []ThreadGroup `json:"groups"`
+		FiberGroups []FiberGroup  `json:"fiber_groups,omitempty"`
+	}{PID: r.PID, PauseUS: r.PauseUS, Source: r.Source, Groups: []ThreadGroup{}}
+	for _, g := range GroupThreads(r) {
+		doc.Groups = append(doc.Groups, ThreadGroup{Count: len(g.TIDs), TIDs: g.TIDs, Names: g.Names,
+			Frames: g.Thread.Frames, End: g.Thread.End, EndDetail: g.Thread.EndDetail})
+	}
+	for _, fs := range groupFibers(r) {
+		fg := FiberGroup{Count: len(fs), Thread: fs[0].Thread, Kind: fs[0].Kind, Frames: fs[0].Frames, End: fs[0].End, EndDetail: fs[0].EndDetail}
+		for _, f := range fs {
+			fg.IDs = append(fg.IDs, f.ID)
+			fg.Contexts = append(fg.Contexts, f.Context)
+		}
+		doc.FiberGroups = append(doc.FiberGroups, fg)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
 }
 
 // stackKey identifies a stack for grouping: its PCs, inlined marks and end.
@@ -133,13 +220,13 @@ func writeHeader(bw *bufio.Writer, r *Report) {
 func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 	for j := range frames {
 		f := &frames[j]
-		if f.Method == "lua" {
+		if f.Interpreted() {
 			// An interpreted frame: no PC; fiber.info()'s "(unnamed)".
 			name := f.Function
 			if name == "" {
 				name = "(unnamed)"
 			}
-			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [lua]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line)
+			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
 			continue
 		}
 		fmt.Fprintf(bw, "#%-2d 0x%016x %s", j, f.PC, textesc.String(f.Name()))

@@ -93,11 +93,45 @@ type Frame struct {
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
 	Inlined  bool   `json:"inlined"`
-	Method   string `json:"method"`
+	// Method is how the frame was found (unwind.Method names: "dwarf",
+	// "fp", ...); "tail-call" for a function that left by a tail call,
+	// which has no frame on the stack (dump --tail-calls); "lua" or
+	// "python" for an interpreted frame.
+	Method string `json:"method"`
 	// Symbol is the symbol table's name of the function when it differs
 	// from Function: mangled, or with its symbol version
 	// ("__libc_start_main@@GLIBC_2.34"). Physical frames only.
 	Symbol string `json:"symbol,omitempty"`
+}
+
+// Interpreted reports whether the frame is an interpreter's (a Lua or
+// Python function run by its interpreter, method "lua" or "python"): it
+// has a function, file and line but no PC, module or offset of its own.
+func (f *Frame) Interpreted() bool { return f.Method == "lua" || f.Method == "python" }
+
+// MarshalJSON writes a frame as its fields say, except that an
+// interpreted frame has null for what it lacks: "pc", "module" and
+// "offset", and "function" when the function has no name (an anonymous
+// Lua function, "(unnamed)" in text as fiber.info() prints it).
+func (f Frame) MarshalJSON() ([]byte, error) {
+	type plain Frame // the same fields, without this method
+	if !f.Interpreted() {
+		return json.Marshal(plain(f))
+	}
+	var fn *string
+	if f.Function != "" {
+		fn = &f.Function
+	}
+	return json.Marshal(struct {
+		PC       *uint64 `json:"pc"`
+		Function *string `json:"function"`
+		Offset   *uint64 `json:"offset"`
+		Module   *string `json:"module"`
+		File     string  `json:"file,omitempty"`
+		Line     int     `json:"line,omitempty"`
+		Inlined  bool    `json:"inlined"`
+		Method   string  `json:"method"`
+	}{Function: fn, File: f.File, Line: f.Line, Inlined: f.Inlined, Method: f.Method})
 }
 
 // Name renders the frame's function as "name+0xoff", or "??" when unknown.

@@ -1,6 +1,7 @@
 package output
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -98,5 +99,85 @@ func TestGrouped(t *testing.T) {
 	WriteGrouped(&b, r)
 	if !strings.Contains(b.String(), "2 threads: 2 (pool) 3 (pool)\n#0 ") || strings.Count(b.String(), "#0 ") != 3 {
 		t.Errorf("grouped output:\n%s", b.String())
+	}
+}
+
+// TestGroupedFibersByThread: identical fiber stacks of two threads are two
+// groups, each headed by its thread.
+func TestGroupedFibersByThread(t *testing.T) {
+	one, two := 10, 20
+	id := func(n int64) *int64 { return &n }
+	r := &Report{PID: 1, Threads: []Thread{{TID: 10, Name: "tx", End: "outermost", Frames: frames(1)}, {TID: 20, End: "outermost", Frames: frames(2)}},
+		Fibers: []Fiber{
+			{Thread: &one, Kind: "tarantool", ID: id(101), End: "outermost", Frames: frames(7, 8)},
+			{Thread: &two, Kind: "tarantool", ID: id(201), End: "outermost", Frames: frames(7, 8)},
+			{Thread: &one, Kind: "tarantool", ID: id(102), End: "outermost", Frames: frames(7, 8)},
+			{Kind: "ucontext", Context: 0x1000, End: "outermost", Frames: frames(7, 8)},
+		}}
+	var b bytes.Buffer
+	WriteGrouped(&b, r)
+	for _, want := range []string{"2 fibers of thread 10 (tx): 101 102\n", "1 fiber of thread 20: 201\n", "1 fiber of no known thread: ucontext@0x1000\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in grouped output:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestInterpretedFrameJSON: an interpreted frame has null for the PC,
+// module and offset it does not have, and for an anonymous function's
+// name, which text prints as "(unnamed)"; native frames keep their values.
+func TestInterpretedFrameJSON(t *testing.T) {
+	fs := []Frame{
+		{Function: "", File: "init.lua", Line: 3, Method: "lua"},
+		{Function: "handler", File: "app.py", Line: 12, Method: "python"},
+		{PC: 0x401000, Function: "", Module: "/bin/x", Method: "dwarf"},
+	}
+	b, err := json.Marshal(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"pc":null,"function":null,"offset":null,"module":null,"file":"init.lua","line":3,"inlined":false,"method":"lua"},` +
+		`{"pc":null,"function":"handler","offset":null,"module":null,"file":"app.py","line":12,"inlined":false,"method":"python"},` +
+		`{"pc":4198400,"function":"","offset":0,"module":"/bin/x","inlined":false,"method":"dwarf"}]`
+	if string(b) != want {
+		t.Errorf("JSON:\n%s\nwant:\n%s", b, want)
+	}
+	var back []Frame
+	if err := json.Unmarshal(b, &back); err != nil || back[0].Function != "" || back[1].Function != "handler" || back[2].PC != 0x401000 {
+		t.Errorf("read back: %+v %v", back, err)
+	}
+	var txt bytes.Buffer
+	w := bufio.NewWriter(&txt)
+	writeFrames(w, fs[:2], "outermost", "")
+	w.Flush()
+	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler app.py:12 [python]") {
+		t.Errorf("text:\n%s", txt.String())
+	}
+}
+
+// TestGroupedJSON: --group --json folds threads and fibers as the text
+// does.
+func TestGroupedJSON(t *testing.T) {
+	one := 1
+	r := &Report{PID: 1, Threads: []Thread{
+		{TID: 1, Name: "main", End: "outermost", Frames: frames(1, 2)},
+		{TID: 2, Name: "pool", End: "outermost", Frames: frames(5, 6)},
+		{TID: 3, Name: "pool", End: "outermost", Frames: frames(5, 6)},
+	}, Fibers: []Fiber{{Thread: &one, Kind: "ucontext", Context: 0x10, End: "outermost", Frames: frames(9)},
+		{Thread: &one, Kind: "ucontext", Context: 0x20, End: "outermost", Frames: frames(9)}}}
+	var b bytes.Buffer
+	if err := WriteGroupedJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups      []ThreadGroup `json:"groups"`
+		FiberGroups []FiberGroup  `json:"fiber_groups"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Groups) != 2 || doc.Groups[0].Count != 2 || doc.Groups[0].TIDs[1] != 3 || doc.Groups[0].Names[0] != "pool" || len(doc.Groups[0].Frames) != 2 ||
+		len(doc.FiberGroups) != 1 || doc.FiberGroups[0].Count != 2 || *doc.FiberGroups[0].Thread != 1 || doc.FiberGroups[0].Contexts[1] != 0x20 {
+		t.Errorf("grouped JSON:\n%s", b.String())
 	}
 }

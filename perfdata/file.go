@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -80,13 +82,28 @@ const populateLimit = 1 << 30
 // and 75 ms mapped (medians of 10 interleaved pairs, 3 s apart): fresh
 // memory the host has to back again cost 2.7-3.9 ms a huge page, 90-130
 // ms for the file, against 30 ms of touches for the mapping.
+//
+// The path "-" (Stdin) reads standard input: a file (rewind report - <
+// perf.data) is mapped as any other; a pipe (perf record -o - | rewind
+// report -) is copied first into memory outside Go's heap (a memfd),
+// then mapped. Errors name it "standard input".
 func Open(path string) (*File, error) {
-	fd, st, err := fsafe.Open(path)
+	var fd *os.File
+	var size int64
+	var err error
+	if path == Stdin {
+		path = "standard input"
+		fd, size, err = spoolStdin()
+	} else {
+		var st os.FileInfo
+		if fd, st, err = fsafe.Open(path); err == nil {
+			size = st.Size()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	size := st.Size()
 	if size < pipeHeaderSize {
 		return nil, &FormatError{Pkg: "perfdata", File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
 	}
@@ -118,6 +135,41 @@ func Open(path string) (*File, error) {
 	f.mapped = mapped
 	f.populating = populating
 	return f, nil
+}
+
+// Stdin is the path Open takes for standard input.
+const Stdin = "-"
+
+// spoolStdin returns standard input as a file that can be mapped, and its
+// size: a duplicate of it when it is a regular file, else a memfd holding
+// everything read from it.
+func spoolStdin() (*os.File, int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(0, &st); err != nil {
+		return nil, 0, fmt.Errorf("standard input: %w", err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("standard input: %w", err)
+		}
+		unix.CloseOnExec(fd)
+		return os.NewFile(uintptr(fd), "standard input"), st.Size, nil
+	}
+	if k := st.Mode & unix.S_IFMT; k != unix.S_IFIFO && k != unix.S_IFSOCK {
+		return nil, 0, fmt.Errorf("standard input: %w (%s)", fsafe.ErrNotRegular, fsafe.Kind(st.Mode))
+	}
+	mfd, err := unix.MemfdCreate("rewind-stdin", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, 0, fmt.Errorf("standard input: %w", err)
+	}
+	f := os.NewFile(uintptr(mfd), "standard input")
+	n, err := io.Copy(f, os.Stdin)
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("reading standard input: %w", err)
+	}
+	return f, n, nil
 }
 
 // Every record is read, most of them twice (decoding, then the stack copy
@@ -256,6 +308,32 @@ func Parse(data []byte, name string) (*File, error) {
 	return f, nil
 }
 
+// featCompressed is the feature bit perf record -z sets
+// (HEADER_COMPRESSED).
+const featCompressed = 27
+
+// MayBeCompressed reports whether the perf.data file at path may hold
+// compressed records (perf record -z): its header announces them, or it
+// is a pipe-mode file, whose header announces nothing. It reads only the
+// header; a file that cannot be read is not.
+func MayBeCompressed(path string) bool {
+	fd, _, err := fsafe.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fd.Close()
+	var h [fileHeaderSize]byte
+	n, _ := fd.ReadAt(h[:], 0)
+	le := binary.LittleEndian
+	if n < pipeHeaderSize || le.Uint64(h[:]) != fileMagic {
+		return false
+	}
+	if le.Uint64(h[8:]) == pipeHeaderSize {
+		return true
+	}
+	return n == fileHeaderSize && le.Uint64(h[72:])&(1<<featCompressed) != 0
+}
+
 // HasFeature reports whether the header announces feature section bit.
 func (f *File) HasFeature(bit int) bool {
 	return bit >= 0 && bit < featBits && f.features[bit/64]&(1<<(bit%64)) != 0
@@ -328,14 +406,18 @@ func parseBuildIDs(b []byte, base int64, name string) ([]BuildID, error) {
 
 // Records decodes the data section's records in file order and calls fn
 // for each; a non-nil error from fn stops the walk and is returned. The
-// Record and everything it points to are valid only during the call
-// (slices point into the file's memory, which lives until Close, or into
-// the records' decompressed bytes, which live as long as they are used).
+// Record and everything it points to are valid only during the call:
+// slices point into the file's memory, which lives until Close, or, for
+// a record that was decompressed (Record.Decompressed), into memory the
+// next records are decompressed into.
 //
 // The records of a file recorded with perf record -z are decompressed
-// (Zstandard) as they come. A record that cannot be decoded ends the walk
-// with an error naming its offset (for a compressed one, the offset of
-// the record that held it); the records before it have been delivered.
+// (Zstandard) as they come, in a window of a fixed size, so that a stream
+// that expands far takes no more memory; what they expand to is bounded
+// (maxRatio times the data section), past which the walk ends with an
+// error saying so. A record that cannot be decoded ends the walk with an
+// error naming its offset (for a compressed one, the offset of the
+// record that held it); the records before it have been delivered.
 // Records of events the file does not describe are skipped and counted in
 // UnknownIDs. A truncated file delivers its complete records and then
 // returns an error saying so.
@@ -347,7 +429,7 @@ func (f *File) Records(fn func(rec *Record) error) error {
 	var rec Record
 	// each decodes one record, b, found at off (or in the compressed
 	// record at off) and hands it to fn.
-	each := func(b []byte, off int64) error {
+	each := func(b []byte, off int64, decompressed bool) error {
 		if err := d.Decode(b, off, &rec); err != nil {
 			if errors.Is(err, ErrUnknownID) {
 				// An event this file does not describe: skipped, as
@@ -361,46 +443,68 @@ func (f *File) Records(fn func(rec *Record) error) error {
 			}
 			return err
 		}
+		rec.Decompressed = decompressed
 		return fn(&rec)
 	}
-	var z *compressed
-	le := binary.LittleEndian
-	off := f.dataOff
-	for off < f.dataEnd {
-		if f.dataEnd-off < recordHeaderSize {
-			return f.truncErr(off, "record header")
-		}
-		size := int64(le.Uint16(f.data[off+6:]))
-		if size < recordHeaderSize {
-			return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("record size %d is smaller than a record header", size)}
-		}
-		if size > f.dataEnd-off {
-			return f.truncErr(off, "record")
-		}
-		b := f.data[off : off+size : off+size]
-		if t := le.Uint32(b); t == RecordCompressed || t == RecordCompressed2 {
-			if z == nil {
-				z = newCompressed(f.dataEnd - f.dataOff)
-			}
-			if err := z.records(f, off, b, t, func(inner []byte) error { return each(inner, off) }); err != nil {
-				return err
-			}
-			off += size
-			continue
-		}
-		f.prefetchAfter(off + size)
-		if err := each(b, off); err != nil {
+	w := &walker{f: f, off: f.dataOff}
+	for {
+		b, off, err := w.next()
+		if err != nil {
 			return err
 		}
-		off += size
+		if b == nil {
+			return w.end()
+		}
+		if t := binary.LittleEndian.Uint32(b); t == RecordCompressed || t == RecordCompressed2 {
+			// The rest of the file is read with the compressed
+			// stream.
+			return f.decompress(w, b, off, each)
+		}
+		f.prefetchAfter(w.off)
+		if err := each(b, off, false); err != nil {
+			return err
+		}
 	}
-	if f.Truncated {
-		return f.truncErr(off, "data section")
+}
+
+// walker walks the records of the data section.
+type walker struct {
+	f   *File
+	off int64 // of the next record
+}
+
+// next returns the next record and its offset, nil at the end of the data
+// section, or an error for a record that is cut or has a bad size.
+func (w *walker) next() ([]byte, int64, error) {
+	f, off := w.f, w.off
+	if off >= f.dataEnd {
+		return nil, off, nil
 	}
-	if z != nil && len(z.rest) > 0 {
-		return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("the compressed records end inside a record (%d bytes of it)", len(z.rest))}
+	if f.dataEnd-off < recordHeaderSize {
+		return nil, off, f.truncErr(off, "record header")
+	}
+	size := int64(binary.LittleEndian.Uint16(f.data[off+6:]))
+	if size < recordHeaderSize {
+		return nil, off, f.formatErr(off, "record size %d is smaller than a record header", size)
+	}
+	if size > f.dataEnd-off {
+		return nil, off, f.truncErr(off, "record")
+	}
+	w.off = off + size
+	return f.data[off : off+size : off+size], off, nil
+}
+
+// end is the result of a walk that read every record: an error when the
+// file was cut.
+func (w *walker) end() error {
+	if w.f.Truncated {
+		return w.f.truncErr(w.off, "data section")
 	}
 	return nil
+}
+
+func (f *File) formatErr(off int64, format string, args ...any) error {
+	return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf(format, args...)}
 }
 
 // Decoding reads a record's first lines (header, fields, registers) and

@@ -153,6 +153,11 @@ type Record struct {
 	Task   *Task
 	// Lost is the count of PERF_RECORD_LOST / PERF_RECORD_LOST_SAMPLES.
 	Lost uint64
+	// Decompressed is set for a record File.Records decompressed (perf
+	// record -z): its bytes, and the slices into them, are reused for
+	// the next records after the call, unlike a file's mapping, which
+	// lives until Close. Copy what must outlive the call.
+	Decompressed bool
 }
 
 // Decoder decodes records of a set of events. It keeps storage between

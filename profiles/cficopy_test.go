@@ -84,7 +84,7 @@ func TestCFISameRefuses(t *testing.T) {
 			t.Errorf("copyKindOf(%v, %v) = %d, want %d", c.first.Steppers, c.m.Steppers, got, c.want)
 		}
 	}
-	if !isAutoChain(unwind.NewAuto()) || isAutoChain(unwind.NewDWARF()) || isAutoChain(&unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{Source: func(*target.Module) (*sframe.Section, error) { return nil, nil }}, unwind.CFITable{}, unwind.FramePointers{}}}) {
+	if !isAutoChain(unwind.NewAuto()) || isAutoChain(unwind.NewDWARF()) || isAutoChain(&unwind.Unwinder{Steppers: []unwind.Stepper{unwind.SFrame{Source: func(*target.Module) (*sframe.Section, error) { return nil, nil }}, unwind.CFITable{}, unwind.GoPCLN{}, unwind.FramePointers{}}}) {
 		t.Error("isAutoChain is wrong")
 	}
 	if !isCFIOnly(unwind.NewDWARF()) || isCFIOnly(unwind.NewAuto()) || isCFIOnly(unwind.NewFP()) {

@@ -100,6 +100,7 @@ type Collector struct {
 	// Borrow keeps the samples' stack bytes in the records' memory
 	// instead of copying them: set it when that memory outlives the
 	// collector's use (an open perf.data file), never for ring buffers.
+	// Records that were decompressed (perf record -z) are copied anyway.
 	Borrow bool
 
 	events       []event
@@ -192,9 +193,11 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 		if s.Period == 0 {
 			out.Period = 1
 		}
+		// A decompressed record's memory is reused after the call.
+		borrow := c.Borrow && !rec.Decompressed
 		if s.RegsABI != perfdata.RegsABINone {
 			raw := s.RegsRaw
-			if len(raw) != 8*len(s.Regs) || !c.Borrow {
+			if len(raw) != 8*len(s.Regs) || !borrow {
 				// (A sample made without a record's bytes, or
 				// one from a ring buffer: copied.)
 				raw = c.keepRegs(s.Regs)
@@ -203,7 +206,7 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 			out.pc, out.sp, out.HasRegs = regs.PCSPFromPerfRaw(c.Arch, out.regMask, raw)
 			out.Stack = s.Stack
 			out.stackFull = s.Attr != nil && s.Attr.SampleStackUser > 0 && len(s.Stack) >= int(s.Attr.SampleStackUser)
-			if !c.Borrow {
+			if !borrow {
 				out.Stack = c.keep(s.Stack)
 			}
 		}

@@ -3,12 +3,10 @@ package profiles
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/rewindstack/rewind/flamegraph"
-	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/outfile"
 )
 
 // WriteOptions are what the output formats need besides the profile.
@@ -53,28 +51,29 @@ func CheckOutput(path string) error {
 	return err
 }
 
-// WriteFile writes the profile to path in the format its extension names.
-// The file is written under a temporary name and renamed, so a failed
-// write leaves no half file behind.
+// WriteFile writes the profile to path in the format its extension names,
+// with outfile: under a temporary name renamed onto path, so a failed
+// write leaves any old file as it was; a path that is not a regular file
+// (a symbolic link, FIFO, device) is refused; a replaced file keeps its
+// owner and mode.
 func (p *Profile) WriteFile(path string, opt WriteOptions) error {
 	f, err := formatOf(path)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	return outfile.Write(path, 0o666, func(w io.Writer) error { return f.write(w, p, opt) })
+}
+
+// WriteNewFile writes the profile to a new file, the first of name(1),
+// name(2), ... that no file has, claimed atomically (a concurrent run
+// choosing the same names never replaces it), and returns its name. The
+// format is the one name(1)'s extension names.
+func (p *Profile) WriteNewFile(name func(i int) string, opt WriteOptions) (string, error) {
+	f, err := formatOf(name(1))
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer os.Remove(tmp.Name())
-	if err := f.write(tmp, p, opt); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	os.Chmod(tmp.Name(), fsafe.CreateMode(0o666)) // CreateTemp made it 0600
-	return os.Rename(tmp.Name(), path)
+	return outfile.WriteUnique(name, 0o666, func(w io.Writer) error { return f.write(w, p, opt) })
 }
 
 // writeFlame writes an HTML or SVG flame graph, one box per frame

@@ -20,6 +20,10 @@ type PerfData struct {
 	// PeriodNS is the sampling period in nanoseconds (from the frequency
 	// the file was recorded at).
 	PeriodNS int64
+	// Builder is the builder ReadOptions.Builder made when samples were
+	// unwound while the file was read (see ReadOptions.Builder); nil
+	// when none were, and every sample is in Collector.
+	Builder *Builder
 }
 
 // ReadPerfData reads a perf.data file (perf record --call-graph dwarf, or
@@ -55,7 +59,35 @@ type ReadOptions struct {
 	// frames: it loads the symbols and debug information of the objects
 	// the file lists while the records are decoded.
 	Symbolizer *symbolize.Symbolizer
+	// Builder, when set, makes the builder the samples of a compressed
+	// file (perf record -z) are unwound into while it is read, once
+	// they pass pendingSoft bytes (their stack copies, and
+	// pendingRecord bytes a sample): their records are decompressed into
+	// memory that is reused, so the copies are the collector's, and a
+	// file whose records expand a thousandfold (a decompression bomb,
+	// or a long recording) would keep them all. The result's Builder is
+	// the one made (it holds those samples), and its Collector the
+	// samples not unwound yet. Nil: every sample waits in the Collector.
+	Builder func(*Collector) *Builder
 }
+
+// The samples of a compressed file are unwound while it is read once
+// their stack copies and records (counted as pendingRecord bytes each)
+// pass pendingSoft bytes: those taken before the last round perf finished
+// (a FINISHED_ROUND record: records of every CPU before it have been
+// written), or every one once they pass pendingHard (a file without
+// rounds, or whose samples are all at one time). A pending -g sample
+// takes about 340 bytes (the Sample, its event, its callchain).
+// (Variables for the tests.)
+var (
+	pendingSoft   = 32 << 20
+	pendingHard   = 64 << 20
+	pendingRecord = 512
+)
+
+// pending is what the collector's pending samples take, as far as the
+// unwinding while reading goes.
+func (c *Collector) pending() int { return c.PendingBytes() + pendingRecord*len(c.events) }
 
 // ReadPerfDataWith is ReadPerfData with options. While the records are
 // decoded, the objects the file's build-id list names (perf lists those
@@ -92,7 +124,7 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		}
 	}
 	if a.SampleType&(perfdata.SampleCallchain|perfdata.SampleStackUser) == 0 && warn != nil {
-		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", path))
+		warn(fmt.Sprintf("%s has no call graphs (record with perf record --call-graph dwarf or -g): leaf frames only", f.Path))
 	}
 	p := &PerfData{File: f, Collector: NewCollector(arch)}
 	if a.Flags&perfdata.FlagFreq != 0 && a.SamplePeriod > 0 {
@@ -132,19 +164,41 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 	c.Objects.Tables.Dir = opt.TablesDir
 	c.warmObjects(f.BuildIDs, opt.Symbolizer, tables)
 	others := 0
+	// roundEnd is the newest time before the last FINISHED_ROUND but
+	// one, round the newest before the last; flushedAt is roundEnd when
+	// samples were last taken.
+	var roundEnd, round, flushedAt uint64
+	compressed := false
 	err = f.Records(func(r *perfdata.Record) error {
 		if r.Type == perfdata.RecordSample && r.Attr != a && !isDummy(r.Attr) {
 			others++
 			return nil
 		}
+		if r.Type == perfdata.RecordFinishedRound {
+			roundEnd, round = round, c.LastTime()
+		}
 		c.Add(r)
+		compressed = compressed || r.Decompressed
+		if !compressed || opt.Builder == nil || c.pending() <= pendingSoft {
+			return nil
+		}
+		if roundEnd != flushedAt || c.pending() > pendingHard {
+			if p.Builder == nil {
+				p.Builder = opt.Builder(c)
+			}
+			flushedAt = roundEnd
+			p.Builder.Add(c.Take(roundEnd))
+			if c.pending() > pendingHard {
+				p.Builder.Add(c.Samples())
+			}
+		}
 		return nil
 	})
 	if warn != nil && others > 0 {
-		warn(fmt.Sprintf("%s has %d events: the profile is of the first, %s; %d samples of the other events were left out", path, len(f.Attrs), eventName(a), others))
+		warn(fmt.Sprintf("%s has %d events: the profile is of the first, %s; %d samples of the other events were left out", f.Path, len(f.Attrs), eventName(a), others))
 	}
 	if warn != nil && f.UnknownIDs > 0 {
-		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", path, f.UnknownIDs))
+		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", f.Path, f.UnknownIDs))
 	}
 	return p, err
 }

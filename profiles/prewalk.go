@@ -529,7 +529,7 @@ func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
 
 // A fidelity table line of the CFI-only method ("dwarf") repeats, for
 // most samples, the walk the default chain ("auto": SFrame, then CFI,
-// then frame pointers, per frame) already made: when SFrame had nothing
+// then a Go pcln table, then frame pointers, per frame) already made: when SFrame had nothing
 // for any frame and CFI made every step, including the last (the return
 // address undefined at the thread's entry), the CFI-only walk takes the
 // same steps from the same registers and memory and ends the same way.
@@ -538,8 +538,8 @@ func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
 // leaf is in an object without .sframe, when the default chain found
 // its caller with CFI (so the leaf is no thread root and no Go stack
 // switch): it is the leaf alone, ended for want of unwind information.
-// Anything else (a frame by SFrame, frame pointers or a signal frame,
-// another end) is walked.
+// Anything else (a frame by SFrame, a pcln table, frame pointers or a
+// signal frame, another end) is walked.
 
 // copyKind is how a fidelity method's walk is made from the first
 // method's.
@@ -582,14 +582,17 @@ func (k copyKind) walk(frames []unwind.Frame, end unwind.EndReason) ([]unwind.Fr
 }
 
 // isAutoChain reports whether u is the default chain, unwind.NewAuto's.
+// Its Go pcln table comes after CFI, so a walk CFI made throughout never
+// asked it.
 func isAutoChain(u *unwind.Unwinder) bool {
-	if u == nil || len(u.Steppers) != 3 {
+	if u == nil || len(u.Steppers) != 4 {
 		return false
 	}
 	sf, ok := u.Steppers[0].(unwind.SFrame)
 	_, cfi := u.Steppers[1].(unwind.CFITable)
-	_, fp := u.Steppers[2].(unwind.FramePointers)
-	return ok && sf.Source == nil && cfi && fp
+	_, gp := u.Steppers[2].(unwind.GoPCLN)
+	_, fp := u.Steppers[3].(unwind.FramePointers)
+	return ok && sf.Source == nil && cfi && gp && fp
 }
 
 // isCFIOnly reports whether u is unwind.NewDWARF's: the CFI table only.

@@ -19,9 +19,19 @@ import (
 // be a garbage address outside every mapping, no walk may end at a bad
 // frame pointer, and every thread's stack must reach its root or end where
 // the Go runtime's traceback ends a g0 stack (runtime.mcall,
-// runtime.morestack).
+// runtime.morestack). The same holds for the program built with
+// -ldflags='-s -w' (issue 26 item 2), whose switches are found by the pcln
+// table's names and whose frames by its SP deltas.
 func TestLiveGoSwitchDumps(t *testing.T) {
-	exe := perftest.BuildGo(t)
+	for _, v := range []struct {
+		name  string
+		flags []string
+	}{{"dwarf", nil}, {"stripped", []string{"-ldflags=-s -w"}}} {
+		t.Run(v.name, func(t *testing.T) { testLiveGoSwitchDumps(t, perftest.BuildGo(t, v.flags...)) })
+	}
+}
+
+func testLiveGoSwitchDumps(t *testing.T, exe string) {
 	cmd := exec.Command(exe, "20", "churn")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package stacks_test
 
 import (
+	"bytes"
+	"debug/elf"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -117,5 +119,134 @@ func TestLiveGoProgram(t *testing.T) {
 		if !seen[fn] {
 			t.Errorf("no thread shows %s", fn)
 		}
+	}
+}
+
+// TestLiveStrippedGoProgram (issue 26 item 2) captures goprog built with
+// -ldflags='-s -w', which has neither a symbol table nor DWARF, and
+// compares every thread with gdb's walk of the same process through the
+// same program built unstripped (its code laid out identically: the two
+// builds' pcln tables are byte for byte the same): the same physical
+// frames and names down to where the Go runtime's traceback ends. Frame
+// pointers alone lose the callers of the frameless assembly leaves the
+// threads sleep in (runtime.futexsleep under runtime.futex,
+// syscall.RawSyscall6 under Syscall6); the pcln table's SP deltas find
+// them, and those frames are marked gopclntab.
+func TestLiveStrippedGoProgram(t *testing.T) {
+	dir := t.TempDir()
+	full, stripped := filepath.Join(dir, "goprog"), filepath.Join(dir, "goprog-stripped")
+	for _, b := range []struct {
+		exe   string
+		flags []string
+	}{{full, nil}, {stripped, []string{"-ldflags=-s -w"}}} {
+		args := append(append([]string{"build", "-o", b.exe}, b.flags...), "./testdata/goprog")
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+	}
+	requireSameLayout(t, full, stripped)
+	proc := fixture.Start(t, stripped)
+	snap, err := live.Capture(proc.PID, live.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunning(t, proc.PID)
+	tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
+	sym := &symbolize.Symbolizer{}
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: unwind.NewAuto()}, sym)
+	// A profiler's repeated walks reuse frames through a Memo: what it
+	// keeps of a gopclntab step must give the same walk again.
+	u := unwind.NewAuto()
+	for _, c := range tg.Contexts {
+		want := u.Walk(c.Regs, tg.Mem, tg.Space)
+		var m unwind.Memo
+		var st unwind.Stack
+		for i := 0; i < 2; i++ {
+			u.WalkMemo(&st, c.Regs, tg.Mem, tg.Space, &m)
+			same := st.End == want.End && len(st.Frames) == len(want.Frames)
+			for j := 0; same && j < len(st.Frames); j++ {
+				a, b := st.Frames[j], want.Frames[j]
+				same = a.PC == b.PC && a.SP == b.SP && a.Method == b.Method
+			}
+			if !same {
+				t.Errorf("thread %d: memo walk %d differs: %d frames (end %s), want %d (end %s)", c.TID, i, len(st.Frames), st.End, len(want.Frames), want.End)
+			}
+		}
+	}
+	ref, err := fixture.GdbPIDExe(t, proc.PID, full)
+	if err != nil {
+		t.Fatalf("gdb: %v", err)
+	}
+	checkRunning(t, proc.PID)
+	seen, leaves := map[string]bool{}, 0
+	for _, st := range ref {
+		want := st.Physical()
+		got := findThread(rep, st.TID)
+		if got == nil {
+			t.Errorf("thread %d missing", st.TID)
+			continue
+		}
+		n := len(got.Frames)
+		ok := n > 1 && n <= len(want.Frames) && got.End == "outermost"
+		for i := 0; ok && i < n; i++ {
+			g, w := got.Frames[i], want.Frames[i]
+			ok = g.PC == w.PC && w.Func != "" && g.Function == w.Func
+		}
+		if !ok {
+			t.Errorf("thread %d (end %s %s) differs from gdb's first frames (unstripped build):\n%s", st.TID, got.End, got.EndDetail, sideBySide(got, want))
+			continue
+		}
+		if last := got.Frames[n-1].Function; !goTopFrames[last] {
+			t.Errorf("thread %d ends at %s, which is not a runtime top frame", st.TID, last)
+		}
+		switch got.Frames[0].Function {
+		case "runtime.futex", "internal/runtime/syscall/linux.Syscall6":
+			leaves++
+			if m := got.Frames[1].Method; m != unwind.MethodGoPCLN.String() {
+				t.Errorf("thread %d: %s's caller %s found by %s, want %s", st.TID, got.Frames[0].Function, got.Frames[1].Function, m, unwind.MethodGoPCLN)
+			}
+		}
+		for _, f := range got.Frames[:n] {
+			seen[f.Function] = true
+		}
+	}
+	if leaves == 0 {
+		t.Error("no thread sleeps in runtime.futex or Syscall6")
+	}
+	for _, fn := range []string{"main.readPipe", "main.levelA", "main.main", "main.sleepLong", "main.main.func1", "runtime.goexit"} {
+		if !seen[fn] {
+			t.Errorf("no thread shows %s", fn)
+		}
+	}
+}
+
+// requireSameLayout fails unless the two builds of a Go program have the
+// same .text and byte-identical pcln tables: the same functions at the
+// same addresses with the same SP deltas, so that one's symbols and DWARF
+// describe the other's code.
+func requireSameLayout(t *testing.T, a, b string) {
+	t.Helper()
+	var secs [2]struct {
+		text, pcln *elf.Section
+		data       []byte
+	}
+	for i, path := range []string{a, b} {
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		s := &secs[i]
+		s.text, s.pcln = f.Section(".text"), f.Section(".gopclntab")
+		if s.text == nil || s.pcln == nil {
+			t.Fatalf("%s: no .text or .gopclntab", path)
+		}
+		if s.data, err = s.pcln.Data(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if secs[0].text.Addr != secs[1].text.Addr || secs[0].text.Size != secs[1].text.Size || !bytes.Equal(secs[0].data, secs[1].data) {
+		t.Fatalf("%s and %s differ in code layout (.text %#x+%#x and %#x+%#x, pcln tables equal: %v)", a, b,
+			secs[0].text.Addr, secs[0].text.Size, secs[1].text.Addr, secs[1].text.Size, bytes.Equal(secs[0].data, secs[1].data))
 	}
 }

@@ -107,8 +107,34 @@ func Symbolize(tid int, name string, st *unwind.Stack, sym *symbolize.Symbolizer
 				Symbol:   loc.Mangled,
 			})
 		}
+		if sym.TailCalls && i+1 < len(st.Frames) {
+			out.Frames = appendTailCalls(out.Frames, f, &st.Frames[i+1], sym)
+		}
 	}
 	return out
+}
+
+// appendTailCalls appends the frames of the functions that left by a tail
+// call between frame f and its caller (see symbolize.Symbolizer.TailCalls),
+// each with the inlined calls at its tail-call site when sym.Inlines is set.
+func appendTailCalls(frames []output.Frame, f, caller *unwind.Frame, sym *symbolize.Symbolizer) []output.Frame {
+	virtual := sym.TailCallFrames(symbolize.Want{Map: f.Map, PC: f.PC, Exact: f.Exact},
+		symbolize.Want{Map: caller.Map, PC: caller.PC, Exact: caller.Exact})
+	for _, v := range virtual {
+		for _, loc := range sym.Frame(v.Map, v.PC, false) {
+			frames = append(frames, output.Frame{
+				PC:       v.PC,
+				Function: loc.Function,
+				Offset:   loc.Offset,
+				Module:   loc.Module,
+				File:     loc.File,
+				Line:     loc.Line,
+				Inlined:  loc.Inlined,
+				Method:   unwind.MethodTailCall.String(),
+			})
+		}
+	}
+	return frames
 }
 
 // ReachesRoot reports whether a thread's stack ends in a thread root

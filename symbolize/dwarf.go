@@ -77,6 +77,8 @@ type cuSlot struct {
 	off  uint64
 	data atomic.Pointer[cuData]
 	mu   sync.Mutex
+	// calls is the unit's call sites, read on first use (see tailcall.go).
+	calls atomic.Pointer[unitCalls]
 }
 
 type cuRange struct {

@@ -36,6 +36,9 @@ type goTable struct {
 	filetab   []byte
 	pctab     []byte
 	functab   []byte // the "pclntab" part: ftab followed by the _func records
+	// pctabOff and functabOff are where pctab and functab start in the
+	// table, for errors.
+	pctabOff, functabOff uint64
 
 	text uint64 // moduledata.text: function entries are offsets from it
 	// gofunc is the data at moduledata.gofunc (go:func.*), which funcdata
@@ -55,6 +58,8 @@ const (
 	goFuncDataInlTree   = 3  // abi.FUNCDATA_InlTree
 	goInlinedCallSize   = 16 // sizeof(runtime.inlinedCall)
 	goFuncIDOffset      = 40 // _func.funcID
+	goFuncFlagOffset    = 41 // _func.flag
+	goFuncPCSPOffset    = 16 // _func.pcsp
 	goModTextWord       = 22 // moduledata.text, in pointer-sized words
 	goModGofuncWord     = 40 // moduledata.gofunc (Go 1.20 to 1.26)
 	goModGofuncWord127  = 43 // moduledata.gofunc (Go 1.27)
@@ -196,6 +201,7 @@ func parseGoHeader(data []byte) (*goTable, error) {
 		return data[off:]
 	}
 	t.funcnames, t.cutab, t.filetab, t.pctab, t.functab = sub(offs[3]), sub(offs[4]), sub(offs[5]), sub(offs[6]), sub(offs[7])
+	t.pctabOff, t.functabOff = offs[6], offs[7]
 	if offs[0] > uint64(len(t.functab)/8) || t.functab == nil || t.funcnames == nil {
 		return nil, errors.New("bad pcln table offsets")
 	}
@@ -359,41 +365,52 @@ func (t *goTable) funcName(nameOff int32) string {
 
 // pcvalue decodes the pc-value table at off in pctab for f and returns its
 // value at pc (-1 and false when there is no table or pc is not covered).
-// Each step is a zig-zag varint value delta and a varint pc delta (in
-// units of the instruction quantum); a zero value delta after the first
-// step ends the table.
 func (t *goTable) pcvalue(f *goFunc, off uint32, pc uint64) (int32, bool) {
-	if off == 0 || uint64(off) >= uint64(len(t.pctab)) {
-		return -1, false
+	v, _, msg := t.pcvalueAt(f, off, pc)
+	return v, msg == ""
+}
+
+// pcvalueAt is pcvalue saying why it failed: msg is empty on success,
+// else it says what is wrong at offset bad of pctab. Each step is a
+// zig-zag varint value delta and a varint pc delta (in units of the
+// instruction quantum); a zero value delta after the first step ends the
+// table.
+func (t *goTable) pcvalueAt(f *goFunc, off uint32, pc uint64) (val int32, bad uint64, msg string) {
+	if off == 0 {
+		return -1, 0, "no table"
+	}
+	if uint64(off) >= uint64(len(t.pctab)) {
+		return -1, uint64(off), "table offset beyond pctab"
 	}
 	p := t.pctab[off:]
-	val := int32(-1)
+	val = int32(-1)
 	cur := f.entry
 	// Every step but the first advances the pc, so a table has at most
 	// one step per instruction quantum of the function.
 	steps := min(goMaxPCValueEntries, (f.end-f.entry)/t.quantum+2)
+	at := func() uint64 { return uint64(len(t.pctab) - len(p)) }
 	for n := uint64(0); n < steps; n++ {
 		uv, k := binary.Uvarint(p)
 		if k <= 0 || uv > 1<<32-1 {
-			return -1, false
+			return -1, at(), "bad value delta"
 		}
 		if uv == 0 && n > 0 {
-			return -1, false
+			return -1, at(), "table ends before the pc"
 		}
 		p = p[k:]
 		u := uint32(uv)
 		val += int32(-(u & 1) ^ (u >> 1))
 		pd, k := binary.Uvarint(p)
 		if k <= 0 || pd > 1<<32-1 {
-			return -1, false
+			return -1, at(), "bad pc delta"
 		}
 		p = p[k:]
 		cur += pd * t.quantum
 		if pc < cur {
-			return val, true
+			return val, 0, ""
 		}
 	}
-	return -1, false
+	return -1, at(), "table longer than its function"
 }
 
 // fileLine returns the source position of pc in f.

@@ -112,16 +112,36 @@ func findRoots(mod *target.Module) any {
 		}
 	}
 	sort.Strings(names) // a deterministic choice among aliases
-	ext, err := f.FunctionExtents(names)
-	if err != nil {
-		return []RootRange(nil)
-	}
+	ext, _ := f.FunctionExtents(names)
 	var out []RootRange
 	seen := map[uint64]bool{}
+	goTop := false
 	for _, name := range names {
 		if e, ok := ext[name]; ok && e.End > e.Start && !seen[e.Start] {
 			seen[e.Start] = true
-			out = append(out, RootRange{Start: e.Start, End: e.End, Kind: rootFunctions[name], Planted: plantedReturns[name]})
+			kind := rootFunctions[name]
+			goTop = goTop || kind == GoTopFrame
+			out = append(out, RootRange{Start: e.Start, End: e.End, Kind: kind, Planted: plantedReturns[name]})
+		}
+	}
+	if !goTop && mod.File.Go {
+		// A stripped Go program (-ldflags=-s) has no symbol table, but
+		// its pcln table names every function (assembly ones without
+		// ".abi0").
+		if gt := GoTableOf(mod); gt != nil {
+			var goNames []string
+			for _, name := range names {
+				if rootFunctions[name] == GoTopFrame && !strings.HasSuffix(name, ".abi0") {
+					goNames = append(goNames, name)
+				}
+			}
+			ext := gt.Extents(goNames)
+			for _, name := range goNames {
+				if e, ok := ext[name]; ok && e[1] > e[0] && !seen[e[0]] {
+					seen[e[0]] = true
+					out = append(out, RootRange{Start: e[0], End: e[1], Kind: GoTopFrame})
+				}
+			}
 		}
 	}
 	return out

@@ -108,6 +108,11 @@ type Symbolizer struct {
 	// entry alone (one frame per physical frame, as eu-stack prints
 	// without -i); that entry is the same either way.
 	Inlines bool
+	// TailCalls asks those that assemble frames (package stacks) to add,
+	// between a frame and its caller, the functions that left by a tail
+	// call, where DWARF's call sites tell them for sure (see
+	// TailCallFrames). Physical frames are never replaced.
+	TailCalls bool
 	// Cache holds what is derived from objects; nil means a cache shared
 	// by every Symbolizer of the process.
 	Cache *Cache
@@ -185,6 +190,9 @@ func (s *Symbolizer) Prepare(frames []Want) {
 			}
 			if dw := mi.info.dwarf(); dw != nil {
 				dw.want(byMod[mi])
+				if s.TailCalls {
+					dw.wantCalls(byMod[mi])
+				}
 			}
 		}()
 	}

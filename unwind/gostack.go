@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
@@ -93,7 +94,7 @@ type goSwitchRange struct {
 }
 
 // goSwitchRanges finds the extents of a Go module's switching functions
-// in its symbol table (a stripped binary has none); the walk keeps them in
+// in its symbol table, or else in its pcln table; the walk keeps them in
 // its modInfo.
 func goSwitchRanges(m *target.Module) []goSwitchRange {
 	if m.File == nil || !m.File.Go {
@@ -103,6 +104,25 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 	for _, s := range goSwitchSyms {
 		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
 			rs = append(rs, goSwitchRange{lo, hi, s.kind})
+		}
+	}
+	if len(rs) > 0 {
+		return rs
+	}
+	// A stripped binary: the pcln table names the functions too
+	// (assembly ones without ".abi0").
+	gt := symbolize.GoTableOf(m)
+	if gt == nil {
+		return nil
+	}
+	names := make([]string, len(goSwitchSyms))
+	for i, s := range goSwitchSyms {
+		names[i] = s.name
+	}
+	ext := gt.Extents(names)
+	for _, s := range goSwitchSyms {
+		if e, ok := ext[s.name]; ok && e[1] > e[0] {
+			rs = append(rs, goSwitchRange{e[0], e[1], s.kind})
 		}
 	}
 	return rs
@@ -304,23 +324,29 @@ func goSystemstackStep(c *Cursor, start, bp uint64) error {
 
 // frameFits checks a candidate return address ra into systemstack's
 // caller F, whose stack pointer it implies is sp, against F's frame record
-// at bp: where the module's CFI describes F, its CFA at ra must be the
-// record's end (Go pushes the frame pointer right below the return
-// address). Without CFI the call instruction alone decides.
+// at bp: where the module's CFI, or else its Go pcln table, describes F,
+// its CFA at ra must be the record's end (Go pushes the frame pointer
+// right below the return address). Without either, the call instruction
+// alone decides.
 func frameFits(c *Cursor, ra, sp, bp uint64) bool {
 	m := c.space.Find(ra - 1)
 	if m == nil || m.Module == nil {
 		return false
 	}
-	t, err := m.Module.Table()
-	if err != nil || t == nil {
-		return true
+	v := ra - 1 - m.Bias
+	if t, err := m.Module.Table(); err == nil && t != nil {
+		if rule, ok := t.Lookup(v); ok {
+			return rule.CFABase == unwindtable.CFASP && sp+uint64(int64(rule.CFAOffset)) == bp+16
+		}
 	}
-	rule, ok := t.Lookup(ra - 1 - m.Bias)
-	if !ok {
-		return true
+	if gt := symbolize.GoTableOf(m.Module); gt != nil {
+		if f, ok := gt.Func(v); ok {
+			if d, err := gt.SPDelta(&f, v); err == nil {
+				return sp+uint64(int64(d))+8 == bp+16
+			}
+		}
 	}
-	return rule.CFABase == unwindtable.CFASP && sp+uint64(int64(rule.CFAOffset)) == bp+16
+	return true
 }
 
 // callsAt reports whether the 5 bytes before ra are a direct call

@@ -77,7 +77,7 @@ func (u *Unwinder) WalkMemo(st *Stack, r regs.Regs, mem target.Memory, space *ta
 func (u *Unwinder) memoable() bool {
 	for _, s := range u.Steppers {
 		switch s.(type) {
-		case CFITable, SFrame, FramePointers:
+		case CFITable, SFrame, FramePointers, GoPCLN:
 		default:
 			return false
 		}

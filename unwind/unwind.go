@@ -33,9 +33,16 @@ const (
 	MethodSFrame
 	// MethodSignal: restored from a signal frame's saved context.
 	MethodSignal
+	// MethodTailCall marks a frame that is not on the stack: a function
+	// that left by a tail call, known from DWARF call-site information
+	// (symbolize.Symbolizer.TailCallFrames). No walk produces it.
+	MethodTailCall
+	// MethodGoPCLN: found by a Go executable's pcln table (its pcsp
+	// stack-pointer deltas), without DWARF.
+	MethodGoPCLN
 )
 
-var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal"}
+var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal", "tail-call", "gopclntab"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -227,19 +234,26 @@ func NewDWARF() *Unwinder { return &Unwinder{Steppers: []Stepper{CFITable{}}} }
 // NewSFrame returns an unwinder that uses .sframe sections only.
 func NewSFrame() *Unwinder { return &Unwinder{Steppers: []Stepper{SFrame{}}} }
 
+// NewGoPCLN returns an unwinder that uses Go pcln tables only.
+func NewGoPCLN() *Unwinder { return &Unwinder{Steppers: []Stepper{GoPCLN{}}} }
+
 // NewAuto returns the default unwinder: per frame, SFrame where the object
-// has it, else the compiled CFI table, else frame pointers.
+// has it, else the compiled CFI table, else a Go program's pcln table,
+// else frame pointers. Go code comes after CFI: Go's .debug_frame is
+// written from the same pcsp table, so where a Go binary keeps its DWARF
+// both find the same frames, and the pcln table serves the binaries
+// built without it (-ldflags=-w).
 func NewAuto() *Unwinder {
-	return &Unwinder{Steppers: []Stepper{SFrame{}, CFITable{}, FramePointers{}}}
+	return &Unwinder{Steppers: []Stepper{SFrame{}, CFITable{}, GoPCLN{}, FramePointers{}}}
 }
 
 // MethodNames are the names ByName accepts, the default first.
-var MethodNames = []string{"auto", "dwarf", "fp", "sframe"}
+var MethodNames = []string{"auto", "dwarf", "fp", "sframe", "gopclntab"}
 
 // ByName returns the unwinder for a method name: "auto" (NewAuto),
-// "dwarf" (NewDWARF), "fp" (NewFP) or "sframe" (NewSFrame). Every command,
-// profile and test chooses its methods through it, so "auto" means the
-// same chain everywhere.
+// "dwarf" (NewDWARF), "fp" (NewFP), "sframe" (NewSFrame) or "gopclntab"
+// (NewGoPCLN). Every command, profile and test chooses its methods
+// through it, so "auto" means the same chain everywhere.
 func ByName(name string) (*Unwinder, error) {
 	switch name {
 	case "auto":
@@ -250,8 +264,10 @@ func ByName(name string) (*Unwinder, error) {
 		return NewFP(), nil
 	case "sframe":
 		return NewSFrame(), nil
+	case "gopclntab":
+		return NewGoPCLN(), nil
 	}
-	return nil, fmt.Errorf("unknown unwind method %q (want auto, dwarf, fp or sframe)", name)
+	return nil, fmt.Errorf("unknown unwind method %q (want auto, dwarf, fp, sframe or gopclntab)", name)
 }
 
 // Walk unwinds the stack that starts at r, reading memory from mem and

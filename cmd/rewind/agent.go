@@ -46,6 +46,7 @@ func (p *pidList) Set(s string) error {
 }
 
 func runAgent(args []string) error {
+	surviveBrokenPipe()
 	cfg, closeAll, limit, err := agentConfig(args)
 	if err != nil {
 		return err
@@ -119,50 +120,20 @@ func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.D
 	}
 	if *cgroup != "" {
 		if len(pids) > 0 {
-			return cfg, closeAll, 0, fmt.Errorf("give -p or --cgroup, not both")
+			return cfg, closeAll, 0, usagef("give -p or --cgroup, not both")
 		}
-		p := *cgroup
-		if p[0] != '/' || !dirExists(p) {
-			p = "/sys/fs/cgroup/" + p
+		if cfg.Scope.Cgroup, err = cgroupDir(*cgroup); err != nil {
+			return cfg, closeAll, 0, err
 		}
-		if !dirExists(p) {
-			return cfg, closeAll, 0, fmt.Errorf("--cgroup %s: no such cgroup directory", *cgroup)
-		}
-		cfg.Scope.Cgroup = p
 	}
 	if *comm != "" {
 		if cfg.Comm, err = regexp.Compile(*comm); err != nil {
 			return cfg, closeAll, 0, fmt.Errorf("--comm: %w", err)
 		}
 	}
-	if *otlpAddr != "" {
-		e, err := agent.NewGRPC(*otlpAddr)
-		if err != nil {
-			return cfg, closeAll, 0, err
-		}
-		closers = append(closers, e.Close)
-		cfg.Exporters = append(cfg.Exporters, e)
-	}
-	if *otlpHTTP != "" {
-		e, err := agent.NewHTTP(*otlpHTTP)
-		if err != nil {
-			return cfg, closeAll, 0, err
-		}
-		cfg.Exporters = append(cfg.Exporters, e)
-	}
-	if *pyro != "" {
-		e, err := agent.NewPyroscope(*pyro, "", *freq)
-		if err != nil {
-			return cfg, closeAll, 0, err
-		}
-		cfg.Exporters = append(cfg.Exporters, e)
-	}
-	if *outDir != "" {
-		e, err := agent.NewDir(*outDir, *keep, *freq)
-		if err != nil {
-			return cfg, closeAll, 0, err
-		}
-		cfg.Exporters = append(cfg.Exporters, e)
+	ex := exporterFlags{otlp: *otlpAddr, otlpHTTP: *otlpHTTP, pyroscope: *pyro, outDir: *outDir, keep: *keep, freq: *freq}
+	if cfg.Exporters, err = ex.open(&closers); err != nil {
+		return cfg, closeAll, 0, err
 	}
 	if len(cfg.Exporters) == 0 {
 		return cfg, closeAll, 0, fmt.Errorf("nowhere to send profiles: give --otlp, --otlp-http, --pyroscope or --out-dir")
@@ -171,6 +142,61 @@ func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.D
 		limit = dur.d
 	}
 	return cfg, closeAll, limit, nil
+}
+
+// cgroupDir finds the directory of --cgroup's PATH: as given, or under
+// /sys/fs/cgroup.
+func cgroupDir(cgroup string) (string, error) {
+	p := cgroup
+	if p[0] != '/' || !dirExists(p) {
+		p = "/sys/fs/cgroup/" + p
+	}
+	if !dirExists(p) {
+		return "", fmt.Errorf("--cgroup %s: no such cgroup directory", cgroup)
+	}
+	return p, nil
+}
+
+// exporterFlags are the agent's destinations, as given.
+type exporterFlags struct {
+	otlp, otlpHTTP, pyroscope, outDir string
+	keep, freq                        int
+}
+
+// open makes the exporters asked for, adding to closers what must be
+// closed at the end.
+func (f exporterFlags) open(closers *[]func() error) ([]agent.Exporter, error) {
+	var out []agent.Exporter
+	if f.otlp != "" {
+		e, err := agent.NewGRPC(f.otlp)
+		if err != nil {
+			return nil, err
+		}
+		*closers = append(*closers, e.Close)
+		out = append(out, e)
+	}
+	if f.otlpHTTP != "" {
+		e, err := agent.NewHTTP(f.otlpHTTP)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if f.pyroscope != "" {
+		e, err := agent.NewPyroscope(f.pyroscope, "", f.freq)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if f.outDir != "" {
+		e, err := agent.NewDir(f.outDir, f.keep, f.freq)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // agentMemoryLimit is the agent's soft memory limit (the Go runtime's;

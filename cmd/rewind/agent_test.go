@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,12 +100,26 @@ func TestAgentCLI(t *testing.T) {
 	cmd := exec.Command(rewindBin, "agent", "-p", strconv.Itoa(sl.Process.Pid), "-p", strconv.Itoa(cpu.Process.Pid), "-F", "49",
 		"--period", "1s", "--off-cpu", "--out-dir", dir, "--no-symbolize")
 	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	// SIGTERM once two periods are out, however long the agent took to
+	// start on a busy machine.
+	sc := bufio.NewScanner(pipe)
+	for periods := 0; periods < 2 && sc.Scan(); {
+		stderr.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "rewind agent: period ") {
+			periods++
+		}
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("rewind agent: %v\n%s", err, stderr.String())
 	}

@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 	"runtime/pprof"
+
+	"github.com/rewindstack/rewind/internal/outfile"
 )
 
 // Built with -tags rewindprof, rewind writes a pprof CPU profile of its
@@ -16,8 +18,14 @@ import (
 func init() {
 	profileRun = func(run func() int) int {
 		if path := os.Getenv("REWIND_CPUPROFILE"); path != "" {
-			if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
-				defer pprof.StopCPUProfile()
+			if f, err := outfile.Create(path, 0o666); err == nil {
+				defer f.Abort()
+				if pprof.StartCPUProfile(f) == nil {
+					defer func() {
+						pprof.StopCPUProfile()
+						f.Commit()
+					}()
+				}
 			}
 		}
 		return run()

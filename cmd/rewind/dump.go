@@ -73,32 +73,30 @@ func runDump(args []string) error {
 	method := methodFlag(fs)
 	maxDepth := fs.Int("max-depth", 1024, "stop each walk after `N` frames")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	group := fs.Bool("group", false, "print identical stacks once, with the threads that share them")
+	group := fs.Bool("group", false, "print identical stacks once, with the threads that share them (with --json: a \"groups\" list)")
 	threads := fs.String("threads", "", "only these thread IDs (`TID,...`)")
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
-	maxPause := fs.Duration("max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
+	maxPause := newPauseFlag(fs, "max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
+	tailCalls := fs.Bool("tail-calls", false, "also list the functions that left by a tail call, where DWARF call-site information tells them for sure (as gdb does), marked [tail-call]")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
 	stats := fs.Bool("stats", false, "print the time of each phase (capture, unwind, symbolize) and how long the target was stopped (slowest threads named) to stderr")
 	goroutines := fs.Bool("goroutines", false, "list the goroutines of a Go program in Go's traceback format (see goroutines.go)")
 	labels := fs.Bool("labels", false, "with --goroutines, print each goroutine's pprof labels in its header as the target's Go version prints them with GODEBUG=tracebacklabels=1 (Go 1.26: in the brackets; 1.27: after them)")
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
+	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	var specs []fibers.Spec
-	for _, f := range fiberFlags {
-		sp, err := fibers.ParseSpec(f)
-		if err != nil {
-			return err
-		}
-		specs = append(specs, sp)
+	specs, err := parseFiberSpecs(fiberFlags)
+	if err != nil {
+		return err
 	}
 	u, err := unwinderFor(*method, *maxDepth)
 	if err != nil {
@@ -109,55 +107,38 @@ func runDump(args []string) error {
 		return err
 	}
 	opt := stacks.Options{Unwinder: u, Threads: tids}
-	// Inlined calls are listed (marked) above the frame they were inlined
-	// into, as eu-stack -i and gdb show them.
-	sym := &symbolize.Symbolizer{Inlines: !*noInlines}
-	objs := &target.Objects{}
-	if dir := cacheDir(*noCache); dir != "" {
-		// A dump reads as little DWARF as its frames need, and keeps it.
-		sym.Cache = symbolize.NewIncrementalCache(dir)
-		objs.Tables.Dir = dir
-		objs.Tables.SaveLater = true // written while the dump goes on
-	}
-	defer printCacheNotes(*stats)
-	var tm *timings
-	if *stats {
-		tm = newTimings()
-		defer tm.print()
-	}
-	defer func() {
-		// What the symbolizer read of debug files goes to the cache
-		// once the stacks are out.
-		sym.Flush()
-		objs.Tables.Wait()
-		tm.mark("save")
-	}()
+	sym, objs, tm, finish := dumpSetup(*noInlines, *tailCalls, *noCache, *stats)
+	defer finish()
 	if *goroutines {
 		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack, maxPause: *maxPause,
 			json: *asJSON, group: *group, labels: *labels, objs: objs, u: u, sym: sym, tm: tm})
 	}
 	if *labels {
-		return fmt.Errorf("--labels applies to --goroutines only")
+		return usagef("--labels applies to --goroutines only")
 	}
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
 		pid, perr := strconv.Atoi(pos[0])
 		if perr != nil || pid <= 0 {
-			return fmt.Errorf("%q is not a process ID", pos[0])
+			return usagef("%q is not a process ID", pos[0])
 		}
 		if len(lf.exes) > 0 {
-			return fmt.Errorf("--exe applies to --core only")
+			return usagef("--exe applies to --core only")
 		}
-		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan}, sym, tm); err != nil {
+		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
 			return err
 		}
+	case *core != "" && len(pos) > 0:
+		return usagef("give one PID or --core FILE, not both")
+	case len(pos) > 1:
+		return usagef("need one PID, not %d arguments (rewind dump --help lists the flags)", len(pos))
 	default:
-		return fmt.Errorf("need a PID or --core FILE (rewind dump --help lists the flags)")
+		return usagef("need a PID or --core FILE (rewind dump --help lists the flags)")
 	}
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err
@@ -166,8 +147,54 @@ func runDump(args []string) error {
 	return lf.inputErr
 }
 
+// parseFiberSpecs parses the --fiber flags.
+func parseFiberSpecs(flags []string) ([]fibers.Spec, error) {
+	var specs []fibers.Spec
+	for _, f := range flags {
+		sp, err := fibers.ParseSpec(f)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	return specs, nil
+}
+
+// dumpSetup makes a dump's symbolizer (listing inlined calls unless
+// noInlines, tail calls with tailCalls), objects (both with the persistent
+// cache unless noCache) and timings (when stats); finish saves what the
+// dump read to the cache and prints the timings and cache notes.
+func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbolizer, objs *target.Objects, tm *timings, finish func()) {
+	// Inlined calls are listed (marked) above the frame they were inlined
+	// into, as eu-stack -i and gdb show them.
+	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
+	objs = &target.Objects{}
+	if dir := cacheDir(noCache); dir != "" {
+		// A dump reads as little DWARF as its frames need, and keeps it.
+		sym.Cache = symbolize.NewIncrementalCache(dir)
+		objs.Tables.Dir = dir
+		objs.Tables.SaveLater = true // written while the dump goes on
+	}
+	if stats {
+		tm = newTimings()
+	}
+	return sym, objs, tm, func() {
+		// What the symbolizer read of debug files goes to the cache
+		// once the stacks are out.
+		sym.Flush()
+		objs.Tables.Wait()
+		tm.mark("save")
+		if stats {
+			tm.print()
+		}
+		printCacheNotes(stats)
+	}
+}
+
 func writeDump(rep *output.Report, asJSON, group bool) error {
 	switch {
+	case asJSON && group:
+		return output.WriteGroupedJSON(os.Stdout, rep)
 	case asJSON:
 		return output.WriteJSON(os.Stdout, rep)
 	case group:
@@ -182,6 +209,7 @@ type fiberReq struct {
 	specs []fibers.Spec
 	auto  bool
 	scan  bool
+	lim   fibers.ScanLimits
 }
 
 func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
@@ -196,15 +224,19 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	if err != nil {
 		return nil, err
 	}
-	tg, err := c.Target(objs, exe)
+	tg, err := c.Target(objs, exe, lf.unnamedFiles(c)...)
 	if err != nil {
 		return nil, err
 	}
 	tm.mark("open")
+	var found []fibers.Spec
 	if fr.scan {
-		found, err := fibers.ScanCore(tg, c.AnonymousSegments())
-		if err != nil {
+		var st fibers.ScanStats
+		if found, st, err = fibers.ScanCore(tg, c.AnonymousSegments(), fr.lim); err != nil {
 			return nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
 		}
 		fr.specs = append(fr.specs, found...)
 	}
@@ -212,7 +244,7 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
-	walks := stacks.Walk(tg, opt)
+	walks := fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 	tm.mark("unwind")
 	warnUnreadable(tg.Space, walks)
 	rep := stacks.Report(tg, walks, sym)
@@ -225,10 +257,15 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
 	lopt.Threads = opt.Threads
 	var fc *fibers.Copier
+	var found []fibers.Spec
 	if fr.scan {
-		found, err := fibers.ScanLive(pid)
-		if err != nil {
+		var st fibers.ScanStats
+		var err error
+		if found, st, err = fibers.ScanLive(pid, fr.lim); err != nil {
 			return nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
 		}
 		fr.specs = append(fr.specs, found...)
 	}
@@ -253,7 +290,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			}
 			tg = s.Target(objs, warn)
 			addFibers(tg)
-			walks = stacks.Walk(tg, opt)
+			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 			return nil
 		})
 		tm.mark("capture+unwind")
@@ -265,7 +302,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			tm.mark("open")
 			preload(sym, tg) // on the other core, while unwinding
 			addFibers(tg)
-			walks = stacks.Walk(tg, opt)
+			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 			tm.mark("unwind")
 		}
 	}

@@ -72,3 +72,82 @@ func TestDumpFiberFlag(t *testing.T) {
 		t.Errorf("JSON fibers: %+v", doc.Fibers)
 	}
 }
+
+// TestDumpFiberScan: `rewind dump PID --fiber-scan` lists the parked
+// fibers of testdata/stale.cc and not the stale records it leaves in its
+// fibers' live stacks (package fibers, DropPhantoms), live and from a
+// core; with a 64 TB reservation in the process, --fiber-scan-time bounds
+// the scan, one line on stderr says what was left, and the fiber in the
+// small mappings is still listed.
+func TestDumpFiberScan(t *testing.T) {
+	for _, tool := range []string{"g++", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	if _, err := os.Stat("/usr/include/boost/context/detail/fcontext.hpp"); err != nil {
+		t.Skip("boost.context not installed (Debian: libboost-context-dev)")
+	}
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale")
+	if out, err := exec.Command("g++", "-O1", "-g", "-o", stale, "../../fibers/testdata/stale.cc", "-lboost_context").CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	p := fixture.Start(t, stale)
+	var want, phantoms []string
+	for _, line := range strings.Split(p.Stderr(), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			heading := "fiber (" + f[1] + ", context " + f[2] + ")"
+			if f[0] == "fiber" {
+				want = append(want, heading)
+			} else if f[0] == "stale" {
+				phantoms = append(phantoms, heading)
+			}
+		}
+	}
+	core := fixture.Gcore(t, p)
+	for _, args := range [][]string{{"dump", strconv.Itoa(p.PID), "--fiber-scan"}, {"dump", "--core", core, "--fiber-scan"}} {
+		out, errOut, code := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		for _, h := range want {
+			if !strings.Contains(out, h) {
+				t.Errorf("%v: output lacks %q", args, h)
+			}
+		}
+		for _, h := range phantoms {
+			if strings.Contains(out, h) {
+				t.Errorf("%v: output lists the stale record %q", args, h)
+			}
+		}
+		if n := strings.Count(out, "  fiber ("); n != len(want) {
+			t.Errorf("%v: %d fibers listed, want %d:\n%s", args, n, len(want), out)
+		}
+	}
+
+	huge := filepath.Join(dir, "huge")
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", huge, "../../fibers/testdata/huge_mappings.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	h := fixture.Start(t, huge, "anon")
+	out, errOut, code := run(t, "dump", strconv.Itoa(h.PID), "--fiber-scan", "--fiber-scan-time", "300ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var notes []string
+	for _, line := range strings.Split(errOut, "\n") {
+		if strings.Contains(line, "--fiber-scan") {
+			notes = append(notes, line)
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "not scanned") || !strings.Contains(notes[0], "300ms") {
+		t.Fatalf("stderr, want one line on what the scan left:\n%s", errOut)
+	}
+	// Unless the limit came before the small mappings were all read (a
+	// loaded machine), the fiber in them is listed.
+	f := strings.Fields(strings.TrimSpace(h.Stderr()))
+	if strings.Contains(notes[0], " in 1 mapping ") && (len(f) != 3 || !strings.Contains(out, "fiber (ucontext, context "+f[2]+")")) {
+		t.Errorf("the parked fiber (%q) is not listed:\n%s", h.Stderr(), out)
+	}
+}

@@ -49,7 +49,7 @@ func dumpGoroutines(d goroutineDump) error {
 		if err != nil {
 			return err
 		}
-		if tg, err = c.Target(d.objs, exe); err != nil {
+		if tg, err = c.Target(d.objs, exe, d.lf.unnamedFiles(c)...); err != nil {
 			return err
 		}
 		if set, err = goroutines.FromCore(c, d.lf.coreExe(c, d.objs, exe)); err != nil {
@@ -59,7 +59,7 @@ func dumpGoroutines(d goroutineDump) error {
 	case d.core == "" && len(d.pos) == 1:
 		pid, err := strconv.Atoi(d.pos[0])
 		if err != nil || pid <= 0 {
-			return fmt.Errorf("%q is not a process ID", d.pos[0])
+			return usagef("%q is not a process ID", d.pos[0])
 		}
 		snap, s, err := goroutines.Capture(pid, live.Options{MaxStack: d.maxStack, MaxPause: d.maxPause, StaggerDuring: true})
 		if err != nil {
@@ -72,7 +72,7 @@ func dumpGoroutines(d goroutineDump) error {
 		pauseUS = new(snap.Pause.Microseconds())
 		d.tm.mark("open")
 	default:
-		return fmt.Errorf("need a PID or --core FILE")
+		return usagef("need a PID or --core FILE")
 	}
 	rep := set.Report(tg, d.u, d.sym)
 	rep.PauseUS = pauseUS

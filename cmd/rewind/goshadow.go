@@ -16,7 +16,7 @@ func runGoshadow(args []string) error {
 			fmt.Print(goshadowUsage)
 			return nil
 		}
-		return errors.New("want a subcommand: overlay\n\n" + goshadowUsage)
+		return &usageError{err: errors.New("want a subcommand: overlay"), help: "\n" + goshadowUsage}
 	}
 	fs := newFlags("goshadow overlay", "rewind goshadow overlay [-o DIR]: write a Go build overlay that adds software\n"+
 		"shadow stacks (gostack.ShadowCallers) to the runtime of the Go installed here,\nand print the flags to build with it.")

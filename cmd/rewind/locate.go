@@ -104,6 +104,17 @@ func (lf *locateFlags) resolver(exe string) (*locate.Resolver, error) {
 	return r, nil
 }
 
+// unnamedFiles returns the files given with --exe to be placed by their
+// build-ids when the core has no NT_FILE note to name them (qemu-user's
+// cores, and cores cut short inside their notes): libraries as well as
+// the program.
+func (lf *locateFlags) unnamedFiles(c *corefile.Core) []string {
+	if len(c.Mappings) > 0 || lf.res == nil {
+		return nil
+	}
+	return lf.res.UserFiles()
+}
+
 // setupCore wires the lookup chain into a core's reads, the objects and
 // the symbolizer, and returns the executable path for Core.Target.
 func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *symbolize.Symbolizer) (string, error) {
@@ -115,6 +126,9 @@ func (lf *locateFlags) setupCore(c *corefile.Core, objs *target.Objects, sym *sy
 			lack := ""
 			if len(missing) > 0 {
 				lack = "; also missing: " + strings.Join(missing, ", ")
+			}
+			if len(c.Mappings) == 0 && len(lf.exes) == 0 {
+				lack += " (give the program and its libraries with --exe: each is placed where the core holds its ELF header)"
 			}
 			lf.inputErr = fmt.Errorf("%w; its notes are cut at file offset %#x: %d threads' registers read, any thread noted after them is missing%s", lf.inputErr, at, len(c.Threads), lack)
 		}
@@ -168,12 +182,19 @@ func (lf *locateFlags) placeExe(c *corefile.Core, r *locate.Resolver) string {
 		}
 	}
 	if len(fit) > 0 {
-		chosen := fit[0]
+		chosen, named := fit[0], false
 		for _, p := range fit {
 			if b := filepath.Base(p); b == c.Name || len(c.Name) == 15 && strings.HasPrefix(b, c.Name) {
-				chosen = p
+				chosen, named = p, true
 				break
 			}
+		}
+		_, entry := c.Auxv[corefile.AtEntry]
+		if len(fit) > 1 && !entry && named {
+			// A core that lost its notes has no entry point to tell the
+			// program from the libraries given with it: each is placed
+			// by its build-id (Target's libs), the program by its name.
+			return chosen
 		}
 		if len(fit) > 1 {
 			// Only the entry point and the layout were compared: two

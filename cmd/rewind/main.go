@@ -40,7 +40,8 @@ Usage:
                                    OTLP profiles, Pyroscope pushes or pprof files every period
   rewind goshadow overlay          write a Go build overlay adding software shadow stacks
 
-Run 'rewind COMMAND --help' for a command's flags.
+Run 'rewind COMMAND --help' (or 'rewind help COMMAND') for a command's flags.
+Exit status: 0, 1 on an error, 2 for a command line rewind cannot run.
 `
 
 func main() {
@@ -62,9 +63,14 @@ func main() {
 // profileRun, when set (see cpuprofile.go), runs the command.
 var profileRun func(run func() int) int
 
-func runCommand() int {
+func runCommand() int { return runArgs(os.Args[1], os.Args[2:]) }
+
+// runArgs runs command cmd with its arguments and returns the exit
+// status: 0, 1 for an error, 2 for a usage error (an unknown command or
+// flag, a missing subcommand).
+func runArgs(cmd string, args []string) int {
 	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	switch cmd {
 	case "demo":
 		err = runDemo(args)
 	case "dump":
@@ -85,6 +91,9 @@ func runCommand() int {
 		printVersion(os.Stdout)
 		return 0
 	case "help", "-h", "--help":
+		if len(args) > 0 && args[0] != "help" && !strings.HasPrefix(args[0], "-") {
+			return runArgs(args[0], []string{"--help"}) // rewind help CMD
+		}
 		fmt.Print(usage)
 		return 0
 	default:
@@ -95,11 +104,34 @@ func runCommand() int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "rewind %s: %s\n", textesc.String(os.Args[1]), textesc.String(err.Error()))
+		fmt.Fprintf(os.Stderr, "rewind %s: %s\n", textesc.String(cmd), textesc.String(err.Error()))
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprint(os.Stderr, ue.help)
+			return 2
+		}
 		return 1
 	}
 	return 0
 }
+
+// usageError is a command line rewind cannot run: a bad flag, a missing
+// subcommand. It exits with status 2, as an unknown command does; help,
+// when set, is printed after the error line as is.
+type usageError struct {
+	err  error
+	help string
+}
+
+// usagef returns a usageError with a formatted message: arguments rewind
+// cannot run with (a missing or extra argument, flags that do not go
+// together).
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
 // newFlags makes a flag set whose --help prints the command's summary.
 func newFlags(name, summary string) *flag.FlagSet {
@@ -127,8 +159,9 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				fs.SetOutput(out)
 				usage()
+				return nil, err
 			}
-			return nil, err
+			return nil, &usageError{err: err}
 		}
 		if fs.NArg() == 0 {
 			return pos, nil
@@ -141,13 +174,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // methodFlag registers --method.
 func methodFlag(fs *flag.FlagSet) *string {
 	return fs.String("method", "auto", "unwind method: `fp` (frame pointers), dwarf (CFI tables), sframe "+
-		"(.sframe sections), or auto (per frame: SFrame where the object has it, then CFI, then frame pointers)")
+		"(.sframe sections), gopclntab (Go pcln tables), or auto (per frame: SFrame where the object has it, "+
+		"then CFI, then a Go program's pcln table, then frame pointers)")
 }
 
 func unwinderFor(method string, maxDepth int) (*unwind.Unwinder, error) {
 	u, err := unwind.ByName(method)
 	if err != nil {
-		return nil, fmt.Errorf("unknown --method %q (want auto, dwarf, fp or sframe)", method)
+		return nil, fmt.Errorf("unknown --method %q (want auto, dwarf, fp, sframe or gopclntab)", method)
 	}
 	u.MaxDepth = maxDepth
 	return u, nil

@@ -104,31 +104,36 @@ func TestDumpCore(t *testing.T) {
 func TestDumpErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.WriteFile(bad, []byte("\x7fELF garbage"), 0o644)
+	// A command line rewind cannot run exits 2 (as an unknown command
+	// and a bad flag do), an input it cannot read 1.
 	for _, c := range []struct {
 		args []string
 		want string
+		code int
 	}{
-		{[]string{"dump"}, "need a PID or --core FILE"},
-		{[]string{"dump", "abc"}, `"abc" is not a process ID`},
-		{[]string{"dump", "1", "2"}, "need a PID or --core FILE"},
-		{[]string{"dump", "--core", "/nonexistent/core"}, "/nonexistent/core"},
-		{[]string{"dump", "--core", bad}, bad},
-		{[]string{"dump", "--core", bad, "--method", "magic"}, `unknown --method "magic"`},
-		{[]string{"sframe", "dump", "/nonexistent"}, "/nonexistent"},
-		{[]string{"sframe", "dump", "--readelf", "9", bad}, `unknown --readelf "9"`},
-		{[]string{"dump", "--core", bad, "--threads", "1,x"}, `bad thread id "x"`},
-		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"dump"}, "need a PID or --core FILE", 2},
+		{[]string{"dump", "abc"}, `"abc" is not a process ID`, 2},
+		{[]string{"dump", "1", "2"}, "need one PID, not 2 arguments", 2},
+		{[]string{"dump", "1", "--core", "x"}, "give one PID or --core FILE, not both", 2},
+		{[]string{"dump", "--core", "/nonexistent/core"}, "/nonexistent/core", 1},
+		{[]string{"dump", "--core", bad}, bad, 1},
+		{[]string{"dump", "--core", bad, "--method", "magic"}, `unknown --method "magic"`, 1},
+		{[]string{"sframe", "dump", "/nonexistent"}, "/nonexistent", 1},
+		{[]string{"sframe", "dump", "--readelf", "9", bad}, `unknown --readelf "9"`, 1},
+		{[]string{"dump", "--core", bad, "--threads", "1,x"}, `bad thread id "x"`, 1},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`, 2},
+		{[]string{"record", "-p", "1", "--", "true"}, "give -p PID or a command, not both", 2},
 	} {
 		_, errOut, code := run(t, c.args...)
-		if code == 0 || !strings.Contains(errOut, c.want) {
-			t.Errorf("rewind %v: exit %d, stderr %q; want an error containing %q", c.args, code, errOut, c.want)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("rewind %v: exit %d, stderr %q; want exit %d and an error containing %q", c.args, code, errOut, c.code, c.want)
 		}
 	}
 	// A missing argument is one line, not the help before it.
 	for _, args := range [][]string{{"dump"}, {"report"}, {"sframe", "dump"}, {"sframe", "gen"}, {"table"}} {
 		_, errOut, code := run(t, args...)
-		if code == 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help") {
-			t.Errorf("rewind %v: exit %d, want one line pointing to --help, stderr:\n%s", args, code, errOut)
+		if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--help") {
+			t.Errorf("rewind %v: exit %d, want 2 and one line pointing to --help, stderr:\n%s", args, code, errOut)
 		}
 	}
 	out, _, code := run(t, "dump", "--help")

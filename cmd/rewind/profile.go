@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/outfile"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
 )
@@ -103,11 +104,31 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	if err != nil {
 		return err
 	}
-	if err := writeProfile(prof, out, periodNS, title); err != nil {
+	// The default name is claimed when the profile is written: another
+	// run may have taken the one outputPath found free.
+	opt := profiles.WriteOptions{PeriodNS: periodNS, Title: title}
+	names := defaultOutput(time.Now())
+	if *pf.out == "" {
+		var name string
+		if name, err = prof.WriteNewFile(names, opt); err == nil {
+			out = name
+		}
+	} else {
+		err = writeProfile(prof, out, periodNS, title)
+	}
+	if err != nil {
 		// Do not lose a recording to an output problem.
 		if !strings.HasSuffix(out, ".folded") && len(prof.Stacks) > 0 {
-			alt := strings.TrimSuffix(strings.TrimSuffix(out, filepath.Ext(out)), ".pb") + ".folded"
-			if ferr := writeProfile(prof, alt, periodNS, title); ferr == nil {
+			folded := func(name string) string {
+				return strings.TrimSuffix(strings.TrimSuffix(name, filepath.Ext(name)), ".pb") + ".folded"
+			}
+			alt, ferr := folded(out), error(nil)
+			if *pf.out == "" {
+				alt, ferr = prof.WriteNewFile(func(i int) string { return folded(names(i)) }, opt)
+			} else {
+				ferr = prof.WriteFile(alt, opt)
+			}
+			if ferr == nil {
 				return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
 			}
 		}
@@ -119,35 +140,51 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 }
 
 // outputPath returns the -o path, or the default name, and checks its
-// format before any work is done.
+// format, and that it is not something rewind refuses to replace (a
+// symbolic link, FIFO or device), before any work is done.
 //
 // The default name, rewind-TIME.html in the current directory, is one no
 // file has: a second profile written within the same second (a script
 // reporting several perf.data files) is rewind-TIME-2.html rather than
-// a replacement of the first. Writing under a new name is also cheaper:
-// renaming onto an existing file makes ext4 start writing the new one
-// out at once (its auto_da_alloc), which took 0.5-1.5 ms.
+// a replacement of the first. The name returned is the one free now;
+// finishProfile claims the first free one atomically when it writes
+// (concurrent runs lost profiles to a check then rename). Writing under a
+// new name is also cheaper: renaming onto an existing file makes ext4
+// start writing the new one out at once (its auto_da_alloc), which took
+// 0.5-1.5 ms.
 func outputPath(out string) (string, error) {
 	if out == "" {
-		base := "rewind-" + time.Now().Format("20060102-150405")
-		name := base + ".html"
-		for i := 2; i < 1000; i++ {
-			if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-				break
+		name := defaultOutput(time.Now())
+		for i := 1; i < outfile.MaxUnique; i++ {
+			if _, err := os.Lstat(name(i)); errors.Is(err, fs.ErrNotExist) {
+				return name(i), nil
 			}
-			name = base + "-" + strconv.Itoa(i) + ".html"
 		}
-		return name, nil
+		return name(outfile.MaxUnique), nil
 	}
 	if err := profiles.CheckOutput(out); err != nil {
 		return "", err
 	}
+	if err := outfile.Check(out); err != nil {
+		return "", fmt.Errorf("-o %w", err)
+	}
 	return out, nil
 }
 
-// writeProfile writes the profile in the format out's extension names.
-// The file is written under a temporary name and renamed, so a failed
-// write leaves no half file behind.
+// defaultOutput returns the default output names of a profile written at
+// t: rewind-TIME.html, then rewind-TIME-2.html and so on.
+func defaultOutput(t time.Time) func(i int) string {
+	base := "rewind-" + t.Format("20060102-150405")
+	return func(i int) string {
+		if i <= 1 {
+			return base + ".html"
+		}
+		return base + "-" + strconv.Itoa(i) + ".html"
+	}
+}
+
+// writeProfile writes the profile in the format out's extension names,
+// replacing a regular file of that name (profiles.WriteFile).
 func writeProfile(prof *profiles.Profile, out string, periodNS int64, title string) error {
 	return prof.WriteFile(out, profiles.WriteOptions{PeriodNS: periodNS, Title: title})
 }

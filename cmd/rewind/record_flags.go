@@ -94,3 +94,41 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
+
+// pauseFlag is a duration flag whose documented special values are bare
+// numbers: dump's --max-pause -1 (wait for every thread) and 0 (the
+// default). Any other number needs its unit.
+type pauseFlag struct{ d *time.Duration }
+
+func newPauseFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var(pauseFlag{&d}, name, usage)
+	return &d
+}
+
+func (f pauseFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f pauseFlag) Set(s string) error {
+	switch s {
+	case "-1":
+		*f.d = -1
+		return nil
+	case "0":
+		*f.d = 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
+			return fmt.Errorf("%q has no unit: want a duration such as 10ms (or -1, or 0)", s)
+		}
+		return fmt.Errorf("want a duration such as 10ms (or -1, or 0), not %q", s)
+	}
+	*f.d = d
+	return nil
+}

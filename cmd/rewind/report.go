@@ -12,19 +12,24 @@ import (
 )
 
 const reportHelp = `rewind report [flags] perf.data
+rewind report [flags] -            read perf.data from standard input
+
 
 Reads a perf.data file written by perf record (--call-graph dwarf, or -g),
 unwinds the samples' user stack copies with rewind (--method) — or, for -g
 recordings, which carry no stack copies, takes the kernel's frame-pointer
 callchain — symbolizes them from the files on this machine, prints the
 fidelity table and writes the profile (-o): FILE.pb.gz (pprof),
-FILE.folded, FILE.html or FILE.svg.
+FILE.folded, FILE.html or FILE.svg. With - the file comes on standard
+input: perf record -o - ... | rewind report -o p.html - (perf's pipe mode),
+or rewind report - < perf.data.
 
 A truncated or corrupt file is read up to the bad record: the profile of
 what was read is written, and the error is reported.
 ` + locateHelp
 
 func runReport(args []string) error {
+	surviveBrokenPipe()
 	fs := newFlags("report", reportHelp)
 	pf := addProfileFlags(fs)
 	lf := addLocateFlags(fs, true)
@@ -33,7 +38,7 @@ func runReport(args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("need one perf.data file (rewind report --help lists the flags)")
+		return usagef("need one perf.data file (rewind report --help lists the flags)")
 	}
 	methods, err := profileMethods(*pf.method, *pf.maxDepth)
 	if err != nil {
@@ -73,7 +78,8 @@ func runReport(args []string) error {
 	// decoded.
 	sym, dir := profileSymbolizer(pf)
 	restoreGC := lessGC(pos[0])
-	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym})
+	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
+	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
 	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
@@ -86,7 +92,11 @@ func runReport(args []string) error {
 	closeFile := sync.OnceValue(pd.Close)
 	defer closeFile()
 	pf.inputErr = readErr
-	if err := finishProfile(newBuilderWith(pd.Collector, methods, pf, sym, dir), pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report"), func() { go closeFile() }); err != nil {
+	b := pd.Builder
+	if b == nil {
+		b = builder(pd.Collector)
+	}
+	if err := finishProfile(b, pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report"), func() { go closeFile() }); err != nil {
 		return err
 	}
 	return readErr

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/rewindstack/rewind/perfdata"
 )
 
 // lessGC tunes the garbage collector for a report: nearly everything it
@@ -17,9 +19,11 @@ import (
 // function, called once the file is read, restores the default collector,
 // in the background, when the heap (as far as anonBytes tells) has
 // already grown past half that. A GOGC or GOMEMLIMIT the user set is
-// kept.
+// kept, and so is the default for a file whose records may be compressed,
+// whose size does not tell what they take: its samples are unwound while
+// it is read, and the garbage their copies leave is collected.
 func lessGC(path string) (restore func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || perfdata.MayBeCompressed(path) {
 		return func() {}
 	}
 	var size int64

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/outfile"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/sframe"
 )
@@ -23,7 +23,7 @@ func runSFrame(args []string) error {
 		return nil
 	}
 	if len(args) == 0 || args[0] != "dump" {
-		return errors.New(sframeUsage)
+		return &usageError{err: errors.New("want a subcommand: dump or gen"), help: sframeUsage + "\n"}
 	}
 	fs := newFlags("sframe dump", `rewind sframe dump FILE...: print each file's .sframe section exactly as
 readelf --sframe=.sframe of the binutils release that produces its SFrame
@@ -35,7 +35,7 @@ named by --readelf.`)
 		return err
 	}
 	if len(pos) == 0 {
-		return fmt.Errorf("need at least one FILE (rewind sframe dump --help lists the flags)")
+		return usagef("need at least one FILE (rewind sframe dump --help lists the flags)")
 	}
 	opt := &sframe.DumpOptions{}
 	switch *style {
@@ -80,7 +80,7 @@ goes to stdout.
 
 With --separate, OUT gets only the section's bytes, encoded for the section
 address given by --addr (0: a section that is not loaded).`)
-	outPath := fs.String("o", "", "write the result to `FILE` (required)")
+	outPath := fs.String("o", "", "write the result to `FILE` (required; a file of that name is replaced but keeps its owner and mode, a link, FIFO or device is refused)")
 	version := fs.Uint("version", 2, "SFrame `version` to write: 2 (binutils 2.41-2.45 readelf), 3 (2.46+), or 1 (2.40)")
 	separate := fs.Bool("separate", false, "write only the section's bytes")
 	addr := fs.Uint64("addr", 0, "with --separate: the section `address` the bytes are encoded for")
@@ -90,13 +90,16 @@ address given by --addr (0: a section that is not loaded).`)
 		return err
 	}
 	if len(pos) != 1 || *outPath == "" {
-		return errors.New("need one input FILE and -o OUT (rewind sframe gen --help lists the flags)")
+		return usagef("need one input FILE and -o OUT (rewind sframe gen --help lists the flags)")
 	}
 	if *version < 1 || *version > 3 {
 		return fmt.Errorf("unsupported --version %d (want 1, 2 or 3)", *version)
 	}
 	if *addr != 0 && !*separate {
 		return errors.New("--addr goes with --separate (the address of an added section is chosen for it)")
+	}
+	if err := outfile.Check(*outPath); err != nil {
+		return fmt.Errorf("-o %w", err)
 	}
 	in := pos[0]
 	f, err := elfobj.Open(in)
@@ -109,15 +112,7 @@ address given by --addr (0: a section that is not loaded).`)
 		return err
 	}
 	if !*quiet {
-		for _, s := range g.Stats.Skipped {
-			name := ""
-			if s.End > s.Start {
-				if n, off, ok := f.Symbolize(s.Start); ok && off == 0 {
-					name = n + " "
-				}
-			}
-			fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", textesc.String(in), textesc.String(name), s)
-		}
+		listSkipped(in, f, g)
 	}
 	var note string
 	var out []byte
@@ -137,17 +132,35 @@ address given by --addr (0: a section that is not loaded).`)
 		}
 		secAddr, note = ins.Addr, ins.Note
 	}
-	if err := os.WriteFile(*outPath, out, 0o666); err != nil {
+	perm := os.FileMode(0o666)
+	if st, err := os.Stat(in); err == nil && !*separate {
+		perm = st.Mode().Perm() // a new file is executable like the input, within the umask
+	}
+	if err := outfile.WriteFile(*outPath, out, perm); err != nil {
 		return err
 	}
-	if !*separate {
-		if st, err := os.Stat(in); err == nil {
-			os.Chmod(*outPath, st.Mode().Perm()&^fsafe.Umask()) // executable like the input, within the umask
+	printGenSummary(*outPath, f, g, secAddr, note)
+	return nil
+}
+
+// listSkipped says on stderr which functions of in SFrame cannot express.
+func listSkipped(in string, f *elfobj.File, g *sframe.Generated) {
+	for _, s := range g.Stats.Skipped {
+		name := ""
+		if s.End > s.Start {
+			if n, off, ok := f.Symbolize(s.Start); ok && off == 0 {
+				name = n + " "
+			}
 		}
+		fmt.Fprintf(os.Stderr, "rewind: %s: skipping SFrame FDE for %s%s\n", textesc.String(in), textesc.String(name), s)
 	}
+}
+
+// printGenSummary prints what sframe gen wrote, against the CFI's size.
+func printGenSummary(outPath string, f *elfobj.File, g *sframe.Generated, secAddr uint64, note string) {
 	st := g.Stats
 	fmt.Printf("%s: SFrame v%d (%s) from %s: %d of %d functions, %d FDEs (%d PLT), %d FREs, %d skipped\n",
-		*outPath, g.Version, g.ABI, st.CFISource, st.Functions, st.CFIFDEs, st.FDEs, st.PLTs, st.FREs, len(st.Skipped))
+		outPath, g.Version, g.ABI, st.CFISource, st.Functions, st.CFIFDEs, st.FDEs, st.PLTs, st.FREs, len(st.Skipped))
 	cfiBytes := uint64(0)
 	if f.EhFrame != nil {
 		cfiBytes += f.EhFrame.Size
@@ -163,5 +176,4 @@ address given by --addr (0: a section that is not loaded).`)
 	if note != "" {
 		fmt.Println("note: " + note)
 	}
-	return nil
 }

@@ -19,7 +19,7 @@ row and build time.`)
 		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("need at least one FILE (rewind table --help lists the flags)")
+		return usagef("need at least one FILE (rewind table --help lists the flags)")
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "FDEs\tbad\trows\trules\texprs\tbytes\tbytes/row\tbuild\t  file")

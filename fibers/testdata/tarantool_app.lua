@@ -3,7 +3,7 @@
 -- inner one a vararg function), one waiter (a channel get three Lua calls
 -- deep), one parked from JIT-compiled code (stitched); Tarantool's own
 -- on_shutdown fiber has never run. fiber.info() goes to $FIBER_INFO
--- (YAML), then "ready" to stdout.
+-- (YAML), then "ready" to stdout. $NAPS: fibers that nap and end (300).
 local fiber = require('fiber')
 box = nil
 local function deep3(ch) ch:get() end
@@ -22,7 +22,7 @@ g:name('waiter')
 -- stitches the trace to fiber.sleep's call, which leaves a continuation
 -- frame (FRAME_CONT) between the C function and nap.
 local function nap(t) fiber.sleep(t) end
-for _ = 1, 300 do fiber.create(nap, 0) end
+for _ = 1, tonumber(os.getenv('NAPS') or '300') do fiber.create(nap, 0) end
 fiber.sleep(0.05)
 fiber.create(nap, 1000):name('stitched')
 local out = io.open(os.getenv('FIBER_INFO') or '/dev/null', 'w')

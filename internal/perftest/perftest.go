@@ -110,8 +110,9 @@ func RequirePerf(tb testing.TB) string {
 
 // BuildGo compiles a CPU-bound Go program (usage: prog SECONDS; main and 3
 // goroutines spin in main.work -> main.spin) with the installed go
-// command and returns the executable. A missing go command skips tb.
-func BuildGo(tb testing.TB) string {
+// command and extra build flags (such as -ldflags=-s -w), and returns the
+// executable. A missing go command skips tb.
+func BuildGo(tb testing.TB, flags ...string) string {
 	tb.Helper()
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -125,11 +126,11 @@ func BuildGo(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	exe := filepath.Join(dir, "spin")
-	cmd := exec.Command(goCmd, "build", "-o", exe, ".")
+	cmd := exec.Command(goCmd, append(append([]string{"build", "-o", exe}, flags...), ".")...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
+		tb.Fatalf("go build %v: %v\n%s", flags, err, out)
 	}
 	return exe
 }

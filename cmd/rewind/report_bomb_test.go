@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/perfbomb"
+)
+
+// TestReportBomb runs rewind report, under a 2 GiB address-space limit,
+// on perf.data files of less than 1 MB whose compressed records expand to
+// 4 GiB of --call-graph dwarf samples, and to 1 GiB of -g ones: the
+// report stays under 400 MB of memory (its peak resident set), writes
+// the profile of the records up to the expansion limit and says where it
+// stopped and why.
+func TestReportBomb(t *testing.T) {
+	for _, b := range []struct {
+		kind   perfbomb.Kind
+		expand int64
+	}{{perfbomb.Dwarf, 4 << 30}, {perfbomb.Tiny, 1 << 30}} {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "bomb.data")
+		res, err := perfbomb.Write(data, perfbomb.Options{Kind: b.kind, Expand: b.expand})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Size > 1<<20 {
+			t.Fatalf("the bomb is %d bytes", res.Size)
+		}
+		out := filepath.Join(dir, "out.folded")
+		cmd := exec.Command("prlimit", "--as=2147483648", "--", rewindBin, "report", "-q", "-o", out, data)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		if _, ok := err.(*exec.ExitError); err != nil && !ok {
+			t.Fatal(err)
+		}
+		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+		msg := stderr.String()
+		if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(msg, "rewind report: perfdata: "+data+": offset 0x") || !strings.Contains(msg, "the compressed records expand past") {
+			t.Errorf("kind %d: exit %d, want 1 and the expansion limit's error; stderr:\n%s", b.kind, cmd.ProcessState.ExitCode(), msg)
+		}
+		if rss > 400<<20 {
+			t.Errorf("kind %d: peak RSS %d MB", b.kind, rss>>20)
+		}
+		folded, err := os.ReadFile(out)
+		if err != nil || !strings.HasSuffix(string(folded), " "+strconv.Itoa(128<<20/max(res.RecordSize, 1536))+"\n") {
+			t.Errorf("kind %d: the profile: %q (%v)", b.kind, folded, err)
+		}
+		t.Logf("kind %d: %d-byte file expanding to %d bytes: peak RSS %d MB", b.kind, res.Size, b.expand, rss>>20)
+	}
+}

@@ -1,0 +1,66 @@
+package profiles
+
+import (
+	"errors"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/perfbomb"
+	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// TestDecompressionBomb reads a perf.data file of less than 1 MB whose
+// compressed records expand to 1 GiB of --call-graph dwarf samples, and
+// one of -g samples, with the builder the reader unwinds into as it goes:
+// the samples' stack copies and records do not pile up (what the heap
+// holds when the file is read is the pending samples, at most
+// pendingHard, and the unwound stacks), every sample up to the limit is
+// in the profile, and the error says where the limit was reached.
+func TestDecompressionBomb(t *testing.T) {
+	for _, kind := range []perfbomb.Kind{perfbomb.Dwarf, perfbomb.Tiny} {
+		path := filepath.Join(t.TempDir(), "bomb.data")
+		res, err := perfbomb.Write(path, perfbomb.Options{Kind: kind, Expand: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds := 0
+		opt := ReadOptions{Builder: func(c *Collector) *Builder {
+			builds++
+			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}})
+		}}
+		pd, err := ReadPerfDataWith(path, regs.AMD64, opt)
+		var fe *perfdata.FormatError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), "expand past") {
+			t.Fatalf("kind %d: %v, want the expansion limit's error", kind, err)
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		c := pd.Collector
+		if builds > 1 || (pd.Builder == nil) != (builds == 0) || kind == perfbomb.Dwarf && builds == 0 {
+			t.Fatalf("kind %d: %d builders made, %v kept", kind, builds, pd.Builder != nil)
+		}
+		if pd.Builder == nil {
+			// (The -g samples up to the limit stay under
+			// pendingHard.)
+			pd.Builder = opt.Builder(c)
+		}
+		if c.pending() > pendingHard || ms.HeapAlloc > uint64(pendingHard+48<<20) {
+			t.Errorf("kind %d: %d bytes of samples pending, %d bytes of heap in use after reading", kind, c.pending(), ms.HeapAlloc)
+		}
+		pd.Builder.Add(c.Samples())
+		prof := pd.Builder.Profile()
+		pd.Close()
+		// The records up to the limit: 128 MiB (the file is less than
+		// 1 MiB), each counted as 1.5 KiB at least.
+		want := (128 << 20) / max(res.RecordSize, 1536)
+		if len(prof.Stacks) != want {
+			t.Errorf("kind %d: %d stacks, want %d", kind, len(prof.Stacks), want)
+		}
+		t.Logf("kind %d: %d-byte file, %d stacks, %d bytes of heap in use after reading: %v", kind, res.Size, len(prof.Stacks), ms.HeapAlloc, err)
+	}
+}
