@@ -29,8 +29,17 @@ var testHookSeized func(pid int)
 // session, for its phase times.
 var testHookDone func(s *session)
 
+// testHookBusy, when set (by tests only), runs when a capture found its
+// threads held by another rewind, before it waits for them.
+var testHookBusy func(pid int)
+
 // errThreadGone is the Err of a thread that exited during the capture.
 var errThreadGone = errors.New("thread has exited")
+
+// errStuck is wrapped by the Err of a thread that an earlier capture
+// interrupted and that has not stopped since (StopTimeout): the tracer
+// still holds it, to detach it once it stops.
+var errStuck = errors.New("has not stopped since an earlier capture interrupted it (uninterruptible sleep?)")
 
 // iovMax is IOV_MAX, the most iovecs one process_vm_readv accepts.
 const iovMax = 1024
@@ -45,12 +54,25 @@ const probeAfter = 200 * time.Microsecond
 // run again. See the package documentation for the sequence.
 //
 // Threads that exit during the capture are reported with Err; that is not
-// an error. If the whole process exits while it is being captured, or its
-// maps cannot be read, Capture returns what it copied together with an
-// error (wrapping ErrExited in the first case). Do not capture a child of
-// the calling process while another goroutine waits for it: see the
-// package documentation.
+// an error, unless no thread at all was captured (an error wrapping
+// ErrExited when the process exited). If the whole process exits while it
+// is being captured, or its maps cannot be read, Capture returns what it
+// copied together with an error (wrapping ErrExited in the first case). A
+// thread that another tracer holds, or that may not be traced, fails the
+// capture: when the tracer is another rewind, Capture waits for it first
+// (Options.BusyWait). Do not capture a child of the calling process while
+// another goroutine waits for it: see the package documentation.
 func Capture(pid int, opt Options) (*Snapshot, error) {
+	var snap *Snapshot
+	err := retryBusy(opt.BusyWait, func() (err error) {
+		snap, err = capture(pid, opt)
+		return err
+	})
+	return snap, err
+}
+
+// capture is one attempt of Capture.
+func capture(pid int, opt Options) (*Snapshot, error) {
 	info, err := inspect(pid)
 	if err != nil {
 		return nil, err
@@ -119,16 +141,34 @@ func Capture(pid int, opt Options) (*Snapshot, error) {
 // fn is returned as is; otherwise the process exiting meanwhile gives an
 // error wrapping ErrExited. fn runs on a goroutine of its own; when it has
 // not returned after opt.MaxStopped the threads are resumed and
-// WithStopped returns ErrStoppedTooLong without waiting for it.
+// WithStopped returns ErrStoppedTooLong without waiting for it (or an
+// error wrapping ErrExited if the process has exited meanwhile). Threads
+// held by another tracer are handled as by Capture; fn is not called
+// then, nor when no thread could be stopped.
 func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
-	info, err := inspect(pid)
+	tr := getTracer()
+	var s *session
+	err := retryBusy(opt.BusyWait, func() error {
+		info, err := inspect(pid)
+		if err != nil {
+			return err
+		}
+		s = newSession(info, opt)
+		s.prepare(false)
+		s.tracer = tr
+		tr.run(func() {
+			if err = s.freeze(); err != nil {
+				s.thaw()
+				return
+			}
+			s.mark(markFrozen)
+			s.readMaps()
+		})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	s := newSession(info, opt)
-	s.prepare(false)
-	tr := getTracer()
-	s.tracer = tr
 	thawed := false
 	thaw := func() {
 		if !thawed {
@@ -137,16 +177,6 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 		}
 	}
 	defer thaw()
-	var ferr error
-	tr.run(func() {
-		if ferr = s.freeze(); ferr == nil {
-			s.mark(markFrozen)
-			s.readMaps()
-		}
-	})
-	if ferr != nil {
-		return ferr
-	}
 	snap := s.snapshot()
 	for i := range snap.Threads {
 		snap.Threads[i].Name = threadName(s.pid, snap.Threads[i].TID)
@@ -193,6 +223,11 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 		err = r.err
 	case <-expired:
 		thaw()
+		if processGone(s.pid) {
+			// Unwinding a process that died under it is not slow
+			// unwinding.
+			return kindErrorf(ErrExited, "live: process %d exited while its stopped threads were being unwound", s.pid)
+		}
 		return fmt.Errorf("%w (limit %v)", ErrStoppedTooLong, limit)
 	}
 	thaw()
@@ -240,6 +275,7 @@ type session struct {
 	duringRan  bool   // Options.During was called
 	mapsBuf    []byte // /proc/PID/maps is read into it, ditto
 	detachLost int    // threads found gone when detaching
+	seizeErr   error  // why a thread could not be seized, other than its exit
 	regBuf     [userRegsWords + 8]uint64
 }
 
@@ -322,13 +358,19 @@ func touch(b []byte) []byte {
 
 // freeze seizes and stops every selected thread, threads created
 // meanwhile included, and reads their registers. An error means nothing
-// could be captured; thaw must run in any case.
+// could be captured: a thread could not be seized for a reason other
+// than its exit (s.seizeErr), or none could be stopped. thaw must run in
+// any case.
 func (s *session) freeze() error {
 	tids, err := listTasks(s.pid)
 	if err != nil {
 		return kindErrorf(os.ErrNotExist, "live: no such process: %d", s.pid)
 	}
 	round := s.seize(tids)
+	if s.seizeErr != nil {
+		s.abandon(round)
+		return s.seizeErr
+	}
 	if s.want != nil {
 		listed := map[int]bool{}
 		for _, tid := range tids {
@@ -362,17 +404,42 @@ func (s *session) freeze() error {
 			break
 		}
 		round = s.seize(tids)
+		if s.seizeErr != nil {
+			s.abandon(round)
+			return s.seizeErr
+		}
 		if len(round) == 0 {
 			break
 		}
 		s.interrupt(round)
 		s.collect(round)
 	}
-	return nil
+	for _, th := range s.threads {
+		if th.stopped && th.err == nil {
+			return nil
+		}
+	}
+	return s.noneCaptured()
+}
+
+// noneCaptured explains why no thread stopped: they all exited (the
+// process did, typically), or could not be stopped in time.
+func (s *session) noneCaptured() error {
+	if processGone(s.pid) {
+		return kindErrorf(ErrExited, "live: process %d exited during the capture; no thread was captured", s.pid)
+	}
+	for _, th := range s.threads {
+		if th.err != nil && th.err != errThreadGone {
+			return fmt.Errorf("live: process %d: no thread could be captured: %w", s.pid, th.err)
+		}
+	}
+	return kindErrorf(ErrExited, "live: process %d: every thread to capture exited during the capture", s.pid)
 }
 
 // seize PTRACE_SEIZEs the selected threads among tids not seen before and
-// returns those attached.
+// returns those attached. A thread that cannot be seized for a reason
+// other than its exit sets s.seizeErr and ends the round: the capture
+// cannot be complete.
 func (s *session) seize(tids []int) []*tstate {
 	var round []*tstate
 	for _, tid := range tids {
@@ -382,8 +449,12 @@ func (s *session) seize(tids []int) []*tstate {
 		th := &tstate{tid: tid}
 		s.threads = append(s.threads, th)
 		s.byTID[tid] = th
-		if err := ptraceSeize(tid); err != nil {
-			th.err = s.seizeError(tid, err)
+		if err := s.seizeThread(tid); err != nil {
+			th.err = err
+			if err != errThreadGone && !errors.Is(err, errStuck) {
+				s.seizeErr = err
+				break
+			}
 			continue
 		}
 		th.attached = true
@@ -392,22 +463,103 @@ func (s *session) seize(tids []int) []*tstate {
 	return round
 }
 
-func (s *session) seizeError(tid int, err error) error {
-	switch {
-	case err == unix.ESRCH:
-		return errThreadGone
-	case err == unix.EPERM:
-		// EPERM also answers a thread that is exiting, or that another
-		// tracer holds.
-		if taskGone(s.pid, tid) {
+// seizeTries is how many times seizeThread tries a thread that refuses
+// with EPERM while it is alive and untraced.
+const seizeTries = 4
+
+// seizeThread PTRACE_SEIZEs tid, or says why it cannot: errThreadGone, a
+// tracer holding it (a *busyError for another rewind), or a permission
+// error.
+func (s *session) seizeThread(tid int) error {
+	untraced := 0
+	for try := 1; ; try++ {
+		err := ptraceSeize(tid)
+		switch err {
+		case nil:
+			return nil
+		case unix.ESRCH:
+			return errThreadGone
+		case unix.EPERM:
+		default:
+			return fmt.Errorf("PTRACE_SEIZE of thread %d: %w", tid, err)
+		}
+		// EPERM also answers a thread that has begun to exit, and one
+		// that another tracer holds.
+		if threadExiting(s.pid, tid) {
 			return errThreadGone
 		}
-		if terr := tracedError(s.pid, tid); terr != nil {
+		if s.tracer.isOrphan(tid) && tracerOf(s.pid, tid) == unix.Gettid() {
+			return fmt.Errorf("thread %d %w", tid, errStuck)
+		}
+		switch terr := tracedError(s.pid, tid); {
+		case terr == errTracerLeft && try >= 16*seizeTries:
+			return kindErrorf(ErrTraced, "live: thread %d of process %d is seized by one tracer after another", tid, s.pid)
+		case terr == errTracerLeft:
+			continue // seize again
+		case terr != nil:
 			return terr
 		}
-		return permissionError(s.pid, s.comm, err)
+		// Alive and untraced now: either tracing it is not allowed, or
+		// its tracer let go (or it began to exit) since the seize. Only
+		// the first refuses every time.
+		if untraced++; untraced == seizeTries {
+			return permissionError(s.pid, s.comm, err)
+		}
 	}
-	return fmt.Errorf("PTRACE_SEIZE of thread %d: %w", tid, err)
+}
+
+// abandon stops the threads of round, seized but not interrupted, so
+// that thaw can detach them: the capture cannot go on (a tracee can only
+// be detached in a stop).
+func (s *session) abandon(round []*tstate) {
+	if len(round) == 0 {
+		return
+	}
+	s.maxPause, s.during = 0, nil // copy nothing
+	s.interrupt(round)
+	s.collect(round)
+}
+
+// retryBusy runs attempt until it returns anything but a *busyError, or
+// until wait (Options.BusyWait) has passed since the first: between
+// attempts it waits until the other rewind lets go of the thread it
+// holds.
+func retryBusy(wait time.Duration, attempt func() error) error {
+	if wait == 0 {
+		wait = DefaultBusyWait
+	}
+	var deadline time.Time
+	for {
+		err := attempt()
+		var be *busyError
+		if !errors.As(err, &be) || wait < 0 {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(wait)
+		}
+		if testHookBusy != nil {
+			testHookBusy(be.tracer)
+		}
+		if !waitReleased(be, deadline) {
+			be.waited = wait
+			return be
+		}
+	}
+}
+
+// waitReleased polls until the tracer named by be no longer holds its
+// thread, and reports whether that happened before deadline.
+func waitReleased(be *busyError, deadline time.Time) bool {
+	for {
+		if taskGone(be.pid, be.tid) || tracerOf(be.pid, be.tid) != be.tracerTID {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // noThreadError explains why the first round attached no thread at all.
@@ -525,7 +677,12 @@ func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // poll checks for a wait report of th and reports whether th is settled
 // (stopped, with its registers read, or gone).
 func (s *session) poll(th *tstate) bool {
-	wpid, ws, err := wait4(th.tid)
+	wait := wait4
+	if th.tid == s.pid && s.ourChild {
+		// Its exit status is its parent's: this process's own wait.
+		wait = waitNoReap
+	}
+	wpid, ws, err := wait(th.tid)
 	switch {
 	case err != nil:
 		// ECHILD: th is no tracee of this thread any more. It exited and

@@ -72,6 +72,31 @@
 // /proc/self/task/*/syscall). Start targets without a concurrent Wait
 // (reap them after killing them), or capture from another process.
 //
+// # Another tracer, and targets that die
+//
+// A thread has one tracer at a time: PTRACE_SEIZE of a thread that
+// another tracer holds fails (EPERM), as it does for a thread that has
+// begun to exit and for one the kernel does not let this process trace.
+// The capture tells these apart from the thread's stat flags
+// (PF_EXITING) and TracerPid. An exiting thread is reported with Err. A
+// thread held by another tracer fails the capture, after the threads
+// seized so far are stopped and let go again: a snapshot never lacks a
+// thread for that reason (one that this process's tracer still holds,
+// because an earlier capture interrupted it and it has not stopped since,
+// is reported with Err like one that did not stop in time). When the tracer is another rewind (named
+// rewind, or running this program's executable), which is capturing the
+// same process, the capture waits until that one lets go of the thread
+// (polling its TracerPid, within Options.BusyWait) and starts again;
+// else, or when the time is up, it fails naming that process (ErrBusy,
+// ErrTraced). Only an EPERM repeated on an untraced live thread is a
+// permission error.
+//
+// Threads that exit during a capture are reported with Err, but a
+// capture that stopped no thread at all (the process was killed as its
+// threads were being seized) fails with ErrExited instead of returning an
+// empty snapshot; so does WithStopped whose process died while its
+// function ran past MaxStopped.
+//
 // # Threads and what is frozen
 //
 // Options.Threads selects threads: only those are stopped and copied, the

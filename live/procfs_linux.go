@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -292,21 +293,18 @@ func permissionError(pid int, comm string, err error) error {
 }
 
 // tracedError explains an EPERM from PTRACE_SEIZE on a thread that
-// another tracer holds, or returns nil if tid has no tracer.
+// another tracer holds, or returns nil if tid has no tracer. When that
+// tracer is another rewind (a capture of the same process in progress)
+// the error is a *busyError.
 func tracedError(pid, tid int) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
-	if err != nil {
-		return nil
-	}
 	// TracerPid is the tracer's thread id: name its process.
-	tracer, _ := strconv.Atoi(statusField(b, "TracerPid"))
-	if tracer == 0 {
+	tracerTID := tracerOf(pid, tid)
+	if tracerTID == 0 {
 		return nil
 	}
-	if tb, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tracer)); err == nil {
-		if tgid, err := strconv.Atoi(statusField(tb, "Tgid")); err == nil && tgid > 0 {
-			tracer = tgid
-		}
+	tracer := tracerTID
+	if tgid := processOf(tracerTID); tgid > 0 {
+		tracer = tgid
 	}
 	if tracer == os.Getpid() {
 		return kindErrorf(ErrTraced, "live: thread %d of process %d is being captured by this process already", tid, pid)
@@ -315,7 +313,73 @@ func tracedError(pid, tid int) error {
 	if st, err := readStat(fmt.Sprintf("/proc/%d/stat", tracer)); err == nil {
 		name = st.comm
 	}
+	rewind := isRewind(tracer, name)
+	if tracerOf(pid, tid) != tracerTID {
+		// It let go meanwhile (it may have exited): what was read of it
+		// may be of no tracer at all.
+		return errTracerLeft
+	}
+	if rewind {
+		return &busyError{pid: pid, tid: tid, tracer: tracer, tracerTID: tracerTID}
+	}
 	return kindErrorf(ErrTraced, "live: thread %d of process %d is traced by process %d (%s); detach that debugger or tracer first", tid, pid, tracer, name)
+}
+
+// errTracerLeft is returned by tracedError when the tracer let go of the
+// thread while it was being looked at.
+var errTracerLeft = errors.New("the tracer let go")
+
+// processOf returns the process (thread group) of thread tid, or 0.
+func processOf(tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(statusField(b, "Tgid"))
+	return n
+}
+
+// isRewind reports whether process pid, named comm, is another rewind:
+// one named rewind, or one running this program's executable.
+func isRewind(pid int, comm string) bool {
+	if comm == "rewind" {
+		return true
+	}
+	self, err1 := os.Readlink("/proc/self/exe")
+	other, err2 := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return err1 == nil && err2 == nil && self == other
+}
+
+// busyError says that another rewind process holds a thread of the
+// process: it is capturing it too. Capture waits for it to let go
+// (Options.BusyWait) before it returns this error.
+type busyError struct {
+	pid, tid  int
+	tracer    int // the other rewind's PID
+	tracerTID int // its thread that traces tid
+	waited    time.Duration
+}
+
+func (e *busyError) Error() string {
+	msg := fmt.Sprintf("live: process %d is being dumped by rewind (PID %d)", e.pid, e.tracer)
+	if e.waited > 0 {
+		msg += fmt.Sprintf(", which did not let go of it within %v", e.waited.Round(time.Millisecond))
+	}
+	return msg
+}
+
+// Unwrap classifies the error as ErrBusy and ErrTraced.
+func (e *busyError) Unwrap() []error { return []error{ErrBusy, ErrTraced} }
+
+// pfExiting is PF_EXITING, set in the flags of /proc/PID/task/TID/stat
+// once a thread has begun to exit (include/linux/sched.h).
+const pfExiting = 0x00000004
+
+// threadExiting reports whether thread tid of pid has exited or begun to
+// exit: PTRACE_SEIZE refuses such a thread with EPERM.
+func threadExiting(pid, tid int) bool {
+	st, err := readStat(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	return err != nil || st.state == 'Z' || st.state == 'X' || st.flags&pfExiting != 0
 }
 
 // readFile reads a /proc file (see readProcFile).

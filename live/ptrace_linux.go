@@ -71,3 +71,54 @@ func stopSignal(tid int) (int, error) {
 	}
 	return int(si[0]), nil
 }
+
+// waitNoReap is wait4 for the main thread of a child of this process: it
+// reports a ptrace stop as wait4 does, but only looks at an exit
+// (WNOWAIT), leaving the exit status to the parent's own wait (Cmd.Wait,
+// say). An exit is reported as wait4 would, with the thread left a
+// zombie.
+func waitNoReap(tid int) (int, unix.WaitStatus, error) {
+	pid, code, status, err := waitid(tid, unix.WSTOPPED)
+	if err != nil || pid != 0 {
+		// A ptrace stop's status holds the stop signal and the event
+		// (PTRACE_EVENT_STOP << 8), as wait4's status does above bit 8.
+		return pid, unix.WaitStatus(status<<8 | 0x7f), err
+	}
+	pid, code, status, err = waitid(tid, unix.WEXITED|unix.WNOWAIT)
+	switch {
+	case err != nil || pid == 0:
+		return pid, 0, err
+	case code == cldExited:
+		return pid, unix.WaitStatus(status&0xff) << 8, nil
+	case code == cldKilled || code == cldDumped:
+		return pid, unix.WaitStatus(status & 0x7f), nil
+	}
+	// A tracee's stops are reported whatever the flags: one came in
+	// since the first call. The next call collects it.
+	return 0, 0, nil
+}
+
+// si_code values of SIGCHLD: the child called exit, or a signal killed it
+// (and dumped its core).
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// waitid waits for tid without blocking, for the events of flags
+// (WSTOPPED, WEXITED, WNOWAIT), and returns the thread's id (0 when there
+// is nothing to report), si_code and si_status.
+func waitid(tid int, flags int) (pid int, code, status int32, err error) {
+	for {
+		// siginfo_t for SIGCHLD: si_signo, si_errno, si_code, padding,
+		// then si_pid, si_uid, si_status (int32 each) on 64-bit Linux.
+		var si unix.Siginfo
+		err = unix.Waitid(unix.P_PID, tid, &si, flags|unix.WNOHANG|unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		w := (*[32]int32)(unsafe.Pointer(&si))
+		return int(w[4]), w[2], w[6], err
+	}
+}

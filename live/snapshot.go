@@ -82,7 +82,19 @@ type Options struct {
 	// means DefaultMaxPause; negative waits for every thread (one
 	// instant, however long it takes).
 	MaxPause time.Duration
+	// BusyWait bounds how long Capture and WithStopped wait when another
+	// rewind process is capturing the same process: a thread has one
+	// tracer at a time, so the capture lets go of whatever it holds,
+	// waits until the other lets go of the threads, and starts again.
+	// When the time is up the error wraps ErrBusy (and ErrTraced). Zero
+	// means DefaultBusyWait; negative fails at once.
+	BusyWait time.Duration
 }
+
+// DefaultBusyWait is the default Options.BusyWait: another capture
+// normally holds the threads for milliseconds, and one that unwinds while
+// they are stopped (WithStopped) for DefaultMaxStopped at most.
+const DefaultBusyWait = DefaultMaxStopped + 500*time.Millisecond
 
 // DefaultMaxPause is the default Options.MaxPause.
 const DefaultMaxPause = 10 * time.Millisecond
@@ -109,9 +121,10 @@ type Thread struct {
 	// WithStopped, and when SP is in no readable mapping.
 	Stack target.Region
 	// Err is set when the thread could not be captured: it exited before
-	// it stopped, another tracer holds it, it did not stop in time, or it
-	// is not a thread of the process (Options.Threads). Regs and Stack are
-	// then empty.
+	// it stopped, it did not stop in time, or it is not a thread of the
+	// process (Options.Threads). Regs and Stack are then empty. (A thread
+	// that another tracer holds, or that may not be traced, fails the
+	// whole capture instead.)
 	Err error
 	// StopLatency is how long after the capture's first PTRACE_INTERRUPT
 	// this thread's stop was seen: a thread that was running, or waiting
@@ -159,8 +172,12 @@ var (
 	ErrKernelThread = errors.New("process is a kernel thread")
 	ErrSelf         = errors.New("process is the calling process")
 	ErrTraced       = errors.New("process is already traced")
-	ErrExited       = errors.New("process exited during the capture")
-	ErrUnsupported  = errors.New("live capture not supported")
+	// ErrBusy: another rewind process was capturing the process, and did
+	// not let go of it within Options.BusyWait. Errors wrapping it wrap
+	// ErrTraced too.
+	ErrBusy        = errors.New("process is being captured by another rewind")
+	ErrExited      = errors.New("process exited during the capture")
+	ErrUnsupported = errors.New("live capture not supported")
 	// ErrWaitedChild refuses a child of this process while a thread of
 	// this process waits for it. The kernel treats a child traced by its
 	// parent's own thread group as a tracee of the whole group: a wait

@@ -122,6 +122,17 @@ func (t *tracer) adoptOrphans() {
 	t.orphans = t.orphans[:n]
 }
 
+// isOrphan reports whether tid is one of the orphans. Tracer thread
+// only.
+func (t *tracer) isOrphan(tid int) bool {
+	for _, o := range t.orphans {
+		if o.tid == tid {
+			return true
+		}
+	}
+	return false
+}
+
 // run runs f on the tracer thread and returns once it is done. A panic in
 // f is raised again in the caller (after f's own deferred calls ran on the
 // tracer thread), and the tracer goes on serving.
