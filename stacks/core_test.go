@@ -162,10 +162,11 @@ func checkNames(t *testing.T, method string, got *output.Thread, want fixture.St
 		m := space.Find(gf.PC)
 		if f := sym.SymbolFile(m.Module); m != nil && f != nil {
 			a, ok1 := f.SymbolByName(name)
-			b, ok2 := f.SymbolByName(gf.Function) // versioned, as the symbol table has it
-			if !ok2 {
-				b, ok2 = f.SymbolByName(ours)
+			raw := gf.Function
+			if gf.Symbol != "" {
+				raw = gf.Symbol // versioned, as the symbol table has it
 			}
+			b, ok2 := f.SymbolByName(raw)
 			if ok1 && ok2 && a == b {
 				continue
 			}
