@@ -575,9 +575,14 @@ func TestChurnDumped100Times(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// The program goes on churning: it need not have run between the
+	// dumps (on a loaded machine), but it must once they are done.
 	after := count()
+	for deadline := time.Now().Add(time.Minute); after <= before && time.Now().Before(deadline); after = count() {
+		time.Sleep(time.Millisecond)
+	}
 	if after <= before {
-		t.Errorf("the program did not run between the dumps: %d goroutines churned before, %d after", before, after)
+		t.Errorf("the program did not run after the dumps: %d goroutines churned before, %d a minute after", before, after)
 	}
 	state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -735,6 +740,7 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 		}
 	})()
 	keptPing, seenPing, kept, total := 0, 0, 0, 0
+	var pair map[int64]bool // the ping-pong goroutines' ids
 	for i := 0; i < dumps; i++ {
 		snap, set, err := goroutines.Capture(pid, live.Options{})
 		if err != nil {
@@ -749,16 +755,27 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 				}
 			}
 		}
-		rep := set.Report(snap.Target(objs, nil), u, sym)
-		for j, g := range rep.Goroutines {
-			if !slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
-				continue
+		if pair == nil {
+			// The pair by their ids, from the frames of one dump: the
+			// other dumps need no walks.
+			pair = map[int64]bool{}
+			rep := set.Report(snap.Target(objs, nil), u, sym)
+			for _, g := range rep.Goroutines {
+				if slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
+					pair[g.ID] = true
+				}
 			}
-			if g.Status != "waiting" {
+			if len(pair) != 2 {
+				t.Fatalf("%d goroutines in main.pingpong, want 2", len(pair))
+			}
+		}
+		for j := range set.Goroutines {
+			g := &set.Goroutines[j]
+			if !pair[g.ID] || g.Status != "waiting" {
 				continue // running or runnable in the pause: never kept
 			}
 			seenPing++
-			if goroutines.Kept(&set.Goroutines[j]) {
+			if goroutines.Kept(g) {
 				keptPing++
 			}
 		}
