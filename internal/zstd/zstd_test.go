@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -195,6 +196,15 @@ func TestRoundTripCLI(t *testing.T) {
 		for _, args := range settings {
 			for _, fromFile := range []bool{false, true} {
 				if testing.Short() && len(in.data) > 1<<20 && args[0] == "-19" {
+					continue
+				}
+				// -19 costs seconds per megabyte. On the large inputs it
+				// runs from a file, and from a pipe with --long=24 (a
+				// frame without content size, whose window is not fitted
+				// to the input); --no-check changes only the frame's
+				// checksum flag, which the smaller inputs cover.
+				if len(in.data) > 300_000 && args[0] == "-19" && len(args) == 1 && !fromFile ||
+					len(in.data) > 300_000 && slices.Equal(args, []string{"-19", "--no-check"}) {
 					continue
 				}
 				name := fmt.Sprintf("%s/%s/file=%v", in.name, strings.Join(args, ""), fromFile)
