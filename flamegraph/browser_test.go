@@ -71,6 +71,7 @@ func startBrowser(t *testing.T) *browser {
 		"--disable-extensions", "--hide-scrollbars", "--remote-debugging-pipe",
 		"--user-data-dir="+t.TempDir(), "--window-size=1280,800", "about:blank")
 	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fd 3: commands in, fd 4: replies out
+	cmd.Env = chromiumEnv(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -546,6 +547,7 @@ func TestBrowserScreenshotFlag(t *testing.T) {
 	png1 := filepath.Join(t.TempDir(), "shot.png")
 	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--user-data-dir="+t.TempDir(), "--hide-scrollbars", "--window-size=1280,600", "--screenshot="+png1, url)
+	cmd.Env = chromiumEnv(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s --screenshot: %v\n%s", bin, err, out)
 	}
@@ -774,4 +776,11 @@ func TestBrowserTallSVG(t *testing.T) {
 		return WriteSVG(w, tallProfile(), Options{Title: "tall"})
 	})
 	checkTallView(t, b, url, "fg-tall-svg.png")
+}
+
+// chromiumEnv is the environment chromium runs in: its TMPDIR is the
+// test's, since chromium leaves directories there (its singleton socket,
+// org.chromium.Chromium.*) when it is killed.
+func chromiumEnv(t *testing.T) []string {
+	return append(os.Environ(), "TMPDIR="+t.TempDir())
 }

@@ -585,9 +585,14 @@ func TestChurnDumped100Times(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// The program goes on churning: it need not have run between the
+	// dumps (on a loaded machine), but it must once they are done.
 	after := count()
+	for deadline := time.Now().Add(time.Minute); after <= before && time.Now().Before(deadline); after = count() {
+		time.Sleep(time.Millisecond)
+	}
 	if after <= before {
-		t.Errorf("the program did not run between the dumps: %d goroutines churned before, %d after", before, after)
+		t.Errorf("the program did not run after the dumps: %d goroutines churned before, %d a minute after", before, after)
 	}
 	state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -700,11 +705,14 @@ func testKeepsParkedStacks(t *testing.T, env []string) {
 // collection has run in (GOGC=off), whose two goroutines pass a counter
 // back and forth for ever: they park again and again at the same place,
 // where only g.trackingSeq (8 bits) and what the park rewrites tell that
-// they ran. 20 ms between the read before the pause and the pause let
-// them run thousands of times. The parked goroutines keep the stacks read
-// before the pause; the two running ones must not, but for the rare run
-// count that is a multiple of 256 with every other field of the g as it
-// was.
+// they ran. Between the read before the pause and the pause the test
+// waits until the program has counted two more exchanges than it had
+// after that read, so that each of the two has run since (on an idle
+// machine 20 ms let them run thousands of times; on a loaded one a sleep
+// may let them run not at all, and then keeping their stacks is right).
+// The parked goroutines keep the stacks read before the pause; the two
+// running ones must not, but for the rare run count that is a multiple
+// of 256 with every other field of the g as it was.
 func TestRunningGoroutinesNotKept(t *testing.T) {
 	requirePtrace(t)
 	p := startParkedArgs(t, buildParked(t, nil), "", []string{"pingpong"}, "GOGC=off")
@@ -713,8 +721,36 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 	sym := &symbolize.Symbolizer{Inlines: true}
 	objs := &target.Objects{}
 	const dumps = 100
-	defer goroutines.SetAfterPreRead(func() { time.Sleep(20 * time.Millisecond) })()
+	// exchanges asks the program how many times the pair passed the
+	// counter; "churned" is answered by a goroutine of its own.
+	exchanges := func() int64 {
+		if _, err := io.WriteString(p.in, "churned\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := p.out.ReadString('\n')
+		n, perr := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+		if err != nil || perr != nil {
+			t.Fatalf("fixture answered %q, %v", line, err)
+		}
+		return n
+	}
+	fewest := int64(-1)
+	defer goroutines.SetAfterPreRead(func() {
+		// Every exchange is one goroutine of the pair taking the counter
+		// and running: the one that takes from+1 and the one that takes
+		// from+2 both ran after the read before the pause.
+		from := exchanges()
+		time.Sleep(20 * time.Millisecond)
+		n := exchanges()
+		for ; n < from+2; n = exchanges() {
+			time.Sleep(time.Millisecond)
+		}
+		if fewest < 0 || n-from < fewest {
+			fewest = n - from
+		}
+	})()
 	keptPing, seenPing, kept, total := 0, 0, 0, 0
+	var pair map[int64]bool // the ping-pong goroutines' ids
 	for i := 0; i < dumps; i++ {
 		snap, set, err := goroutines.Capture(pid, live.Options{})
 		if err != nil {
@@ -729,21 +765,32 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 				}
 			}
 		}
-		rep := set.Report(snap.Target(objs, nil), u, sym)
-		for j, g := range rep.Goroutines {
-			if !slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
-				continue
+		if pair == nil {
+			// The pair by their ids, from the frames of one dump: the
+			// other dumps need no walks.
+			pair = map[int64]bool{}
+			rep := set.Report(snap.Target(objs, nil), u, sym)
+			for _, g := range rep.Goroutines {
+				if slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
+					pair[g.ID] = true
+				}
 			}
-			if g.Status != "waiting" {
+			if len(pair) != 2 {
+				t.Fatalf("%d goroutines in main.pingpong, want 2", len(pair))
+			}
+		}
+		for j := range set.Goroutines {
+			g := &set.Goroutines[j]
+			if !pair[g.ID] || g.Status != "waiting" {
 				continue // running or runnable in the pause: never kept
 			}
 			seenPing++
-			if goroutines.Kept(&set.Goroutines[j]) {
+			if goroutines.Kept(g) {
 				keptPing++
 			}
 		}
 	}
-	t.Logf("%d dumps: %d of %d parked goroutines kept; the ping-pong pair kept %d times of %d", dumps, kept, total, keptPing, seenPing)
+	t.Logf("%d dumps: %d of %d parked goroutines kept; the ping-pong pair kept %d times of %d (at least %d exchanges between the reads)", dumps, kept, total, keptPing, seenPing, fewest)
 	if kept < total/2 {
 		t.Errorf("only %d of %d parked goroutines kept from the read before the pause", kept, total)
 	}

@@ -965,6 +965,7 @@ func (s *session) snapshot() *Snapshot {
 			t.Regs = th.regs
 			t.TP = th.tp
 			t.Stack = th.stack
+			t.switched = th.switched
 			if len(th.stack.Data) > 0 {
 				regions = append(regions, th.stack)
 			}

@@ -133,6 +133,10 @@ type Thread struct {
 	// Stopped is how long this thread was stopped: from its stop to its
 	// resumption.
 	Stopped time.Duration
+
+	// switched are the windows of other stacks that this thread's frame
+	// pointers led to, copied in its own stop (see copySwitched).
+	switched []target.Region
 }
 
 // Snapshot is a captured process.

@@ -37,7 +37,17 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 		}
 		ctx := target.Thread(th.TID, th.Name, th.Regs)
 		ctx.TP = th.TP
-		ctx.Mem = s.cutAtCopy(&th)
+		// The thread's own copies first, then the snapshot's memory,
+		// which stops at the end of its stack copy.
+		mem := s.cutAtCopy(&th)
+		base := mem
+		if base == nil {
+			base = s.Mem
+		}
+		if own := th.memory(base); own != nil {
+			mem = own
+		}
+		ctx.Mem = mem
 		ctxs = append(ctxs, ctx)
 	}
 	return target.New(target.Config{
@@ -89,4 +99,24 @@ func (c *cutMemory) ReadMemory(addr uint64, p []byte) error {
 		return &target.MemoryError{Addr: addr}
 	}
 	return c.next.ReadMemory(addr, p)
+}
+
+// memory is what the thread's walk reads: its own copies first, then
+// everything the capture copied (mem). The copies of a staggered capture
+// were taken at different times, each in its thread's stop, and they may
+// overlap: a stack copy runs up to MaxStack bytes above its SP, which in
+// the Go heap covers other threads' system stacks and goroutine stacks.
+// Read through the shared snapshot, a thread's stack could come from
+// another thread's older copy, taken before it stopped (garbage frames
+// under load). In a capture with one pause the overlapping copies agree.
+func (th *Thread) memory(mem target.Memory) target.Memory {
+	if len(th.Stack.Data) == 0 && len(th.switched) == 0 {
+		return nil
+	}
+	own := make([]target.Region, 0, 1+len(th.switched))
+	if len(th.Stack.Data) > 0 {
+		own = append(own, th.Stack)
+	}
+	own = append(own, th.switched...)
+	return &target.Snapshot{Regions: own, Next: mem}
 }

@@ -69,6 +69,8 @@ const (
 	goFPSwitch
 	// goSigreturn: the runtime's signal restorer (rt_sigreturn).
 	goSigreturn
+	// goClone: the runtime's clone, where a new thread starts.
+	goClone
 )
 
 var goSwitchSyms = []struct {
@@ -85,6 +87,7 @@ var goSwitchSyms = []struct {
 	{"runtime.vgetrandom1", goFPSwitch}, {"runtime.vgetrandom1.abi0", goFPSwitch},
 	{"gogo", goFPSwitch}, {"runtime.gogo", goFPSwitch}, {"runtime.gogo.abi0", goFPSwitch},
 	{"runtime.sigreturn__sigaction", goSigreturn}, {"runtime.sigreturn__sigaction.abi0", goSigreturn},
+	{"runtime.clone", goClone}, {"runtime.clone.abi0", goClone},
 }
 
 // goSwitchRange is one switching function's extent in a module.
@@ -177,6 +180,12 @@ func goSwitch(c *Cursor) error {
 		c.Method = MethodSignal
 		return restoreSignalFrame(c)
 	}
+	if kind == goClone {
+		if c.Exact && newGoThread(c) {
+			return fmt.Errorf("%w: runtime.clone: a new thread, at its first instruction", ErrChainEnd)
+		}
+		return ErrNoInfo // the parent's frame, or the child's later on
+	}
 	if kind == goFPSwitch {
 		fp, ok := c.get(c.Regs.Arch.FP())
 		if !ok {
@@ -245,6 +254,23 @@ func goSwitch(c *Cursor) error {
 	}
 	// morestack: g0's own chain.
 	return goFrameRecord(c, bp, false)
+}
+
+// newGoThread says whether the innermost frame, in runtime.clone, is a
+// thread the clone system call just created, stopped before its first
+// instruction (as every thread is that has not run yet when a capture
+// interrupts it): just past the SYSCALL, with the child's return value 0
+// (the parent's is the child's id, or an error). The kernel started it
+// on its new, empty system stack: clone is its entry, and the return
+// address the frame's CFI finds at the top of that stack is whatever
+// the memory above it holds.
+func newGoThread(c *Cursor) bool {
+	ax, ok := c.get(0) // rax
+	if !ok || ax != 0 || c.PC < 8 {
+		return false
+	}
+	code, err := c.Read(c.PC - 8)
+	return err == nil && code>>48 == 0x050f // 0f 05: SYSCALL
 }
 
 // goFrameRecord continues at the frame record bp points to. cross says the

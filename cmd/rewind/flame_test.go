@@ -50,13 +50,20 @@ func TestRecordHTMLInChromium(t *testing.T) {
 	}
 	shot := filepath.Join(dir, "shot.png")
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--window-size=1300,800", "--screenshot=" + shot, "file://" + pages[0]}
-	if out, err := exec.Command(chromium, args...).CombinedOutput(); err != nil {
+	// chromium's TMPDIR is the test's: it leaves directories there
+	// (org.chromium.Chromium.*).
+	env := append(os.Environ(), "TMPDIR="+t.TempDir())
+	shotCmd := exec.Command(chromium, args...)
+	shotCmd.Env = env
+	if out, err := shotCmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)
 	}
 	if st, err := os.Stat(shot); err != nil || st.Size() < 10000 {
 		t.Errorf("screenshot missing or empty: %v", err)
 	}
-	dom, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://"+pages[0]+"#search=hash_block").Output()
+	domCmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://"+pages[0]+"#search=hash_block")
+	domCmd.Env = env
+	dom, err := domCmd.Output()
 	if err != nil {
 		t.Fatalf("chromium --dump-dom: %v", err)
 	}

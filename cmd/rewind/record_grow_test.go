@@ -11,13 +11,15 @@ import (
 )
 
 // deepSrc recurses 500 deep (about 56 KB of stack at -O1) and spins there
-// for the number of seconds given as its argument.
+// for the number of seconds of CPU time given as its argument: CPU time,
+// not wall time, so that a loaded machine still gives the recording the
+// samples the test counts on (cpu-clock samples only a running thread).
 const deepSrc = `
 #include <stdlib.h>
 #include <time.h>
 volatile long sink;
 static double secs;
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec + t.tv_nsec / 1e9; }
 __attribute__((noinline)) long deep(int n) {
 	char pad[64];
 	pad[n % 64] = (char)n;

@@ -4,6 +4,7 @@
 package perftest
 
 import (
+	"bytes"
 	_ "embed"
 	"os"
 	"os/exec"
@@ -27,13 +28,17 @@ var goSource []byte
 
 var (
 	buildMu sync.Mutex
-	built   = map[string]string{}
+	built   = map[string][]byte{} // executables by flags, compiled once
 )
 
 // BuildCPU compiles cpu.c (usage: cpu SECONDS [THREADS]) with -O2, -g,
 // -pthread and the given extra flags ("-fomit-frame-pointer" or
-// "-fno-omit-frame-pointer") into a temporary directory and returns the
-// executable. A missing compiler skips tb.
+// "-fno-omit-frame-pointer") and returns the executable, in a directory
+// of tb's (removed with it). A missing compiler skips tb.
+//
+// Each set of flags is compiled once per test binary; later calls write
+// the same bytes anew into their own directory, so that no build
+// outlives its test in the temporary directory.
 func BuildCPU(tb testing.TB, flags ...string) string {
 	tb.Helper()
 	cc := os.Getenv("CC")
@@ -46,27 +51,43 @@ func BuildCPU(tb testing.TB, flags ...string) string {
 	key := strings.Join(flags, " ")
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if exe, ok := built[key]; ok {
-		if _, err := os.Stat(exe); err == nil {
-			return exe
-		}
+	exe := filepath.Join(tb.TempDir(), "cpu")
+	if b, ok := built[key]; ok {
+		writeExe(tb, exe, b)
+		return exe
 	}
-	dir, err := os.MkdirTemp("", "rewind-perftest-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	src := filepath.Join(dir, "cpu.c")
+	src := filepath.Join(filepath.Dir(exe), "cpu.c")
 	if err := os.WriteFile(src, cpuSource, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	exe := filepath.Join(dir, "cpu")
 	args := append([]string{"-O2", "-g", "-pthread"}, flags...)
 	args = append(args, "-o", exe, src)
 	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
 	}
-	built[key] = exe
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	built[key] = b
 	return exe
+}
+
+// writeExe writes an executable through a child process (cat), so that
+// no descriptor of this process ever has it open for writing: a fork
+// in another goroutine meanwhile would carry that descriptor into its
+// child, and running the file would fail with ETXTBSY until the child
+// execs (golang.org/issue/22315).
+func writeExe(tb testing.TB, path string, b []byte) {
+	tb.Helper()
+	cmd := exec.Command("/bin/sh", "-c", `cat > "$0"`, path)
+	cmd.Stdin = bytes.NewReader(b)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("writing %s: %v\n%s", path, err, out)
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // RequirePerfEvent skips tb unless this process may open a sampling

@@ -1,0 +1,91 @@
+package unwind
+
+import (
+	"bytes"
+	"debug/elf"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
+)
+
+// TestGoNewThread: a Go thread that the clone system call has created
+// but that has not run yet (on a loaded machine a capture finds such
+// threads often) stops just past runtime.clone's SYSCALL with 0 in rax,
+// on its new system stack, whose top holds nothing of its own. The walk
+// is that one frame, ended as outermost, rather than a caller taken from
+// the word above the stack (here a plausible return address into
+// main.work, which the frame's CFI would find). The parent at the same
+// instruction, with the child's id in rax, goes on to its caller.
+func TestGoNewThread(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	exe := perftest.BuildGo(t)
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	var maps []target.Mapping
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			start := p.Vaddr &^ 0xfff
+			maps = append(maps, target.Mapping{Start: start, End: p.Vaddr + p.Memsz, Offset: p.Off - (p.Vaddr - start), Path: exe, Perms: "r-xp"})
+		}
+	}
+	if ef.Type != elf.ET_EXEC || len(maps) != 1 {
+		t.Fatalf("go build wrote an executable of type %v with %d text segments, want an internally linked one of one", ef.Type, len(maps))
+	}
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clone, work elf.Symbol
+	for _, s := range syms {
+		switch strings.TrimSuffix(s.Name, ".abi0") {
+		case "runtime.clone":
+			clone = s
+		case "main.work":
+			work = s
+		}
+	}
+	text := ef.Section(".text")
+	if clone.Size == 0 || work.Value == 0 || text == nil {
+		t.Fatalf("runtime.clone %+v, main.work %+v, .text %v", clone, work, text)
+	}
+	data, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := data[clone.Value-text.Addr : clone.Value-text.Addr+clone.Size]
+	k := bytes.Index(code, []byte{0x0f, 0x05})
+	if k < 0 {
+		t.Fatalf("no SYSCALL in runtime.clone: % x", code)
+	}
+	after := clone.Value + uint64(k) + 2
+	space := target.NewAddressSpace(maps, &target.Objects{})
+	s := newFakeStack(0x7000, 0x1000)
+	s.put(0x7f00, work.Value+0x10) // above the new stack: not a frame of the child
+	mem := s.mem()
+	mem.Regions = append(mem.Regions, target.Region{Addr: clone.Value, Data: code})
+	at := func(ax uint64) regs.Regs {
+		r := amd64Regs(after, 0x7f00, 0)
+		r.Set(regs.AMD64RAX, ax)
+		return r
+	}
+	for _, name := range []string{"auto", "dwarf"} {
+		u, _ := ByName(name)
+		st := u.Walk(at(0), mem, space)
+		if got := pcs(st); len(got) != 1 || st.End != EndOutermost || !strings.Contains(st.Detail, "new thread") {
+			t.Errorf("%s: child: frames %#x, end %s (%s); want runtime.clone alone, outermost, a new thread", name, got, st.End, st.Detail)
+		}
+		st = u.Walk(at(4321), mem, space)
+		if got := pcs(st); len(got) < 2 || got[1] != work.Value+0x10 {
+			t.Errorf("%s: parent: frames %#x, end %s (%s); want runtime.clone's caller next", name, got, st.End, st.Detail)
+		}
+	}
+}
