@@ -30,7 +30,7 @@ func TestDecompressionBomb(t *testing.T) {
 		builds := 0
 		opt := ReadOptions{Builder: func(c *Collector) *Builder {
 			builds++
-			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}})
+			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}, Fold: true})
 		}}
 		pd, err := ReadPerfDataWith(path, regs.AMD64, opt)
 		var fe *perfdata.FormatError
@@ -56,11 +56,11 @@ func TestDecompressionBomb(t *testing.T) {
 		prof := pd.Builder.Profile()
 		pd.Close()
 		// The records up to the limit: 128 MiB (the file is less than
-		// 1 MiB), each counted as 1.5 KiB at least.
-		want := (128 << 20) / max(res.RecordSize, 1536)
-		if len(prof.Stacks) != want {
-			t.Errorf("kind %d: %d stacks, want %d", kind, len(prof.Stacks), want)
+		// 1 MiB).
+		want := int64(128<<20) / int64(res.RecordSize)
+		if prof.Samples() != want {
+			t.Errorf("kind %d: %d samples, want %d", kind, prof.Samples(), want)
 		}
-		t.Logf("kind %d: %d-byte file, %d stacks, %d bytes of heap in use after reading: %v", kind, res.Size, len(prof.Stacks), ms.HeapAlloc, err)
+		t.Logf("kind %d: %d-byte file, %d samples in %d stacks, %d bytes of heap in use after reading: %v", kind, res.Size, prof.Samples(), len(prof.Stacks), ms.HeapAlloc, err)
 	}
 }
