@@ -99,7 +99,9 @@ func (l *Location) Name() string {
 type Stack struct {
 	PID, TID int
 	Comm     string
-	Time     uint64
+	// Time is the sample's (perf clock), the first one's when samples
+	// were folded into the stack.
+	Time uint64
 	// Locations are leaf first: kernel frames, then user frames.
 	Locations []*Location
 	// Value is the sample's period (nanoseconds of cpu-clock).
