@@ -155,6 +155,8 @@ func (f *Fidelity) Percent() float64 {
 
 // Profile is the result of Build.
 type Profile struct {
+	// Stacks are one per sample in the order they were added, or one
+	// per distinct stack, in the order first seen (Options.Fold).
 	Stacks    []Stack
 	Fidelity  []Fidelity
 	Locations []*Location
