@@ -30,20 +30,13 @@ var maxWindow uint64 = 128 << 20
 // maxRatio bounds what the compressed records decompress to, as a
 // multiple of the data section's size (at least 1 MiB): perf's level 1
 // makes 10-20x of --call-graph dwarf samples, and 11x of -g ones of a
-// program that spins in one loop.
+// program that spins in one loop. The records are counted by their
+// bytes: what a reader keeps of a sample does not grow with their number
+// (rewind report folds samples with the same stack, see profiles'
+// Options.Fold), only with what differs between them, which a
+// compressed stream must spell out. The limit guards against output
+// that is too large to go through, not against memory.
 const maxRatio = 128
-
-// minRecordCost is what each decompressed record counts for against the
-// limit at least: a record costs its reader more than its bytes (a
-// sample kept for a profile takes 100-200 bytes however small its
-// record, and twice that until collected), so that a stream of tiny
-// records reaches the limit sooner: at 85 Ki records a MiB of data
-// section, which keeps rewind report under 400 MB for files up to about
-// 10 MB. perf's -g samples, the smallest it writes with call graphs, take
-// 70 bytes and more, 6-20 bytes compressed (50-170 Ki records a MiB; the
-// most for a program that spins in one loop, 55 Ki for compilers and
-// Python running).
-const minRecordCost = 1536
 
 // streamWindow is the size of the window the records are decompressed
 // into: it holds at least one record (at most 64 KiB) besides the start
@@ -161,8 +154,8 @@ func (f *File) decompress(w *walker, first []byte, off int64, each func(b []byte
 			if size > have-p {
 				break // it ends in what is decompressed next
 			}
-			if cost += uint64(max(size, minRecordCost)); cost > limit {
-				return f.formatErr(s.at, "the compressed records expand past %d bytes (%d times the data section, counting each record as %d bytes at least): the records from here on are not read", limit, maxRatio, minRecordCost)
+			if cost += uint64(size); cost > limit {
+				return f.formatErr(s.at, "the compressed records expand past %d bytes (%d times the data section): the records from here on are not read", limit, maxRatio)
 			}
 			if err := each(buf[p:p+size:p+size], s.at, true); err != nil {
 				return err

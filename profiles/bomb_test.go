@@ -18,8 +18,9 @@ import (
 // one of -g samples, with the builder the reader unwinds into as it goes:
 // the samples' stack copies and records do not pile up (what the heap
 // holds when the file is read is the pending samples, at most
-// pendingHard, and the unwound stacks), every sample up to the limit is
-// in the profile, and the error says where the limit was reached.
+// pendingHard, and the unwound stacks, folded: the samples' one stack),
+// every sample up to the limit is in the profile, and the error says
+// where the limit was reached.
 func TestDecompressionBomb(t *testing.T) {
 	for _, kind := range []perfbomb.Kind{perfbomb.Dwarf, perfbomb.Tiny} {
 		path := filepath.Join(t.TempDir(), "bomb.data")
@@ -30,7 +31,7 @@ func TestDecompressionBomb(t *testing.T) {
 		builds := 0
 		opt := ReadOptions{Builder: func(c *Collector) *Builder {
 			builds++
-			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}})
+			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}, Fold: true})
 		}}
 		pd, err := ReadPerfDataWith(path, regs.AMD64, opt)
 		var fe *perfdata.FormatError
@@ -41,13 +42,8 @@ func TestDecompressionBomb(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		c := pd.Collector
-		if builds > 1 || (pd.Builder == nil) != (builds == 0) || kind == perfbomb.Dwarf && builds == 0 {
+		if builds != 1 || pd.Builder == nil {
 			t.Fatalf("kind %d: %d builders made, %v kept", kind, builds, pd.Builder != nil)
-		}
-		if pd.Builder == nil {
-			// (The -g samples up to the limit stay under
-			// pendingHard.)
-			pd.Builder = opt.Builder(c)
 		}
 		if c.pending() > pendingHard || ms.HeapAlloc > uint64(pendingHard+48<<20) {
 			t.Errorf("kind %d: %d bytes of samples pending, %d bytes of heap in use after reading", kind, c.pending(), ms.HeapAlloc)
@@ -56,11 +52,11 @@ func TestDecompressionBomb(t *testing.T) {
 		prof := pd.Builder.Profile()
 		pd.Close()
 		// The records up to the limit: 128 MiB (the file is less than
-		// 1 MiB), each counted as 1.5 KiB at least.
-		want := (128 << 20) / max(res.RecordSize, 1536)
-		if len(prof.Stacks) != want {
-			t.Errorf("kind %d: %d stacks, want %d", kind, len(prof.Stacks), want)
+		// 1 MiB).
+		want := int64(128<<20) / int64(res.RecordSize)
+		if prof.Samples() != want || len(prof.Stacks) != 1 {
+			t.Errorf("kind %d: %d samples in %d stacks, want %d in one", kind, prof.Samples(), len(prof.Stacks), want)
 		}
-		t.Logf("kind %d: %d-byte file, %d stacks, %d bytes of heap in use after reading: %v", kind, res.Size, len(prof.Stacks), ms.HeapAlloc, err)
+		t.Logf("kind %d: %d-byte file, %d samples in %d stacks, %d bytes of heap in use after reading: %v", kind, res.Size, prof.Samples(), len(prof.Stacks), ms.HeapAlloc, err)
 	}
 }

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"encoding/binary"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,15 @@ type Options struct {
 	// walk every k-th sample, k = ceil(batch/FidelitySamples), and their
 	// Fidelity.Every says so. The first method walks every sample.
 	FidelitySamples int
+	// Fold keeps one Stack per distinct stack instead of one per
+	// sample: a sample whose thread (PID, TID, Comm), locations and walk
+	// (Complete, End, KernelOnly) are an earlier one's is added to that
+	// Stack (its Value summed, its Count incremented; Time stays the
+	// first sample's). What the profile keeps then grows with the
+	// distinct stacks, not the samples; every output format (pprof,
+	// folded, flame graphs, OTLP) is the same. Consumers of single
+	// samples (their times) leave it off.
+	Fold bool
 }
 
 // Mapping is one mapped object range that frames were found in.
@@ -85,11 +95,13 @@ func (l *Location) Name() string {
 	return "[unknown]"
 }
 
-// Stack is one sample's stack.
+// Stack is one sample's stack, or several samples' (see Options.Fold).
 type Stack struct {
 	PID, TID int
 	Comm     string
-	Time     uint64
+	// Time is the sample's (perf clock), the first one's when samples
+	// were folded into the stack.
+	Time uint64
 	// Locations are leaf first: kernel frames, then user frames.
 	Locations []*Location
 	// Value is the sample's period (nanoseconds of cpu-clock).
@@ -100,6 +112,16 @@ type Stack struct {
 	End unwind.EndReason
 	// KernelOnly marks samples without user registers (kernel threads).
 	KernelOnly bool
+	// Count is the number of samples the stack stands for: 1, or more
+	// when Options.Fold added later samples to it (0, in a Stack made by
+	// hand, counts as 1: see Samples).
+	Count int
+}
+
+// Samples returns the number of samples the stack stands for: its Count,
+// at least 1.
+func (s *Stack) Samples() int64 {
+	return int64(max(s.Count, 1))
 }
 
 // Fidelity counts, for one method, the samples whose user stack reaches
@@ -133,6 +155,8 @@ func (f *Fidelity) Percent() float64 {
 
 // Profile is the result of Build.
 type Profile struct {
+	// Stacks are one per sample in the order they were added, or one
+	// per distinct stack, in the order first seen (Options.Fold).
 	Stacks    []Stack
 	Fidelity  []Fidelity
 	Locations []*Location
@@ -153,6 +177,16 @@ type Profile struct {
 	// OffCPU marks an off-CPU profile: stack values are nanoseconds
 	// blocked (see OffCPU), not CPU time.
 	OffCPU bool
+}
+
+// Samples returns the number of samples of the profile's stacks (more
+// than len(Stacks) when they were folded, see Options.Fold).
+func (p *Profile) Samples() int64 {
+	var n int64
+	for i := range p.Stacks {
+		n += p.Stacks[i].Samples()
+	}
+	return n
 }
 
 type symKey struct {
@@ -212,6 +246,15 @@ type Builder struct {
 	memos     memos           // per thread and method, for walks made here
 	walkers   []*walker       // the prewalk's workers' (see startPrewalk)
 	spare     chan chunkArena // see chunkArena
+
+	// folded indexes Profile.Stacks by foldKey (Options.Fold);
+	// foldLocs is the scratch a sample's locations are gathered in
+	// before it is known to be a new stack, and key foldKey's.
+	folded   map[string]int
+	foldLocs []*Location
+	key      []byte
+	// comms names the threads no record named (perfComm), once each.
+	comms map[int]string
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -258,7 +301,9 @@ func (b *Builder) Add(samples []*Sample) {
 		}
 	}
 	b.prefetch(samples)
-	b.prof.Stacks = slices.Grow(b.prof.Stacks, len(samples))
+	if !b.opt.Fold {
+		b.prof.Stacks = slices.Grow(b.prof.Stacks, len(samples))
+	}
 	b.pw = b.startPrewalk(samples)
 	for i, s := range samples {
 		b.pwAt = i
@@ -277,9 +322,13 @@ func (b *Builder) Add(samples []*Sample) {
 }
 
 func (b *Builder) add(s *Sample) {
-	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period)}
+	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period), Count: 1}
 	if out.Comm == "" {
-		out.Comm = perfComm(s.PID, s.TID)
+		out.Comm = b.perfComm(s.PID, s.TID)
+	}
+	if b.opt.Fold {
+		// Gathered in the scratch: most samples' stacks are known.
+		out.Locations = b.foldLocs[:0]
 	}
 	for _, ip := range s.Kernel {
 		out.Locations = append(out.Locations, b.kernelLoc(ip))
@@ -290,7 +339,7 @@ func (b *Builder) add(s *Sample) {
 		locs := b.fpLocs(s)
 		out.Locations = append(out.Locations, locs...)
 		out.Complete = reachesRoot(locs)
-		b.prof.Stacks = append(b.prof.Stacks, out)
+		b.keep(&out, false)
 		return
 	}
 	if !s.HasRegs {
@@ -299,11 +348,12 @@ func (b *Builder) add(s *Sample) {
 		if s.space != nil && len(s.space.maps) > 0 {
 			b.prof.InKernelNoUser++
 		}
-		b.prof.Stacks = append(b.prof.Stacks, out)
+		b.keep(&out, false)
 		return
 	}
 	sp := s.sp
 	firstOK := false
+	shared := false
 	for i := range b.opt.Methods {
 		st := b.walk(s, i)
 		if st == nil {
@@ -341,6 +391,7 @@ func (b *Builder) add(s *Sample) {
 			}
 			if len(out.Locations) == 0 {
 				out.Locations = locs // shared by the samples with this stack
+				shared = true
 			} else {
 				out.Locations = append(out.Locations, locs...)
 			}
@@ -351,7 +402,59 @@ func (b *Builder) add(s *Sample) {
 	if len(s.UserFP) > 0 {
 		b.fpLocs(s)
 	}
-	b.prof.Stacks = append(b.prof.Stacks, out)
+	b.keep(&out, shared)
+}
+
+// keep adds a sample's stack to the profile: as a Stack of its own, or,
+// with Options.Fold, to the earlier Stack it equals. shared says its
+// Locations are stackLocs' (kept by the builder); else, with Fold, they
+// are in the scratch, and copied when the stack is new.
+func (b *Builder) keep(out *Stack, shared bool) {
+	if !b.opt.Fold {
+		b.prof.Stacks = append(b.prof.Stacks, *out)
+		return
+	}
+	if !shared {
+		b.foldLocs = out.Locations[:0] // (grown by the appends, maybe)
+	}
+	k := foldKey(b.key[:0], out)
+	b.key = k
+	if i, ok := b.folded[string(k)]; ok {
+		st := &b.prof.Stacks[i]
+		st.Value += out.Value
+		st.Count++
+		return
+	}
+	if !shared {
+		out.Locations = slices.Clone(out.Locations)
+	}
+	if b.folded == nil {
+		b.folded = map[string]int{}
+	}
+	b.folded[string(k)] = len(b.prof.Stacks)
+	b.prof.Stacks = append(b.prof.Stacks, *out)
+}
+
+// foldKey appends to dst what two samples must share to be folded into
+// one Stack: all of it but the time and value.
+func foldKey(dst []byte, s *Stack) []byte {
+	dst = binary.AppendVarint(dst, int64(s.PID))
+	dst = binary.AppendVarint(dst, int64(s.TID))
+	flags := uint64(s.End) << 2
+	if s.Complete {
+		flags |= 1
+	}
+	if s.KernelOnly {
+		flags |= 2
+	}
+	dst = binary.AppendUvarint(dst, flags)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Comm)))
+	dst = append(dst, s.Comm...)
+	for _, l := range s.Locations {
+		// (Location IDs are the builder's, one per Location.)
+		dst = binary.AppendUvarint(dst, l.ID)
+	}
+	return dst
 }
 
 // fpLocs symbolizes the kernel's frame-pointer walk of a sample's user
@@ -507,6 +610,22 @@ func (b *Builder) prefetch(samples []*Sample) {
 			b.sym.Frame(j.space.Find(j.pc), j.pc, true)
 		}
 	}()
+}
+
+// perfComm returns perfComm(pid, tid), made once per thread.
+func (b *Builder) perfComm(pid, tid int) string {
+	if pid == 0 {
+		return perfComm(pid, tid)
+	}
+	if c, ok := b.comms[tid]; ok {
+		return c
+	}
+	if b.comms == nil {
+		b.comms = map[int]string{}
+	}
+	c := perfComm(pid, tid)
+	b.comms[tid] = c
+	return c
 }
 
 // perfComm names a thread whose command no record gave as perf does: the

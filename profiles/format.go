@@ -96,7 +96,7 @@ func (p *Profile) writeFlame(w io.Writer, svg bool, title string) error {
 
 // flameSubtitle summarizes the profile's size and stack fidelity.
 func (p *Profile) flameSubtitle() string {
-	s := fmt.Sprintf("%d samples", len(p.Stacks))
+	s := fmt.Sprintf("%d samples", p.Samples())
 	if p.Lost > 0 {
 		s += fmt.Sprintf(", %d lost", p.Lost)
 	}

@@ -27,7 +27,8 @@ type FoldOptions struct {
 	// KernelSuffix is appended to kernel frame names ("_[k]", as
 	// Brendan Gregg's stackcollapse-perf.pl --kernel marks them).
 	KernelSuffix string
-	// Count makes each sample count 1 instead of its period.
+	// Count makes each sample count 1 instead of its period (a folded
+	// Stack its Count).
 	Count bool
 }
 
@@ -132,7 +133,7 @@ func (p *Profile) Fold(opt FoldOptions) []Folded {
 			sk = sharedKey{comm: c, first: &s.Locations[0], n: len(s.Locations)}
 			if f := shared[sk]; f != nil {
 				if opt.Count {
-					f.Value++
+					f.Value += s.Samples()
 				} else {
 					f.Value += s.Value
 				}
@@ -164,7 +165,7 @@ func (p *Profile) Fold(opt FoldOptions) []Folded {
 			shared[sk] = f
 		}
 		if opt.Count {
-			f.Value++
+			f.Value += s.Samples()
 		} else {
 			f.Value += s.Value
 		}
@@ -300,7 +301,7 @@ func (p *Profile) Pprof(periodNS int64) *pprof.Profile {
 		if len(s.Locations) > 0 {
 			sk = sharedKey{s.PID, s.TID, &s.Locations[0], len(s.Locations)}
 			if ps := shared[sk]; ps != nil {
-				ps.Value[0]++
+				ps.Value[0] += s.Samples()
 				ps.Value[1] += s.Value
 				continue
 			}
@@ -330,7 +331,7 @@ func (p *Profile) Pprof(periodNS int64) *pprof.Profile {
 		if sk.first != nil {
 			shared[sk] = ps
 		}
-		ps.Value[0]++
+		ps.Value[0] += s.Samples()
 		ps.Value[1] += s.Value
 	}
 	return pp

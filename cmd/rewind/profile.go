@@ -69,7 +69,9 @@ func newBuilderWith(col *profiles.Collector, methods []profiles.Method, pf *prof
 	if !*pf.fidelity {
 		methods = methods[:1]
 	}
-	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel, Symbolizer: sym, FidelitySamples: max(0, *pf.fidN)})
+	// Folded: a long recording (or a decompression bomb) keeps its
+	// distinct stacks, not every sample.
+	return profiles.NewBuilder(col, profiles.Options{Methods: methods, Kernel: kernel, Symbolizer: sym, FidelitySamples: max(0, *pf.fidN), Fold: true})
 }
 
 // finishProfile unwinds and symbolizes the samples still in the
@@ -135,7 +137,7 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 		return err
 	}
 	printCacheNotes(*pf.stats)
-	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, len(prof.Stacks))
+	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, prof.Samples())
 	return nil
 }
 

@@ -49,9 +49,45 @@ func TestReportBomb(t *testing.T) {
 			t.Errorf("kind %d: peak RSS %d MB", b.kind, rss>>20)
 		}
 		folded, err := os.ReadFile(out)
-		if err != nil || !strings.HasSuffix(string(folded), " "+strconv.Itoa(128<<20/max(res.RecordSize, 1536))+"\n") {
+		if err != nil || !strings.HasSuffix(string(folded), " "+strconv.Itoa(128<<20/res.RecordSize)+"\n") {
 			t.Errorf("kind %d: the profile: %q (%v)", b.kind, folded, err)
 		}
 		t.Logf("kind %d: %d-byte file expanding to %d bytes: peak RSS %d MB", b.kind, res.Size, b.expand, rss>>20)
 	}
+}
+
+// TestReportManySamples runs rewind report, under a 2 GiB address-space
+// limit, on a 5 MB perf.data file of perf record -z -g samples as dense
+// as a recording of a program spinning in one loop makes them (200 Ki
+// records a MiB: their times and periods differ, their stacks do not),
+// a million of them: what report keeps does not grow with the samples
+// (it folds those with the same stack), so it stays under 400 MB, and
+// the expansion limit, which counts the records' bytes, does not cut
+// such a recording short.
+func TestReportManySamples(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "dense.data")
+	res, err := perfbomb.Write(data, perfbomb.Options{Kind: perfbomb.Tiny, Expand: 64 << 20, Noise: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perMiB := res.Records << 20 / res.DataSize; perMiB < 160<<10 {
+		t.Fatalf("the file holds %d records a MiB, want more", perMiB)
+	}
+	out := filepath.Join(dir, "out.folded")
+	cmd := exec.Command("prlimit", "--as=2147483648", "--", rewindBin, "report", "-q", "-o", out, data)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, &stderr)
+	}
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if rss > 400<<20 {
+		t.Errorf("peak RSS %d MB", rss>>20)
+	}
+	folded, err := os.ReadFile(out)
+	if err != nil || !strings.HasSuffix(string(folded), " "+strconv.FormatInt(res.Records, 10)+"\n") {
+		t.Errorf("the profile: %q (%v), want %d samples", folded, err, res.Records)
+	}
+	t.Logf("%d-byte file of %d samples: peak RSS %d MB", res.Size, res.Records, rss>>20)
 }
