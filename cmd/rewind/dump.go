@@ -123,15 +123,12 @@ func runDump(args []string) error {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
-		pid, perr := strconv.Atoi(pos[0])
-		if perr != nil || pid <= 0 {
-			return usagef("%q is not a process ID", pos[0])
-		}
-		if len(lf.exes) > 0 {
-			return usagef("--exe applies to --core only")
-		}
-		if rep, err = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
+		pid, err := livePID(pos[0], lf)
+		if err != nil {
 			return err
+		}
+		if rep, lf.inputErr = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); rep == nil {
+			return lf.inputErr
 		}
 	case *core != "" && len(pos) > 0:
 		return usagef("give one PID or --core FILE, not both")
@@ -252,9 +249,23 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	return rep, nil
 }
 
+// livePID parses a dump's PID argument, with the flags a live dump takes.
+func livePID(arg string, lf *locateFlags) (int, error) {
+	pid, err := strconv.Atoi(arg)
+	if err != nil || pid <= 0 {
+		return 0, usagef("%q is not a process ID", arg)
+	}
+	if len(lf.exes) > 0 {
+		return 0, usagef("--exe applies to --core only")
+	}
+	return pid, nil
+}
+
 // dumpLive captures process pid with lopt (its Threads from opt) and
-// unwinds it.
-func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
+// unwinds it. When the process exits after some threads were copied, it
+// returns their report and the error wrapping live.ErrExited: what was
+// copied is dumped, and the error is the command's.
+func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (_ *output.Report, rerr error) {
 	lopt.Threads = opt.Threads
 	var fc *fibers.Copier
 	var found []fibers.Spec
@@ -297,6 +308,17 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 	} else {
 		snap, err = live.Capture(pid, lopt)
 		tm.mark("capture")
+		var exitErr error
+		if errors.Is(err, live.ErrExited) && snap != nil && len(snap.Threads) > 0 {
+			// Exited during the capture: what was copied is dumped, and
+			// the error said after it.
+			exitErr, err = err, nil
+		}
+		defer func() {
+			if exitErr != nil && rerr == nil {
+				rerr = exitErr
+			}
+		}()
 		if err == nil {
 			tg = snap.Target(objs, warn)
 			tm.mark("open")
