@@ -81,8 +81,8 @@ func (c *Core) Target(objs *target.Objects, exe string, libs ...string) (*target
 
 // exeMappings returns mappings of the executable segments of the file exe
 // at the load bias the core's AT_ENTRY implies (the runtime entry point
-// minus the file's), or none when the core has no AT_ENTRY or exe cannot
-// be read.
+// minus the file's); in a core without AT_ENTRY, where PlaceByBuildID
+// finds it; none when exe cannot be read.
 func (c *Core) exeMappings(exe string) []target.Mapping {
 	entry, ok := c.Auxv[AtEntry]
 	if !ok {
