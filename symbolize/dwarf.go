@@ -556,20 +556,28 @@ func (ix *dwarfIndex) want(addrs []uint64) {
 	wg.Wait()
 }
 
-// buildCU parses the line table and the inline tree of the unit whose
-// header is at off.
-func (ix *dwarfIndex) buildCU(src *dwarfSource, off uint64, cd *cuData) error {
+// openUnit returns the unit whose header is at off, its data, a reader
+// past its compile unit entry, and that entry (nil when the unit or its
+// data cannot be had).
+func (src *dwarfSource) openUnit(off uint64) (unitSpan, *dwarf.Data, *dwarf.Reader, *dwarf.Entry, error) {
 	u, ok := src.unitAt(off)
 	if !ok {
-		return nil
+		return u, nil, nil, nil, nil
 	}
 	d := src.data(off)
 	if d == nil {
-		return nil
+		return u, nil, nil, nil, nil
 	}
 	r := d.Reader()
 	r.Seek(dwarf.Offset(u.die))
 	cu, err := r.Next()
+	return u, d, r, cu, err
+}
+
+// buildCU parses the line table and the inline tree of the unit whose
+// header is at off.
+func (ix *dwarfIndex) buildCU(src *dwarfSource, off uint64, cd *cuData) error {
+	_, d, r, cu, err := src.openUnit(off)
 	if err != nil || cu == nil {
 		return err
 	}

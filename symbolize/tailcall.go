@@ -131,17 +131,7 @@ func (ix *dwarfIndex) wantCalls(addrs []uint64) {
 // readCalls reads the call sites of the unit whose header is at off, and
 // the entries of its subprograms.
 func (ix *dwarfIndex) readCalls(src *dwarfSource, off uint64, uc *unitCalls) error {
-	u, ok := src.unitAt(off)
-	if !ok {
-		return nil
-	}
-	d := src.data(off)
-	if d == nil {
-		return nil
-	}
-	r := d.Reader()
-	r.Seek(dwarf.Offset(u.die))
-	cu, err := r.Next()
+	u, d, r, cu, err := src.openUnit(off)
 	if err != nil || cu == nil || !cu.Children {
 		return err
 	}
