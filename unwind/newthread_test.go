@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )
@@ -24,22 +23,7 @@ func TestGoNewThread(t *testing.T) {
 	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
 		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
-	exe := perftest.BuildGo(t)
-	ef, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	var maps []target.Mapping
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			start := p.Vaddr &^ 0xfff
-			maps = append(maps, target.Mapping{Start: start, End: p.Vaddr + p.Memsz, Offset: p.Off - (p.Vaddr - start), Path: exe, Perms: "r-xp"})
-		}
-	}
-	if ef.Type != elf.ET_EXEC || len(maps) != 1 {
-		t.Fatalf("go build wrote an executable of type %v with %d text segments, want an internally linked one of one", ef.Type, len(maps))
-	}
+	ef, maps := goText(t)
 	syms, err := ef.Symbols()
 	if err != nil {
 		t.Fatal(err)

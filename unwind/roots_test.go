@@ -60,22 +60,7 @@ func TestGoEntryPoint(t *testing.T) {
 	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
 		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
-	exe := perftest.BuildGo(t)
-	ef, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	var maps []target.Mapping
-	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			start := p.Vaddr &^ 0xfff
-			maps = append(maps, target.Mapping{Start: start, End: p.Vaddr + p.Memsz, Offset: p.Off - (p.Vaddr - start), Path: exe, Perms: "r-xp"})
-		}
-	}
-	if ef.Type != elf.ET_EXEC || len(maps) != 1 {
-		t.Fatalf("go build wrote an executable of type %v with %d text segments, want an internally linked one of one", ef.Type, len(maps))
-	}
+	ef, maps := goText(t)
 	space := target.NewAddressSpace(maps, &target.Objects{})
 	s := newFakeStack(0x7000, 0x1000)
 	s.put(0x7f00, 3)      // argc
@@ -87,4 +72,27 @@ func TestGoEntryPoint(t *testing.T) {
 			t.Errorf("%s: frames %#x, end %s (%s); want the entry point %#x alone, outermost", name, got, st.End, st.Detail, ef.Entry)
 		}
 	}
+}
+
+// goText builds the Go test program and returns it, opened, with the
+// mapping of its one text segment (closed when t ends).
+func goText(t *testing.T) (*elf.File, []target.Mapping) {
+	t.Helper()
+	exe := perftest.BuildGo(t)
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ef.Close() })
+	var maps []target.Mapping
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			start := p.Vaddr &^ 0xfff
+			maps = append(maps, target.Mapping{Start: start, End: p.Vaddr + p.Memsz, Offset: p.Off - (p.Vaddr - start), Path: exe, Perms: "r-xp"})
+		}
+	}
+	if ef.Type != elf.ET_EXEC || len(maps) != 1 {
+		t.Fatalf("go build wrote an executable of type %v with %d text segments, want an internally linked one of one", ef.Type, len(maps))
+	}
+	return ef, maps
 }
