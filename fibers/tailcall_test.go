@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -34,21 +35,7 @@ func TestTarantoolTailCallsMatchGdb(t *testing.T) {
 	tg, _ := tarantoolLive(t, p.PID)
 	sym := &symbolize.Symbolizer{Inlines: true, TailCalls: true}
 	rep := stacks.Report(tg, stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), sym)
-	var ctxs []*target.Context
-	for i := range tg.Contexts {
-		if tg.Contexts[i].Kind == target.KindFiber {
-			ctxs = append(ctxs, &tg.Contexts[i])
-		}
-	}
-	if len(ctxs) != len(rep.Fibers) {
-		t.Fatalf("%d fiber contexts, %d fibers in the report", len(ctxs), len(rep.Fibers))
-	}
-	checked := 0
-	for i, c := range ctxs {
-		f := rep.Fibers[i]
-		if f.Name == nil || !strings.HasPrefix(*f.Name, "sleeper") && *f.Name != "waiter" {
-			continue
-		}
+	eachParkedFiber(t, tg, rep, func(f *output.Fiber, c *target.Context) {
 		var got []string
 		for _, fr := range f.Frames {
 			switch {
@@ -66,9 +53,5 @@ func TestTarantoolTailCallsMatchGdb(t *testing.T) {
 		if strings.HasPrefix(*f.Name, "sleeper") && (len(got) < 3 || got[1] != "fiber_sleep [tail-call]") {
 			t.Errorf("fiber %s: %q, want fiber_sleep as a tail-call frame second", *f.Name, got)
 		}
-		checked++
-	}
-	if checked != 4 {
-		t.Errorf("%d fibers compared with gdb, want 4", checked)
-	}
+	})
 }

@@ -237,6 +237,19 @@ func TestTarantoolMatchesGdb(t *testing.T) {
 // fixture's four parked fibers in process pid and compares the functions.
 func compareTarantoolWithGdb(t *testing.T, pid int, tg *target.Target, rep *output.Report) {
 	t.Helper()
+	eachParkedFiber(t, tg, rep, func(f *output.Fiber, c *target.Context) {
+		want, out := gdbBacktrace(t, pid, c.Regs)
+		if got := functions(f.Frames); len(want) < 4 || !sameFunctions(got, want) {
+			t.Errorf("fiber %s: rewind %v\ngdb %v\n%s", *f.Name, got, want, out)
+		}
+	})
+}
+
+// eachParkedFiber calls check with each of the fixture's four parked
+// fibers (the sleepers and the waiter) in rep and its context in tg, and
+// fails t unless it found all four.
+func eachParkedFiber(t *testing.T, tg *target.Target, rep *output.Report, check func(f *output.Fiber, c *target.Context)) {
+	t.Helper()
 	var ctxs []*target.Context
 	for i := range tg.Contexts {
 		if tg.Contexts[i].Kind == target.KindFiber {
@@ -248,14 +261,11 @@ func compareTarantoolWithGdb(t *testing.T, pid int, tg *target.Target, rep *outp
 	}
 	checked := 0
 	for i, c := range ctxs {
-		f := rep.Fibers[i]
+		f := &rep.Fibers[i]
 		if f.Name == nil || !strings.HasPrefix(*f.Name, "sleeper") && *f.Name != "waiter" {
 			continue
 		}
-		want, out := gdbBacktrace(t, pid, c.Regs)
-		if got := functions(f.Frames); len(want) < 4 || !sameFunctions(got, want) {
-			t.Errorf("fiber %s: rewind %v\ngdb %v\n%s", *f.Name, got, want, out)
-		}
+		check(f, c)
 		checked++
 	}
 	if checked != 4 {
