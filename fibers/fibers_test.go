@@ -421,15 +421,7 @@ func TestScanLive(t *testing.T) {
 func TestScanCore(t *testing.T) {
 	p, ps := startFibers(t, "-O1")
 	core := fixture.Gcore(t, p)
-	c, err := corefile.Open(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tg, err := c.Target(nil, p.Exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tg := coreTarget(t, core, p.Exe)
 	got, _, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
 	if err != nil {
 		t.Fatal(err)
@@ -476,15 +468,7 @@ func TestARM64Core(t *testing.T) {
 	if len(sps) != 2 {
 		t.Fatalf("program printed %q", out)
 	}
-	c, err := corefile.Open(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tg, err := c.Target(nil, exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tg := coreTarget(t, core, exe)
 	if tg.Arch != regs.ARM64 {
 		t.Fatalf("core of %s", tg.Arch)
 	}
@@ -593,15 +577,7 @@ func TestScanDropsStale(t *testing.T) {
 			if flags[0] == "-O1" {
 				staleInGdb(t, p.PID, tg, real, stale)
 				t.Run("core", func(t *testing.T) {
-					c, err := corefile.Open(fixture.Gcore(t, p))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer c.Close()
-					ctg, err := c.Target(nil, p.Exe)
-					if err != nil {
-						t.Fatal(err)
-					}
+					c, ctg := coreTarget(t, fixture.Gcore(t, p), p.Exe)
 					found, _, err := fibers.ScanCore(ctg, c.AnonymousSegments(), fibers.ScanLimits{})
 					if err != nil {
 						t.Fatal(err)
@@ -820,15 +796,7 @@ func TestScanBudgetLive(t *testing.T) {
 // finds the fiber.
 func TestScanBudgetKernelCore(t *testing.T) {
 	exe := buildHuge(t)
-	c, err := corefile.Open(fixture.KernelCore(t, exe, "anon"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tg, err := c.Target(nil, exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tg := coreTarget(t, fixture.KernelCore(t, exe, "anon"), exe)
 	start := time.Now()
 	got, st, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
 	if err != nil {
@@ -848,15 +816,7 @@ func TestScanBudgetEditedCore(t *testing.T) {
 	p, want := startHuge(t)
 	core := fixture.Gcore(t, p)
 	editLastWritableMemsz(t, core, 64<<40)
-	c, err := corefile.Open(core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tg, err := c.Target(nil, p.Exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, tg := coreTarget(t, core, p.Exe)
 	start := time.Now()
 	got, st, err := fibers.ScanCore(tg, c.AnonymousSegments(), fibers.ScanLimits{})
 	if err != nil {
@@ -902,4 +862,20 @@ func editLastWritableMemsz(t *testing.T, path string, n uint64) {
 	if _, err := f.WriteAt(b[:], int64(phoff+uint64(last)*phentsize+40)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// coreTarget opens the core at path (closed when t ends) and its target,
+// with exe for the executable.
+func coreTarget(t *testing.T, path, exe string) (*corefile.Core, *target.Target) {
+	t.Helper()
+	c, err := corefile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tg, err := c.Target(nil, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tg
 }
