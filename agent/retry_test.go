@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,15 +95,7 @@ func TestErrCause(t *testing.T) {
 // ENOSPC naming the file it wanted, leaves no temporary file, and two
 // periods' failures have one cause.
 func TestDirFullDisk(t *testing.T) {
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root, CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := fixture.Tmpfs(t, 16<<10)
 	fill, err := os.Create(filepath.Join(dir, "fill"))
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,17 +119,8 @@ func TestSFrameGenFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	// Room for the old file, not for a copy of the input.
-	size := max(16<<10, fi.Size()/2&^4095)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(size, 10)); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root, CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := fixture.Tmpfs(t, max(16<<10, fi.Size()/2&^4095))
 	out := filepath.Join(dir, "out")
 	if err := os.WriteFile(out, []byte("the good old output"), 0o755); err != nil {
 		t.Fatal(err)
@@ -155,15 +146,7 @@ func TestReportFullDiskSavesFolded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root, CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := fixture.Tmpfs(t, 64<<10)
 	// Fill it, then free 8 KiB: the spin profile's flame graph is 13
 	// KiB, its folded stacks a few hundred bytes.
 	fill, err := os.Create(filepath.Join(dir, ".fill"))

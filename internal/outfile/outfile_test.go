@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"golang.org/x/sys/unix"
 )
@@ -305,15 +306,7 @@ func TestOtherUsersFileRefused(t *testing.T) {
 // TestNoSpace fills a small tmpfs: the write fails, the old file is
 // intact and no temporary file remains.
 func TestNoSpace(t *testing.T) {
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root, CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := fixture.Tmpfs(t, 64<<10)
 	p := filepath.Join(dir, "out")
 	if err := os.WriteFile(p, []byte("old contents"), 0o644); err != nil {
 		t.Fatal(err)
