@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -308,17 +307,8 @@ func TestSFrameGenSparse(t *testing.T) {
 		binary.LittleEndian.PutUint64(h[32:], 60<<30) // sh_size: 60 GiB
 	})
 	maxRSS := func(args ...string) (string, int64, int) {
-		cmd := exec.Command(rewindBin, args...)
-		var e strings.Builder
-		cmd.Stderr = &e
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return e.String(), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss, code
+		stderr, code, rss := runPeakRSS(t, rewindBin, args...)
+		return stderr, rss >> 10, code
 	}
 	out := filepath.Join(dir, "out")
 	for _, c := range []struct {
