@@ -26,6 +26,9 @@ type Walked struct {
 	// Fiber is the fiber's context (nil for a thread); its Err is set when
 	// the context could not be read, and Stack is then empty.
 	Fiber *target.Context
+	// Context is a thread's context (nil for a fiber): its interpreted
+	// frames (Context.Interp) are spliced into the thread's stack.
+	Context *target.Context
 }
 
 // Walk unwinds every selected thread, and every fiber (target.KindFiber
@@ -51,7 +54,7 @@ func Walk(t *target.Target, opt Options) []Walked {
 		if c.Kind != target.KindThread || c.Err != nil || (len(want) > 0 && !want[c.TID]) {
 			continue
 		}
-		out = append(out, Walked{TID: c.TID, Name: c.Name, Stack: opt.Unwinder.Walk(c.Regs, t.Memory(c), t.Space)})
+		out = append(out, Walked{TID: c.TID, Name: c.Name, Stack: opt.Unwinder.Walk(c.Regs, t.Memory(c), t.Space), Context: c})
 	}
 	return out
 }
@@ -72,6 +75,9 @@ func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output
 		w := &walks[i]
 		th := Symbolize(w.TID, w.Name, &w.Stack, sym)
 		if w.Fiber == nil {
+			if w.Context != nil {
+				th.Frames = withInterp(th.Frames, w.Context.Interp, w.Context.InterpBefore)
+			}
 			rep.Threads = append(rep.Threads, th)
 			continue
 		}
@@ -183,23 +189,33 @@ func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 	return f
 }
 
-// withInterp inserts interpreted frames before the first native frame of
-// function before (all of them at the end when there is none).
+// withInterp inserts interpreted frames before the native frames of
+// function before: the frames of activation k before the k-th such frame
+// (counted from 0, innermost first); those of activations with no such
+// frame at the end.
 func withInterp(frames []output.Frame, interp []target.InterpFrame, before string) []output.Frame {
 	if len(interp) == 0 {
 		return frames
 	}
-	at := len(frames)
-	for i, f := range frames {
-		if f.Function == before {
-			at = i
-			break
+	out := make([]output.Frame, 0, len(frames)+len(interp))
+	j, act := 0, 0
+	add := func(all bool) {
+		for ; j < len(interp) && (all || interp[j].Activation <= act); j++ {
+			in := &interp[j]
+			out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
 		}
 	}
-	out := make([]output.Frame, 0, len(frames)+len(interp))
-	out = append(out, frames[:at]...)
-	for _, in := range interp {
-		out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
+	for _, f := range frames {
+		if f.Function == before && !f.Inlined {
+			add(false)
+			act++
+		}
+		out = append(out, f)
 	}
-	return append(out, frames[at:]...)
+	if j < len(interp) {
+		// No native entry frame left for them (a walk cut short, an
+		// interpreter without symbols): after the native frames, in order.
+		add(true)
+	}
+	return out
 }

@@ -1,0 +1,287 @@
+package cpython_test
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/cpython"
+	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwind"
+)
+
+// python is an interpreter to test: its command line before park.py's
+// path.
+type python struct {
+	name string
+	cmd  []string
+}
+
+// pythons lists the interpreters this machine has, saying which are
+// missing: Debian's static python3.11, pyenv's 3.11, 3.12 (libpython)
+// and 3.13, and 3.11's libpython embedded in a small C program.
+func pythons(t *testing.T) []python {
+	var out []python
+	for _, p := range []python{
+		{"debian-3.11-static", []string{"/usr/bin/python3.11"}},
+		{"pyenv-3.11", []string{"/root/.pyenv/versions/3.11.7/bin/python3.11"}},
+		{"pyenv-3.12-shared", []string{"/root/.pyenv/versions/3.12.1/bin/python3.12"}},
+		{"pyenv-3.13", []string{"/root/.pyenv/versions/3.13.0/bin/python3.13"}},
+	} {
+		if _, err := os.Stat(p.cmd[0]); err != nil {
+			t.Logf("skipping %s: %v", p.name, err)
+			continue
+		}
+		out = append(out, p)
+	}
+	if emb, err := embedded(t); err != nil {
+		t.Logf("skipping libpython3.11 embedded: %v", err)
+	} else {
+		out = append(out, python{"debian-libpython3.11-embedded", []string{emb}})
+	}
+	return out
+}
+
+// embedded builds (once per content, cached) a C program that runs
+// park.py through libpython3.11.so (Debian's libpython3.11-dev).
+func embedded(t *testing.T) (string, error) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libpython3.11.so"); err != nil {
+		return "", err
+	}
+	src := `#include <Python.h>
+int main(int argc, char **argv) { return Py_BytesMain(argc, argv); }
+`
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(src))
+	dir := filepath.Join(home, ".cache", "rewind", "cpython-embed-"+hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	exe := filepath.Join(dir, "embed311")
+	if _, err := os.Stat(exe); err == nil {
+		return exe, nil
+	}
+	c := filepath.Join(dir, "embed.c")
+	tmp := fmt.Sprintf("%s.%d", exe, os.Getpid())
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("gcc", "-O1", "-I/usr/include/python3.11", "-o", tmp, c, "-lpython3.11").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("gcc: %v\n%s", err, out)
+	}
+	return exe, os.Rename(tmp, exe)
+}
+
+// want is park.py's report: thread id → Python frames, innermost first.
+func want(t *testing.T, path string) map[int][]cpython.Frame {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[int][]cpython.Frame{}
+	tid := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if s, ok := strings.CutPrefix(line, "THREAD "); ok {
+			tid, _ = strconv.Atoi(s)
+			out[tid] = []cpython.Frame{}
+			continue
+		}
+		if line == "END" {
+			return out
+		}
+		parts := strings.Split(line, "\t")
+		if len(parts) != 3 {
+			t.Fatalf("park.py's report: %q", line)
+		}
+		n, _ := strconv.Atoi(parts[2])
+		out[tid] = append(out[tid], cpython.Frame{Function: parts[0], File: parts[1], Line: n})
+	}
+	t.Fatalf("park.py's report has no END")
+	return nil
+}
+
+// startPark runs park.py under p and returns it with its report.
+func startPark(t *testing.T, p python, args ...string) (*fixture.Proc, map[int][]cpython.Frame) {
+	script, err := filepath.Abs("testdata/park.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "report")
+	argv := append(append(append([]string{}, p.cmd[1:]...), script, report), args...)
+	proc := fixture.Start(t, p.cmd[0], argv...)
+	return proc, want(t, report)
+}
+
+// liveTarget captures pid with its Python stacks read in the pause.
+func liveTarget(t testing.TB, pid int) (*target.Target, *cpython.Live) {
+	maps, err := procmaps.Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := cpython.Find(maps, live.NewReader(pid), cpython.ProcessFile(pid))
+	if err != nil || rt == nil {
+		t.Fatalf("Find: %v, %v", rt, err)
+	}
+	l := cpython.NewLive(pid, rt)
+	l.Prepare()
+	snap, err := live.Capture(pid, live.Options{During: l.During})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Target(nil, nil), l
+}
+
+// coreTarget takes a gcore core of proc and reads its Python stacks.
+func coreTarget(t *testing.T, proc *fixture.Proc) (*target.Target, *cpython.Stacks) {
+	c, err := corefile.Open(fixture.Gcore(t, proc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tg, err := c.Target(nil, proc.Exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := cpython.Find(cpython.Maps(tg.Space), tg.Mem, cpython.CoreFiles(tg.Space))
+	if err != nil || rt == nil {
+		t.Fatalf("Find: %v, %v", rt, err)
+	}
+	s, err := rt.Read(tg.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg, s
+}
+
+// TestMatchesCurrentFrames: every Python frame of every thread of park.py
+// (recursion, a sorted key, a generator, class and static methods, a
+// closure, lambdas, the main thread; all blocked in a C lock) is what
+// sys._current_frames() said, live and from a gcore core, on each
+// interpreter; spliced into the native stack, each activation's frames
+// sit just above a _PyEval_EvalFrameDefault frame.
+func TestMatchesCurrentFrames(t *testing.T) {
+	for _, p := range pythons(t) {
+		t.Run(p.name, func(t *testing.T) {
+			proc, want := startPark(t, p)
+			t.Run("live", func(t *testing.T) {
+				tg, l := liveTarget(t, proc.PID)
+				s, err := l.Stacks()
+				if err != nil {
+					t.Fatal(err)
+				}
+				compare(t, want, s)
+				checkSplice(t, tg, s)
+			})
+			t.Run("core", func(t *testing.T) {
+				tg, s := coreTarget(t, proc)
+				compare(t, want, s)
+				checkSplice(t, tg, s)
+			})
+		})
+	}
+}
+
+func compare(t *testing.T, want map[int][]cpython.Frame, s *cpython.Stacks) {
+	t.Helper()
+	got := map[int]*cpython.Thread{}
+	for i := range s.Threads {
+		got[s.Threads[i].TID] = &s.Threads[i]
+	}
+	if len(want) != 5 {
+		t.Fatalf("park.py reported %d threads, want 5", len(want))
+	}
+	for tid, wf := range want {
+		g := got[tid]
+		if g == nil {
+			t.Errorf("thread %d: no Python thread state read", tid)
+			continue
+		}
+		if g.End != "" {
+			t.Errorf("thread %d: chain cut: %s %s", tid, g.End, g.Detail)
+		}
+		if len(g.Frames) != len(wf) {
+			t.Errorf("thread %d: %d frames, want %d:\ngot  %v\nwant %v", tid, len(g.Frames), len(wf), g.Frames, wf)
+			continue
+		}
+		for i := range wf {
+			gf := g.Frames[i]
+			if gf.Function != wf[i].Function || gf.File != wf[i].File || gf.Line != wf[i].Line {
+				t.Errorf("thread %d frame %d: got %s (%s:%d), want %s (%s:%d)", tid, i,
+					gf.Function, gf.File, gf.Line, wf[i].Function, wf[i].File, wf[i].Line)
+			}
+		}
+	}
+}
+
+// checkSplice unwinds tg with the Python frames attached and checks that
+// every run of Python frames is followed by the evaluation loop's
+// native frame, and that every Python frame is in the output.
+func checkSplice(t *testing.T, tg *target.Target, s *cpython.Stacks) {
+	t.Helper()
+	cpython.Attach(tg, s, func(msg string) { t.Error(msg) })
+	u, err := unwind.ByName("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, &symbolize.Symbolizer{})
+	n := map[int]int{}
+	for _, th := range s.Threads {
+		n[th.TID] = len(th.Frames)
+	}
+	for _, th := range rep.Threads {
+		py := 0
+		for i, f := range th.Frames {
+			if f.Method != "python" {
+				continue
+			}
+			py++
+			if i+1 < len(th.Frames) && th.Frames[i+1].Method != "python" && th.Frames[i+1].Function != cpython.EvalFunction {
+				t.Errorf("thread %d: Python frame %s is followed by native %s, not %s:\n%s", th.TID, f.Function,
+					th.Frames[i+1].Function, cpython.EvalFunction, text(rep, th.TID))
+			}
+			if i+1 == len(th.Frames) {
+				t.Errorf("thread %d: Python frame %s after every native frame:\n%s", th.TID, f.Function, text(rep, th.TID))
+			}
+		}
+		if py != n[th.TID] {
+			t.Errorf("thread %d: %d Python frames in the output, %d read", th.TID, py, n[th.TID])
+		}
+	}
+}
+
+func text(rep *output.Report, tid int) string {
+	var b strings.Builder
+	one := *rep
+	one.Threads = nil
+	for _, th := range rep.Threads {
+		if th.TID == tid {
+			one.Threads = append(one.Threads, th)
+		}
+	}
+	output.WriteText(&b, &one)
+	return b.String()
+}
