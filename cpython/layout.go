@@ -133,8 +133,11 @@ func (l *layout) check() error {
 			return fmt.Errorf("_Py_DebugOffsets holds an implausible offset %#x", o)
 		}
 	}
-	if l.codeSize > 1<<12 || l.codeFile+8 > l.codeSize || l.codeLinetable+8 > l.codeSize {
+	if l.codeSize > 1<<12 || max(l.codeFile, l.codeQualname, l.codeLinetable, l.obType)+8 > l.codeSize || l.codeFirstLine+4 > l.codeSize {
 		return fmt.Errorf("_Py_DebugOffsets holds an implausible code object size %d", l.codeSize)
+	}
+	if max(l.uniLength, l.uniState) > l.asciiSize {
+		return fmt.Errorf("_Py_DebugOffsets holds an implausible str object size %d", l.asciiSize)
 	}
 	return nil
 }
