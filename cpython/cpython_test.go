@@ -126,14 +126,19 @@ func want(t *testing.T, path string) map[int][]cpython.Frame {
 
 // startPark runs park.py under p and returns it with its report.
 func startPark(t *testing.T, p python, args ...string) (*fixture.Proc, map[int][]cpython.Frame) {
+	proc, report := startParkB(t, p.cmd[0], append(append([]string{}, p.cmd[1:]...), args...)...)
+	return proc, want(t, report)
+}
+
+// startParkB runs exe park.py REPORT args... and returns it with the
+// report's path.
+func startParkB(tb testing.TB, exe string, args ...string) (*fixture.Proc, string) {
 	script, err := filepath.Abs("testdata/park.py")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	report := filepath.Join(t.TempDir(), "report")
-	argv := append(append(append([]string{}, p.cmd[1:]...), script, report), args...)
-	proc := fixture.Start(t, p.cmd[0], argv...)
-	return proc, want(t, report)
+	report := filepath.Join(tb.TempDir(), "report")
+	return fixture.Start(tb, exe, append([]string{script, report}, args...)...), report
 }
 
 // liveTarget captures pid with its Python stacks read in the pause.

@@ -2,6 +2,9 @@ package cpython
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/rewindstack/rewind/live"
@@ -23,61 +26,86 @@ type Live struct {
 	prior    *Stacks
 	priorErr error
 
-	reads  []live.Read
-	co     live.Coalescing
+	reads  []live.Read // the spans re-read in the pause
 	stacks *Stacks
 	err    error
 	// Rewalked reports that the stacks changed between Prepare and the
 	// pause, so During walked them again.
 	Rewalked bool
+	// Spans and SpanBytes say how much the pause re-reads (set by
+	// Prepare): the ranges read, merged.
+	Spans     int
+	SpanBytes int
 }
 
 // NewLive returns a Live reader of process pid, whose runtime is rt.
 func NewLive(pid int, rt *Runtime) *Live { return &Live{rt: rt, pid: pid} }
 
 // Prepare walks the stacks before the pause, and sets up the buffers
-// the pause's re-read fills.
+// the pause's re-read fills: the ranges the walk read, merged into spans
+// where they lie close together (a thread's frames share its data stack
+// chunk), so that the pause costs a few iovecs.
 func (l *Live) Prepare() {
-	l.rec = recorder{mem: live.NewReader(l.pid)}
+	l.rec = recorder{mem: live.NewReader(l.pid), pages: map[uint64][]byte{}}
 	l.prior, l.priorErr = l.rt.Read(&l.rec)
-	total := 0
-	l.reads = make([]live.Read, len(l.rec.reads))
-	for _, r := range l.rec.reads {
-		total += len(r.data)
+	l.rec.pages = nil
+	rs := l.rec.reads
+	slices.SortFunc(rs, func(a, b recorded) int { return cmp.Compare(a.addr, b.addr) })
+	l.reads = l.reads[:0]
+	var lo, hi uint64
+	flush := func() {
+		if hi > lo {
+			b := make([]byte, hi-lo)
+			for i := 0; i < len(b); i += pageSize {
+				b[i] = 1 // faulted in now, not in the pause
+			}
+			l.reads = append(l.reads, live.Read{Addr: lo, Buf: b})
+		}
 	}
-	slab := make([]byte, total)
-	off := 0
-	for i, r := range l.rec.reads {
-		l.reads[i] = live.Read{Addr: r.addr, Buf: slab[off : off+len(r.data) : off+len(r.data)]}
-		off += len(r.data)
+	for i := range rs {
+		r := &rs[i]
+		end := r.addr + uint64(len(r.data))
+		if hi == 0 || r.addr > hi+spanGap || end-lo > maxSpan {
+			flush()
+			lo, hi = r.addr, end
+		} else {
+			hi = max(hi, end)
+		}
+		r.span = len(l.reads)
 	}
-	l.co.Gap = 4 << 10
-	l.co.Prepare(total + total/2 + 64<<10)
+	flush()
+	l.Spans = len(l.reads)
+	for _, rd := range l.reads {
+		l.SpanBytes += len(rd.Buf)
+	}
 }
+
+// spanGap is the most unwanted bytes read between two ranges of one
+// span; maxSpan bounds a span.
+const (
+	spanGap = 1 << 10
+	maxSpan = 1 << 20
+)
 
 // During re-reads, in the pause, what Prepare read; see live.Options.During.
 func (l *Live) During(r *live.Reader) {
-	l.co.R = r
-	l.co.ReadBatch(l.reads)
+	r.ReadBatch(l.reads)
 	same := l.priorErr == nil
-	for i := range l.reads {
+	for i := range l.rec.reads {
 		if !same {
 			break
 		}
-		rd := &l.reads[i]
-		same = rd.N == len(rd.Buf) && bytes.Equal(rd.Buf, l.rec.reads[i].data)
+		rc := &l.rec.reads[i]
+		sp := &l.reads[rc.span]
+		off := int(rc.addr - sp.Addr)
+		same = off+len(rc.data) <= sp.N && bytes.Equal(sp.Buf[off:off+len(rc.data)], rc.data)
 	}
 	if same {
 		l.stacks, l.err = l.prior, nil
 		return
 	}
 	l.Rewalked = true
-	pm := &pauseMem{next: r, copies: make(map[uint64][]byte, len(l.reads))}
-	for i := range l.reads {
-		if rd := &l.reads[i]; rd.N == len(rd.Buf) {
-			pm.copies[rd.Addr] = rd.Buf
-		}
-	}
+	pm := &pauseMem{next: r, spans: l.reads}
 	l.stacks, l.err = l.rt.Read(pm)
 }
 
@@ -91,35 +119,68 @@ func (l *Live) Stacks() (*Stacks, error) {
 }
 
 // recorder is a Memory that keeps a copy of every read that succeeded.
+// It reads the process a page at a time, and keeps the pages: a walk
+// reads many small pieces of the same pages.
 type recorder struct {
 	mem   target.Memory
 	reads []recorded
+	pages map[uint64][]byte // nil: unreadable as a whole
 }
 
 type recorded struct {
 	addr uint64
 	data []byte
+	span int // index of the span of the pause's re-read that holds it
 }
 
+const pageSize = 4096
+
 func (r *recorder) ReadMemory(addr uint64, p []byte) error {
-	if err := r.mem.ReadMemory(addr, p); err != nil {
+	if err := r.read(addr, p); err != nil {
 		return err
 	}
-	r.reads = append(r.reads, recorded{addr, bytes.Clone(p)})
+	r.reads = append(r.reads, recorded{addr: addr, data: bytes.Clone(p)})
 	return nil
 }
 
-// pauseMem serves the reads re-done in the pause from their copies, and
-// the rest from the stopped process.
+func (r *recorder) read(addr uint64, p []byte) error {
+	if addr+uint64(len(p)) < addr {
+		return r.mem.ReadMemory(addr, p)
+	}
+	for done := 0; done < len(p); {
+		a := addr + uint64(done)
+		pg, ok := r.pages[a&^(pageSize-1)]
+		if !ok {
+			pg = make([]byte, pageSize)
+			if r.mem.ReadMemory(a&^(pageSize-1), pg) != nil {
+				pg = nil
+			}
+			r.pages[a&^(pageSize-1)] = pg
+		}
+		if pg == nil {
+			// Part of the page is unmapped: the piece is read as asked.
+			return r.mem.ReadMemory(addr, p)
+		}
+		done += copy(p[done:], pg[a&(pageSize-1):])
+	}
+	return nil
+}
+
+// pauseMem serves reads from the spans re-read in the pause, and the
+// rest from the stopped process.
 type pauseMem struct {
-	next   target.Memory
-	copies map[uint64][]byte
+	next  target.Memory
+	spans []live.Read // sorted by address
 }
 
 func (m *pauseMem) ReadMemory(addr uint64, p []byte) error {
-	if c, ok := m.copies[addr]; ok && len(c) >= len(p) {
-		copy(p, c)
-		return nil
+	i := sort.Search(len(m.spans), func(i int) bool { return m.spans[i].Addr > addr }) - 1
+	if i >= 0 {
+		sp := &m.spans[i]
+		if off := addr - sp.Addr; off+uint64(len(p)) <= uint64(sp.N) {
+			copy(p, sp.Buf[off:])
+			return nil
+		}
 	}
 	return m.next.ReadMemory(addr, p)
 }
