@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/cpython"
@@ -289,4 +290,77 @@ func text(rep *output.Report, tid int) string {
 	}
 	output.WriteText(&b, &one)
 	return b.String()
+}
+
+// TestLiveRereadInPause: a thread that moves on between the walk before
+// the pause and the pause (it read a line, and parked elsewhere) is shown
+// where it is in the pause: During sees the change and walks again.
+func TestLiveRereadInPause(t *testing.T) {
+	exe := "/usr/bin/python3.11"
+	if _, err := os.Stat(exe); err != nil {
+		t.Skipf("no Debian python3.11: %v", err)
+	}
+	script, err := filepath.Abs("testdata/park.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "moved")
+	cmd := exec.Command(exe, script, filepath.Join(dir, "report"), "2", "0", marker)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := fixture.StartCmd(t, cmd)
+	maps, err := procmaps.Read(proc.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := cpython.Find(maps, live.NewReader(proc.PID), cpython.ProcessFile(proc.PID))
+	if err != nil || rt == nil {
+		t.Fatalf("Find: %v, %v", rt, err)
+	}
+	l := cpython.NewLive(proc.PID, rt)
+	l.Prepare()
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(fixture.ReadyTimeout)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("park.py did not move within %v: %s", fixture.ReadyTimeout, proc.Stderr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	proc.WaitBlocked(t)
+	if _, err := live.Capture(proc.PID, live.Options{During: l.During}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Stacks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Rewalked {
+		t.Error("During did not see the change")
+	}
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := 1 + strings.Count(string(src[:strings.Index(string(src), "# MOVED")]), "\n")
+	found := false
+	for _, th := range s.Threads {
+		if len(th.Frames) >= 2 && th.Frames[1].Function == "mover" {
+			found = true
+			if f := th.Frames[0]; f.Function != "moved_here" || f.Line != line || f.File != script {
+				t.Errorf("mover's thread is at %s (%s:%d), want moved_here (%s:%d)", f.Function, f.File, f.Line, script, line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no thread runs mover: %+v", s.Threads)
+	}
 }

@@ -12,6 +12,9 @@ block.acquire()
 started = threading.Semaphore(0)
 depth = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 extra = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+# With a fourth argument, one more thread waits for a line on stdin, then
+# creates that file and parks in moved_here.
+marker = sys.argv[4] if len(sys.argv) > 4 else None
 
 
 def park():
@@ -54,6 +57,15 @@ class K:
         return inner()
 
 
+def moved_here():
+    open(marker, "w").close() or block.acquire()  # MOVED
+
+
+def mover():
+    started.release() or sys.stdin.readline()
+    moved_here()
+
+
 def report(frames):
     names = {t.ident: t.native_id for t in threading.enumerate()}
     out = []
@@ -73,6 +85,8 @@ def report(frames):
 def main():
     targets = [lambda: rec(depth), via_sorted, via_gen, K.cm]
     targets += [lambda: rec(depth)] * extra
+    if marker:
+        targets.append(mover)
     for t in targets:
         threading.Thread(target=t, daemon=True).start()
     for _ in targets:
