@@ -73,7 +73,7 @@ def report(frames):
         out.append("THREAD %d" % names[ident])
         while f is not None:
             c = f.f_code
-            out.append("%s\t%s\t%d" % (c.co_qualname, c.co_filename, f.f_lineno))
+            out.append("%s\t%s\t%d" % (getattr(c, "co_qualname", c.co_name), c.co_filename, f.f_lineno))
             f = f.f_back
     out.append("END")
     with open(sys.argv[1], "w") as f:
