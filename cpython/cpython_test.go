@@ -364,3 +364,38 @@ func TestLiveRereadInPause(t *testing.T) {
 		t.Errorf("no thread runs mover: %+v", s.Threads)
 	}
 }
+
+// TestChroot: CPython of Debian trixie (3.13) and sid (3.14), run
+// chrooted (their files under another root, as in a container), live
+// and from a gcore core.
+func TestChroot(t *testing.T) {
+	script, err := os.ReadFile("testdata/park.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suite := range fixture.DefaultPythonSuites {
+		t.Run(suite, func(t *testing.T) {
+			c := fixture.PythonChroot(t, suite)
+			in := c.WriteFile("park.py", script)
+			report := c.TempDir() + "/report"
+			proc := fixture.StartCmd(t, c.Command(c.Python, in, report))
+			// gcore names the chrooted process's files by their host paths.
+			proc.Exe = c.HostPath(c.Python)
+			want := want(t, c.HostPath(report))
+			t.Run("live", func(t *testing.T) {
+				tg, l := liveTarget(t, proc.PID)
+				s, err := l.Stacks()
+				if err != nil {
+					t.Fatal(err)
+				}
+				compare(t, want, s)
+				checkSplice(t, tg, s)
+			})
+			t.Run("core", func(t *testing.T) {
+				tg, s := coreTarget(t, proc)
+				compare(t, want, s)
+				checkSplice(t, tg, s)
+			})
+		})
+	}
+}

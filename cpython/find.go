@@ -3,9 +3,11 @@ package cpython
 import (
 	"debug/elf"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 
 	"github.com/rewindstack/rewind/target"
 )
@@ -146,15 +148,32 @@ func loadBias(f *elf.File, maps []target.Mapping, path string) (uint64, bool) {
 	return 0, false
 }
 
-// ProcessFile is Find's file for live process pid: the mapped file
-// through /proc/PID/root, so that a process in a container or chroot
-// has its own interpreter read.
+// ProcessFile is Find's file for live process pid, found as package
+// live finds a mapped object: /proc/PID/map_files (the very file that
+// is mapped), else the path in the process's root directory
+// (/proc/PID/root: a process in a container), else the path as this
+// process sees it (a chrooted process's maps show host paths); a file
+// found by path whose inode is not the mapping's is skipped.
 func ProcessFile(pid int) func(*target.Mapping) string {
 	return func(m *target.Mapping) string {
 		if m.Path == "" || m.Path[0] != '/' {
 			return ""
 		}
-		return fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+		mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
+		if _, err := os.Stat(mf); err == nil {
+			return mf
+		}
+		for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path} {
+			st, err := os.Stat(cand)
+			if err != nil {
+				continue
+			}
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && m.Inode != 0 && sys.Ino != m.Inode {
+				continue
+			}
+			return cand
+		}
+		return ""
 	}
 }
 
