@@ -192,10 +192,18 @@ func FuzzChain(f *testing.F) {
 // FuzzDebugOffsets: any _Py_DebugOffsets is taken or refused, without
 // panicking; a taken one passes check.
 func FuzzDebugOffsets(f *testing.F) {
-	good := make([]byte, debugOffsetsSize313)
+	good := make([]byte, debugOffsetsSize)
 	copy(good, debugCookie)
 	binary.LittleEndian.PutUint64(good[8:], 0x030d00f0)
-	binary.LittleEndian.PutUint64(good[272:], 200)
+	v := map[string]uint64{"pyobject.size": 16, "pyobject.ob_type": 8, "bytes_object.ob_size": 16, "bytes_object.ob_sval": 32,
+		"unicode_object.length": 16, "unicode_object.state": 32, "code_object.size": 200, "unicode_object.asciiobject_size": 40}
+	off := 24
+	for _, st := range schema313 {
+		for _, f := range st {
+			binary.LittleEndian.PutUint64(good[off:], v[f])
+			off += 8
+		}
+	}
 	f.Add(good)
 	f.Add(good[:100])
 	f.Fuzz(func(t *testing.T, b []byte) {

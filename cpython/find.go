@@ -97,7 +97,7 @@ func open(maps []target.Mapping, m *target.Mapping, sm []string, mem target.Memo
 	case 12:
 		rt.l = layout312
 	default:
-		b := make([]byte, debugOffsetsSize313)
+		b := make([]byte, debugOffsetsSize)
 		if err := mem.ReadMemory(rt.Addr, b); err != nil {
 			return nil, fmt.Errorf("%s: _PyRuntime at %#x: %w", path, rt.Addr, err)
 		}

@@ -151,14 +151,14 @@ func (w *walker) frames(th *Thread, frame uint64) {
 		}
 		prev := le64(hdr, l.framePrev)
 		owner := hdr[l.frameOwner]
-		if owner == l.ownerCStack {
+		if owner == l.ownerCStack || owner == l.ownerCStack2 {
 			// The entry frame an activation pushes on the C stack
 			// (3.12+): the frames after it are the next activation's.
 			act++
 			frame = prev
 			continue
 		}
-		co, err := w.code(le64(hdr, l.frameCode) &^ 1) // 3.14's stack references are tagged
+		co, err := w.code(le64(hdr, l.frameCode) &^ 3) // 3.14's stack references are tagged
 		if err != nil {
 			th.End, th.Detail = "not-code", fmt.Sprintf("frame at %#x: %v", frame, err)
 			return
