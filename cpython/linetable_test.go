@@ -3,10 +3,12 @@ package cpython
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -74,4 +76,34 @@ func FuzzLine(f *testing.F) {
 			t.Fatalf("unit %d past %d units has line %d", unit, total, Line(table, first, unit))
 		}
 	})
+}
+
+// TestRuntimeSection: an object without a _PyRuntime symbol (stripped)
+// has it found by its .PyRuntime section, as CPython 3.12+ places it.
+func TestRuntimeSection(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skipf("no gcc: %v", err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "rt.c")
+	os.WriteFile(src, []byte(`__attribute__((section(".PyRuntime"), used)) static char rt[64] = "xdebugpy";
+int main(void) { return rt[0]; }
+`), 0o644)
+	exe := filepath.Join(dir, "rt")
+	if out, err := exec.Command("gcc", "-s", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr, ok := runtimeSymbol(f)
+	sec := f.Section(".PyRuntime")
+	if !ok || sec == nil || addr != sec.Addr {
+		t.Fatalf("runtimeSymbol: %#x %v, want the section's address", addr, ok)
+	}
+	if syms, _ := f.Symbols(); len(syms) != 0 {
+		t.Fatalf("the object still has %d symbols", len(syms))
+	}
 }
