@@ -203,7 +203,7 @@ func Attach(t *target.Target, s *Stacks, warn func(string)) {
 		c.Interp = c.Interp[:0]
 		for _, f := range th.Frames {
 			c.Interp = append(c.Interp, target.InterpFrame{Function: f.Function, File: f.File,
-				Line: max(f.Line, 0), Method: "python", Activation: f.Activation})
+				Line: max(f.Line, 0), Method: "python", Activation: f.Activation, Anchor: f.Anchor})
 		}
 		c.InterpBefore = EvalFunction
 		if th.End != "" && warn != nil {

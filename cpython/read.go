@@ -28,6 +28,10 @@ type Frame struct {
 	// (_PyEval_EvalFrameDefault calls) between the thread's innermost one
 	// and the one running this frame: 0 for the innermost.
 	Activation int
+	// Anchor is the address of the activation's entry frame, which the
+	// evaluation loop keeps on the C stack (3.12+), 0 when unknown: the
+	// native frame whose stack holds it is the activation's.
+	Anchor uint64
 }
 
 // Thread is the Python stack of one thread state.
@@ -154,6 +158,9 @@ func (w *walker) frames(th *Thread, frame uint64) {
 		if owner == l.ownerCStack || owner == l.ownerCStack2 {
 			// The entry frame an activation pushes on the C stack
 			// (3.12+): the frames after it are the next activation's.
+			for i := len(th.Frames) - 1; i >= 0 && th.Frames[i].Activation == act; i-- {
+				th.Frames[i].Anchor = frame
+			}
 			act++
 			frame = prev
 			continue

@@ -199,4 +199,10 @@ type InterpFrame struct {
 	// frame: 0 for the innermost. Python runs a thread's frames in
 	// several evaluation-loop activations; Lua frames are all 0.
 	Activation int
+	// Anchor, when not 0, is an address on the native stack inside the
+	// frame of the activation's entry function (Python 3.12+: the entry
+	// frame the evaluation loop keeps among its locals): outputs place
+	// the frame above the native frame whose stack holds it, which needs
+	// no symbol.
+	Anchor uint64
 }
