@@ -1,4 +1,4 @@
-// Package cpython reads the Python frames of a CPython 3.11–3.13 process
+// Package cpython reads the Python frames of a CPython 3.11–3.14 process
 // or core from outside: every thread state's chain of interpreter frames,
 // each frame's function (co_qualname), file (co_filename) and current
 // line (decoded from the code object's location table at the frame's
@@ -9,13 +9,17 @@
 // .PyRuntime section) and the layout of the structures it leads to:
 // tables taken from the 3.11 and 3.12 headers, and from 3.13 on the
 // _Py_DebugOffsets the runtime carries at its start (checked by its
-// cookie and version). Runtime.Read walks the chains over any
+// cookie, its version and the members every build has; free-threaded
+// builds are refused). Runtime.Read walks the chains over any
 // target.Memory (a core's); Live does it for a running process in the
 // threads' pause (read before it, re-read and compared in it), so that
 // the Python frames are of the same instant as the native stacks. Attach
 // hands the frames to the target's thread contexts, each frame marked
 // with the evaluation-loop activation (the _PyEval_EvalFrameDefault
-// frame, innermost first) that runs it.
+// frame, innermost first) that runs it, and from 3.12 on with that
+// activation's entry frame, which lies in the activation's native stack
+// frame: the frames are placed by it where the interpreter exports no
+// _PyEval_EvalFrameDefault symbol (Debian's 3.14).
 //
 // Since 3.11 one _PyEval_EvalFrameDefault activation runs many Python
 // calls: the native stack cannot show them, the frame chain in the heap

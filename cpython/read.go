@@ -14,6 +14,7 @@ const (
 	maxInterps   = 64
 	maxThreads   = 1 << 16
 	maxFrames    = 1 << 14 // per thread; CPython's recursion limit is 1000 by default
+	maxTotal     = 1 << 20 // frames of all threads
 	maxString    = 4096    // characters of a name or file kept
 	maxLinetable = 1 << 20
 )
@@ -68,6 +69,7 @@ type walker struct {
 	codes map[uint64]*code
 	types map[uint64]bool // type object → is it "code"
 	buf   []byte
+	total int // frames read, all threads
 }
 
 // code is what is kept of a code object.
@@ -144,10 +146,11 @@ func (w *walker) frames(th *Thread, frame uint64) {
 			th.End, th.Detail = "loop", fmt.Sprintf("frame %#x comes back", frame)
 			return
 		}
-		if len(seen) >= maxFrames {
-			th.End, th.Detail = "depth-limit", fmt.Sprintf("more than %d frames", maxFrames)
+		if len(seen) >= maxFrames || w.total >= maxTotal {
+			th.End, th.Detail = "depth-limit", fmt.Sprintf("more than %d frames (%d in all threads)", maxFrames, maxTotal)
 			return
 		}
+		w.total++
 		seen[frame] = true
 		if err := w.mem.ReadMemory(frame, hdr); err != nil {
 			th.End, th.Detail = "unreadable", fmt.Sprintf("frame at %#x: %v", frame, err)

@@ -64,7 +64,7 @@ mangled registers demangled with the process's pointer guard), or
 regs@pc=ADDR,sp=ADDR[,fp=ADDR]. A live target's contexts and the used part
 of each fiber's stack are copied in the same pause as the threads.
 
-A CPython 3.11-3.13 process (python3.N or libpython3.N.so mapped; a
+A CPython 3.11-3.14 process (python3.N or libpython3.N.so mapped; a
 live one through /proc/PID/root, so in a container too) or core has
 every thread's Python frames shown where they run: the frames one
 evaluation-loop activation runs, innermost first, just above its
@@ -99,7 +99,7 @@ func runDump(args []string) error {
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
-	noPython := fs.Bool("no-python", false, "do not show the Python frames of a CPython 3.11-3.13 process")
+	noPython := fs.Bool("no-python", false, "do not show the Python frames of a CPython 3.11-3.14 process")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
