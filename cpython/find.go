@@ -111,10 +111,14 @@ func open(maps []target.Mapping, m *target.Mapping, sm []string, mem target.Memo
 	return rt, nil
 }
 
-// runtimeSymbol is _PyRuntime's address in f: its symbol (the dynamic
-// table first: stripped interpreters keep it), or the .PyRuntime section
-// it is placed in from 3.12 on.
+// runtimeSymbol is _PyRuntime's address in f: the .PyRuntime section
+// that holds it alone from 3.12 on (found without reading a symbol
+// table), else its symbol (the dynamic table first: stripped
+// interpreters keep it).
 func runtimeSymbol(f *elf.File) (uint64, bool) {
+	if s := f.Section(".PyRuntime"); s != nil && s.Addr != 0 {
+		return s.Addr, true
+	}
 	for _, syms := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
 		list, _ := syms()
 		for _, s := range list {
@@ -122,9 +126,6 @@ func runtimeSymbol(f *elf.File) (uint64, bool) {
 				return s.Value, true
 			}
 		}
-	}
-	if s := f.Section(".PyRuntime"); s != nil && s.Addr != 0 {
-		return s.Addr, true
 	}
 	return 0, false
 }

@@ -125,12 +125,13 @@ type recorder struct {
 	mem   target.Memory
 	reads []recorded
 	pages map[uint64][]byte // nil: unreadable as a whole
+	slab  []byte            // the copies, one after another
 }
 
 type recorded struct {
 	addr uint64
-	data []byte
-	span int // index of the span of the pause's re-read that holds it
+	data []byte // in slab
+	span int    // index of the span of the pause's re-read that holds it
 }
 
 const pageSize = 4096
@@ -139,7 +140,12 @@ func (r *recorder) ReadMemory(addr uint64, p []byte) error {
 	if err := r.read(addr, p); err != nil {
 		return err
 	}
-	r.reads = append(r.reads, recorded{addr: addr, data: bytes.Clone(p)})
+	if cap(r.slab)-len(r.slab) < len(p) {
+		r.slab = make([]byte, 0, max(64<<10, len(p)))
+	}
+	n := len(r.slab)
+	r.slab = append(r.slab, p...)
+	r.reads = append(r.reads, recorded{addr: addr, data: r.slab[n:len(r.slab):len(r.slab)]})
 	return nil
 }
 

@@ -70,6 +70,8 @@ type walker struct {
 	types map[uint64]bool // type object → is it "code"
 	buf   []byte
 	total int // frames read, all threads
+	seen  map[uint64]bool
+	hdr   []byte
 }
 
 // code is what is kept of a code object.
@@ -138,9 +140,13 @@ func (w *walker) thread(ts uint64) (th Thread, next uint64, err error) {
 // frames follows the chain from frame into th.
 func (w *walker) frames(th *Thread, frame uint64) {
 	l := w.l
-	seen := map[uint64]bool{}
+	if w.seen == nil {
+		w.seen = map[uint64]bool{}
+		w.hdr = make([]byte, l.frameSize)
+	}
+	clear(w.seen)
+	seen, hdr := w.seen, w.hdr
 	act := 0
-	hdr := make([]byte, l.frameSize)
 	for frame != 0 {
 		if seen[frame] {
 			th.End, th.Detail = "loop", fmt.Sprintf("frame %#x comes back", frame)
