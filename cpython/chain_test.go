@@ -213,3 +213,36 @@ func FuzzDebugOffsets(f *testing.F) {
 		}
 	})
 }
+
+// TestRefused: free-threaded builds (by their _Py_DebugOffsets flag) and
+// versions without a known layout are refused with an UnsupportedError,
+// and a runtime whose version is not its file's is an error.
+func TestRefused(t *testing.T) {
+	b := make([]byte, debugOffsetsSize)
+	copy(b, debugCookie)
+	for _, c := range []struct {
+		hex, ft     uint64
+		want        int
+		unsupported string
+	}{
+		{0x030d00f0, 1, 13, "3.13t"},
+		{0x030e00f0, 1, 14, "3.14t"},
+		{0x030f00a1, 0, 15, "3.15"},
+		{0x030e00f0, 0, 13, ""},
+	} {
+		binary.LittleEndian.PutUint64(b[8:], c.hex)
+		binary.LittleEndian.PutUint64(b[16:], c.ft)
+		_, err := fromDebugOffsets(b, c.want)
+		ue, ok := err.(*UnsupportedError)
+		switch {
+		case c.unsupported == "" && (err == nil || ok):
+			t.Errorf("%#x as 3.%d: %v, want a mismatch error", c.hex, c.want, err)
+		case c.unsupported != "" && (!ok || ue.Version != c.unsupported):
+			t.Errorf("%#x free-threaded %d: %v, want CPython %s unsupported", c.hex, c.ft, err, c.unsupported)
+		}
+	}
+	// A free-threaded interpreter by its file name: refused.
+	if m := pyName.FindStringSubmatch("libpython3.13t.so.1.0"); m == nil || m[3] != "t" {
+		t.Errorf("libpython3.13t.so.1.0: %q", m)
+	}
+}

@@ -31,6 +31,9 @@ import (
 type python struct {
 	name string
 	cmd  []string
+	// cthreads is how many threads the program runs without a Python
+	// thread state.
+	cthreads int
 }
 
 // pythons lists the interpreters this machine has, saying which are
@@ -39,10 +42,10 @@ type python struct {
 func pythons(t *testing.T) []python {
 	var out []python
 	for _, p := range []python{
-		{"debian-3.11-static", []string{"/usr/bin/python3.11"}},
-		{"pyenv-3.11", []string{"/root/.pyenv/versions/3.11.7/bin/python3.11"}},
-		{"pyenv-3.12-shared", []string{"/root/.pyenv/versions/3.12.1/bin/python3.12"}},
-		{"pyenv-3.13", []string{"/root/.pyenv/versions/3.13.0/bin/python3.13"}},
+		{"debian-3.11-static", []string{"/usr/bin/python3.11"}, 0},
+		{"pyenv-3.11", []string{"/root/.pyenv/versions/3.11.7/bin/python3.11"}, 0},
+		{"pyenv-3.12-shared", []string{"/root/.pyenv/versions/3.12.1/bin/python3.12"}, 0},
+		{"pyenv-3.13", []string{"/root/.pyenv/versions/3.13.0/bin/python3.13"}, 0},
 	} {
 		if _, err := os.Stat(p.cmd[0]); err != nil {
 			t.Logf("skipping %s: %v", p.name, err)
@@ -53,7 +56,7 @@ func pythons(t *testing.T) []python {
 	if emb, err := embedded(t); err != nil {
 		t.Logf("skipping libpython3.11 embedded: %v", err)
 	} else {
-		out = append(out, python{"debian-libpython3.11-embedded", []string{emb}})
+		out = append(out, python{"debian-libpython3.11-embedded", []string{emb}, 1})
 	}
 	return out
 }
@@ -68,7 +71,16 @@ func embedded(t *testing.T) (string, error) {
 		return "", err
 	}
 	src := `#include <Python.h>
-int main(int argc, char **argv) { return Py_BytesMain(argc, argv); }
+#include <pthread.h>
+#include <unistd.h>
+/* A C thread with no Python thread state, parked in read(2). */
+static int fds[2];
+static void *cthread(void *arg) { char c; (void)arg; for (;;) read(fds[0], &c, 1); return NULL; }
+int main(int argc, char **argv) {
+	pthread_t t;
+	if (pipe(fds) != 0 || pthread_create(&t, NULL, cthread, NULL) != 0) return 1;
+	return Py_BytesMain(argc, argv);
+}
 `
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -88,7 +100,7 @@ int main(int argc, char **argv) { return Py_BytesMain(argc, argv); }
 	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		return "", err
 	}
-	out, err := exec.Command("gcc", "-O1", "-I/usr/include/python3.11", "-o", tmp, c, "-lpython3.11").CombinedOutput()
+	out, err := exec.Command("gcc", "-O1", "-pthread", "-I/usr/include/python3.11", "-o", tmp, c, "-lpython3.11").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("gcc: %v\n%s", err, out)
 	}
@@ -231,12 +243,12 @@ func TestMatchesCurrentFrames(t *testing.T) {
 					t.Fatal(err)
 				}
 				compare(t, want, s)
-				checkSplice(t, tg, s)
+				checkSplice(t, tg, s, p.cthreads)
 			})
 			t.Run("core", func(t *testing.T) {
 				tg, s, want := coreTarget(t, proc, want)
 				compare(t, want, s)
-				checkSplice(t, tg, s)
+				checkSplice(t, tg, s, p.cthreads)
 			})
 		})
 	}
@@ -279,9 +291,11 @@ func compare(t *testing.T, want map[int][]cpython.Frame, s *cpython.Stacks) {
 
 // checkSplice unwinds tg with the Python frames attached and checks that
 // every run of Python frames is followed by the evaluation loop's
-// native frame, and that every Python frame is in the output.
-func checkSplice(t *testing.T, tg *target.Target, s *cpython.Stacks) {
+// native frame, that every Python frame is in the output, and that wantC
+// threads have none.
+func checkSplice(t *testing.T, tg *target.Target, s *cpython.Stacks, wantC int) {
 	t.Helper()
+	cthreads := 0
 	cpython.Attach(tg, s, func(msg string) { t.Error(msg) })
 	u, err := unwind.ByName("auto")
 	if err != nil {
@@ -313,6 +327,13 @@ func checkSplice(t *testing.T, tg *target.Target, s *cpython.Stacks) {
 		if py != n[th.TID] {
 			t.Errorf("thread %d: %d Python frames in the output, %d read", th.TID, py, n[th.TID])
 		}
+		if _, ok := n[th.TID]; !ok {
+			// A C thread (the embedding program's): unchanged.
+			cthreads++
+		}
+	}
+	if cthreads != wantC {
+		t.Errorf("%d threads without Python frames, want %d", cthreads, wantC)
 	}
 }
 
@@ -426,12 +447,12 @@ func TestChroot(t *testing.T) {
 					t.Fatal(err)
 				}
 				compare(t, want, s)
-				checkSplice(t, tg, s)
+				checkSplice(t, tg, s, 0)
 			})
 			t.Run("core", func(t *testing.T) {
 				tg, s, want := coreTarget(t, proc, want)
 				compare(t, want, s)
-				checkSplice(t, tg, s)
+				checkSplice(t, tg, s, 5-len(want))
 			})
 		})
 	}
