@@ -91,6 +91,12 @@ const (
 func (l *Live) During(r *live.Reader) {
 	r.ReadBatch(l.reads)
 	same := l.priorErr == nil
+	if same {
+		for _, th := range l.prior.Threads {
+			// A read that failed is not in the re-read: walk again.
+			same = same && th.End == ""
+		}
+	}
 	for i := range l.rec.reads {
 		if !same {
 			break
