@@ -200,7 +200,8 @@ func withInterp(frames []output.Frame, interp []target.InterpFrame, before strin
 	if len(interp) == 0 {
 		return frames
 	}
-	acts := interp[len(interp)-1].Activation + 1
+	// Activations beyond the native frames have none to go before.
+	acts := max(min(interp[len(interp)-1].Activation+1, len(frames)+1), 1)
 	entry := make([]int, acts)
 	byName := false
 	for k := range entry {
