@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/target"
@@ -36,6 +37,9 @@ type Live struct {
 	// Prepare): the ranges read, merged.
 	Spans     int
 	SpanBytes int
+	// InPause is how long During took: what reading the Python stacks
+	// added to the pause.
+	InPause time.Duration
 }
 
 // NewLive returns a Live reader of process pid, whose runtime is rt.
@@ -89,6 +93,8 @@ const (
 
 // During re-reads, in the pause, what Prepare read; see live.Options.During.
 func (l *Live) During(r *live.Reader) {
+	start := time.Now()
+	defer func() { l.InPause = time.Since(start) }()
 	r.ReadBatch(l.reads)
 	same := l.priorErr == nil
 	if same {
