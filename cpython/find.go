@@ -144,7 +144,14 @@ func loadBias(f *elf.File, maps []target.Mapping, path string) (uint64, bool) {
 				return m.Start + (p.Off - m.Offset) - p.Vaddr, true
 			}
 		}
-		return 0, false
+		break
+	}
+	// The first segment's mapping is not listed (a core's notes cut
+	// short): the bias the target computed for the object's code.
+	for i := range maps {
+		if m := &maps[i]; m.Path == path && m.Module != nil {
+			return m.Bias, true
+		}
 	}
 	return 0, false
 }
