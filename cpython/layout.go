@@ -213,6 +213,11 @@ func fromDebugOffsets(b []byte, want int) (layout, error) {
 		uniState: v["unicode_object.state"], uniLength: v["unicode_object.length"], asciiSize: v["unicode_object.asciiobject_size"],
 		ownerGenerator: 1, ownerCStack: 3, ownerCStack2: 0xff,
 	}
+	if minor == 13 && l.codeAdaptive == 200 && l.codeQualname == 128 {
+		// _Py_DebugOffsets has no _co_firsttraceable; 3.13's headers put
+		// it 16 bytes before co_code_adaptive.
+		l.codeFirstTraceable = 184
+	}
 	if minor >= 14 {
 		// 3.14: FRAME_OWNED_BY_INTERPRETER is 3 (an activation's entry
 		// frame), FRAME_OWNED_BY_CSTACK 4.
