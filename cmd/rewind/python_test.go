@@ -120,3 +120,57 @@ func TestDumpPythonUnknown(t *testing.T) {
 		t.Errorf("want one line about CPython 3.10 on stderr, got:\n%s", errOut)
 	}
 }
+
+// TestDumpPythonChroot: rewind dump of Debian sid's python3.14, run
+// chrooted (its files under another root), prints every frame
+// sys._current_frames() gives, each activation's above a native frame
+// although the binary exports no _PyEval_EvalFrameDefault.
+func TestDumpPythonChroot(t *testing.T) {
+	if os.Getenv("REWIND_CHROOT_DIR") == "" {
+		// TestMain points the cache at a fresh directory: the chroots
+		// are the user's, built once (.ci/run prebuilds them).
+		if dir, err := os.UserCacheDir(); err == nil {
+			t.Setenv("REWIND_CHROOT_DIR", filepath.Join(dir, "rewind", "chroots"))
+		}
+	}
+	c := fixture.PythonChroot(t, "sid")
+	script, err := os.ReadFile("../../cpython/testdata/park.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := c.WriteFile("park.py", script)
+	report := c.TempDir() + "/report"
+	p := fixture.StartCmd(t, c.Command(c.Python, in, report))
+	b, err := os.ReadFile(c.HostPath(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "dump", strconv.Itoa(p.PID))
+	if code != 0 || strings.Contains(errOut, "Python") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\nEND\n"), "\n") {
+		if strings.HasPrefix(line, "THREAD ") {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if want := f[0] + " (" + f[1] + ":" + f[2] + ") [python]"; !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+		n++
+	}
+	lines := strings.Split(out, "\n")
+	got := 0
+	for i, l := range lines {
+		if strings.HasSuffix(l, "[python]") {
+			got++
+			if next := lines[i+1]; strings.HasPrefix(strings.TrimSpace(next), "end:") {
+				t.Errorf("a Python frame after every native frame: %q", l)
+			}
+		}
+	}
+	if got != n {
+		t.Errorf("%d Python frames, the program reported %d", got, n)
+	}
+}
