@@ -226,6 +226,11 @@ func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 			if name == "" {
 				name = "(unnamed)"
 			}
+			if f.Method == "python" {
+				// As py-spy dump prints them: qualname (file:line).
+				fmt.Fprintf(bw, "#%-2d %-18s %s (%s:%d) [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
+				continue
+			}
 			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
 			continue
 		}

@@ -150,7 +150,7 @@ func TestInterpretedFrameJSON(t *testing.T) {
 	w := bufio.NewWriter(&txt)
 	writeFrames(w, fs[:2], "outermost", "")
 	w.Flush()
-	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler app.py:12 [python]") {
+	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler (app.py:12) [python]") {
 		t.Errorf("text:\n%s", txt.String())
 	}
 }
