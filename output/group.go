@@ -2,7 +2,6 @@ package output
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -184,9 +183,7 @@ func WriteGroupedJSON(w io.Writer, r *Report) error {
 		}
 		doc.FiberGroups = append(doc.FiberGroups, fg)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return NewJSONEncoder(w).Encode(doc)
 }
 
 // stackKey identifies a stack for grouping: its PCs, inlined marks and end.
