@@ -166,6 +166,8 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	// into, as eu-stack -i and gdb show them.
 	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
 	objs = &target.Objects{}
+	// Unwind tables of the FDEs the frames are in, not whole objects.
+	objs.Tables.Partial = true
 	if dir := cacheDir(noCache); dir != "" {
 		// A dump reads as little DWARF as its frames need, and keeps it.
 		sym.Cache = symbolize.NewIncrementalCache(dir)
