@@ -179,9 +179,11 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	}
 	return sym, objs, tm, func() {
 		// What the symbolizer read of debug files goes to the cache
-		// once the stacks are out.
+		// once the stacks are out, beside the unwind tables.
+		saved := make(chan struct{})
+		go func() { objs.Tables.Wait(); close(saved) }()
 		sym.Flush()
-		objs.Tables.Wait()
+		<-saved
 		tm.mark("save")
 		if stats {
 			tm.print()
