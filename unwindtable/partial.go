@@ -121,18 +121,38 @@ func (p *partial) compile(pc uint64) bool {
 	return p.insert(c)
 }
 
-// insert adds c where it belongs, unless it overlaps an FDE compiled
-// before (the table then keeps the earlier one).
+// insert adds c where it belongs. Where it overlaps FDEs compiled
+// before (overlapping FDEs are a toolchain's mistake), those keep their
+// addresses and c gets the rest, clipped into pieces.
 func (p *partial) insert(c compiledFDE) bool {
-	i := sort.Search(len(p.fdes), func(i int) bool { return p.fdes[i].start >= c.start })
-	if i > 0 && p.fdes[i-1].end > c.start || i < len(p.fdes) && p.fdes[i].start < c.end {
-		return false
+	added := false
+	lo := c.start
+	for lo < c.end {
+		i := sort.Search(len(p.fdes), func(i int) bool { return p.fdes[i].end > lo })
+		if i < len(p.fdes) && p.fdes[i].start <= lo {
+			lo = p.fdes[i].end // covered already
+			continue
+		}
+		hi := c.end
+		if i < len(p.fdes) && p.fdes[i].start < hi {
+			hi = p.fdes[i].start
+		}
+		var rows []row
+		for _, r := range c.rows {
+			if r.end > lo && r.start < hi {
+				rows = append(rows, row{max(r.start, lo), min(r.end, hi), r.rule})
+			}
+		}
+		if len(rows) > 0 {
+			p.fdes = append(p.fdes, compiledFDE{})
+			copy(p.fdes[i+1:], p.fdes[i:])
+			p.fdes[i] = compiledFDE{start: rows[0].start, end: rows[len(rows)-1].end, rows: rows}
+			added = true
+		}
+		lo = hi
 	}
-	p.fdes = append(p.fdes, compiledFDE{})
-	copy(p.fdes[i+1:], p.fdes[i:])
-	p.fdes[i] = c
-	p.added = true
-	return true
+	p.added = p.added || added
+	return added
 }
 
 // expr is Expr for a partial table.
