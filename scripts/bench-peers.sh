@@ -7,7 +7,8 @@
 #   scripts/bench-peers.sh [PAIRS]     # default 15; needs root (ptrace, perf)
 #
 # Rows: dump of a live 17-thread C program vs eu-stack (plain and -s -i)
-# and gdb; the same dump with an empty cache (cold); a core vs eu-stack
+# and gdb; the same dump with an empty cache (cold, its --stats phases
+# beside); a core vs eu-stack
 # --core; report vs perf script on a perf record --call-graph dwarf file
 # (back to back, and 3 s apart);
 # record's CPU use vs perf record's at the same rate; unwind table build
@@ -64,22 +65,34 @@ export REWIND_CACHE_DIR=$tmp/cache
 # pair NAME PAIRS CMD_A -- CMD_B: prints "NAME a_ms b_ms ratio(b/a)" from
 # medians of interleaved runs (ratio of each pair, then the median). With
 # GAP=S in the environment every run starts S seconds after the one
-# before, as commands typed by hand do.
+# before, as commands typed by hand do. With FRESH=VAR every run of CMD_A
+# gets a new empty directory in the environment variable VAR, made before
+# its clock starts and removed after it stops; with STATS=1 the medians of
+# CMD_A's --stats phase times over 7 more runs follow the row.
 pair() {
 	python3 - "$@" <<'PY'
-import os, statistics, subprocess, sys, time
+import os, re, shutil, statistics, subprocess, sys, tempfile, time
 gap = float(os.environ.get("GAP", "0"))
+fresh = os.environ.get("FRESH", "")
 name, n = sys.argv[1], int(sys.argv[2])
 rest = sys.argv[3:]
 cut = rest.index("--")
 a, b = rest[:cut], rest[cut+1:]
-def run(c):
+def run(c, stats=False):
     time.sleep(gap)
+    env, d = None, None
+    if fresh and c is a:
+        d = tempfile.mkdtemp()
+        env = dict(os.environ, **{fresh: d})
     s = time.perf_counter()
-    r = subprocess.run(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = subprocess.run(c + (["--stats"] if stats else []), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE if stats else subprocess.DEVNULL, env=env)
+    t = time.perf_counter() - s
+    if d:
+        shutil.rmtree(d)
     if r.returncode not in (0, 1):
         sys.exit(f"{' '.join(c)}: exit {r.returncode}")
-    return time.perf_counter() - s
+    return r.stderr.decode() if stats else t
 run(a); run(b)
 ta, tb, rs = [], [], []
 for i in range(n):
@@ -89,6 +102,13 @@ for i in range(n):
         x = run(a); y = run(b)
     ta.append(x); tb.append(y); rs.append(y / x)
 print(f"{name:<44} {statistics.median(ta)*1e3:9.2f} {statistics.median(tb)*1e3:10.2f} {statistics.median(rs):8.2f}x")
+if os.environ.get("STATS") == "1":
+    ph = {}
+    for _ in range(7):
+        line = next((l for l in run(a, True).splitlines() if " total " in l), "")
+        for k, v in re.findall(r"(\w+) ([0-9.]+) ms", line):
+            ph.setdefault(k, []).append(float(v))
+    print("    --stats medians, ms: " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in ph.items()))
 PY
 }
 
@@ -97,14 +117,10 @@ rw="$tmp/rewind"
 if have eu-stack; then
 	pair "dump PID vs eu-stack -p" "$pairs" "$rw" dump "$tpid" -- eu-stack -p "$tpid"
 	pair "dump PID vs eu-stack -s -i -p" "$pairs" "$rw" dump "$tpid" -- eu-stack -s -i -p "$tpid"
-	# Cold: an empty cache for every run of rewind (first dump ever).
-	cat >"$tmp/cold.sh" <<EOF
-#!/bin/sh
-rm -rf "$tmp/coldcache"
-REWIND_CACHE_DIR="$tmp/coldcache" exec "$rw" dump "\$@"
-EOF
-	chmod +x "$tmp/cold.sh"
-	pair "dump PID, empty cache vs eu-stack -p" "$pairs" "$tmp/cold.sh" "$tpid" -- eu-stack -p "$tpid"
+	# Cold: a new empty REWIND_CACHE_DIR for every run of rewind (first
+	# dump ever), made and removed outside the timed run; where the time
+	# goes follows (scripts/bench-dump-cold.sh has cold and warm alone).
+	FRESH=REWIND_CACHE_DIR STATS=1 pair "dump, empty cache, vs eu-stack -p" "$pairs" "$rw" dump "$tpid" -- eu-stack -p "$tpid"
 fi
 if have gdb; then
 	pair "dump PID vs gdb -batch thread apply all bt" 5 "$rw" dump "$tpid" -- gdb -nx -batch -p "$tpid" -ex "thread apply all bt"

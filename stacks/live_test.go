@@ -37,6 +37,15 @@ func TestLiveMatchesEuStack(t *testing.T) {
 				checkRunning(t, proc.PID)
 				tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
 				compareTarget(t, tg, ref)
+				// Partial unwind tables, as dumps compile them (only the
+				// FDEs the walks look into).
+				partial := &target.Objects{}
+				partial.Tables.Partial = true
+				ptg := snap.Target(partial, nil)
+				compareTarget(t, ptg, ref)
+				if !anyPartial(ptg) {
+					t.Error("no object got a partial unwind table")
+				}
 
 				err = live.WithStopped(proc.PID, live.Options{}, func(s *live.Snapshot) error {
 					compareTarget(t, s.Target(&target.Objects{}, nil), ref)
@@ -49,6 +58,18 @@ func TestLiveMatchesEuStack(t *testing.T) {
 			})
 		}
 	}
+}
+
+// anyPartial reports whether an object of tg has a partial unwind table.
+func anyPartial(tg *target.Target) bool {
+	for _, m := range tg.Space.Mappings() {
+		if m.Module != nil {
+			if tab, err := m.Module.Table(); err == nil && tab != nil && tab.Partial() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // compareTarget applies the core tests' rules: dwarf and auto equal

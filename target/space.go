@@ -92,11 +92,43 @@ func (m *Module) Table() (*unwindtable.Table, error) {
 				key += fmt.Sprintf(":%d:%d", fi.Size(), fi.ModTime().UnixNano())
 			}
 		}
+		if m.objs.Tables.Partial {
+			if hdr, eh := partialSource(m.File); hdr != nil {
+				m.table, m.tableErr = m.objs.Tables.GetPartial(key, m.File.Arch, hdr, eh)
+				return
+			}
+		}
 		m.table, m.tableErr = m.objs.Tables.Get(key, func() (*unwindtable.Table, error) {
 			return BuildTable(m.File)
 		})
 	})
 	return m.table, m.tableErr
+}
+
+// partialSource returns what a partial table of f is compiled from (see
+// unwindtable.NewPartial): its .eh_frame_hdr's search table and its
+// .eh_frame, when these are all the CFI it has; nil otherwise (the whole
+// table is built then).
+func partialSource(f *elfobj.File) (*cfi.EhFrameHdr, *cfi.Section) {
+	if f.EhFrame == nil || f.EhFrameHdr == nil || f.DebugFrame != nil {
+		return nil, nil
+	}
+	hd, err := f.EhFrameHdr.Load()
+	if err != nil {
+		return nil, nil
+	}
+	if _, err := f.EhFrame.Load(); err != nil {
+		return nil, nil
+	}
+	hdr, err := cfi.ParseEhFrameHdr(hd, f.EhFrameHdr.Addr, f.ByteOrder, f.Path+" .eh_frame_hdr")
+	if err != nil || hdr.FDECount == 0 {
+		return nil, nil
+	}
+	eh := CFISection(f, f.EhFrame, cfi.EhFrame)
+	if hdr.EhFramePtr != eh.Addr {
+		return nil, nil
+	}
+	return hdr, eh
 }
 
 // ModuleWithTable returns a module with no object file whose unwind rules

@@ -1,7 +1,12 @@
 package unwindtable
 
 import (
+	"fmt"
+	"path/filepath"
 	"sync"
+
+	"github.com/rewindstack/rewind/cfi"
+	"github.com/rewindstack/rewind/regs"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
 )
@@ -26,14 +31,100 @@ type Cache struct {
 	// writes. A dump sets it: writing libc's table (120 KB, directories
 	// made) took 0.5 to 0.85 ms of its unwinding.
 	SaveLater bool
+	// Partial asks for partial tables where an object allows them: set,
+	// target.Module.Table calls GetPartial for an object whose only CFI
+	// is a searchable .eh_frame. A dump sets it.
+	Partial bool
 
-	mu      sync.Mutex
-	entries map[string]*cacheEntry
-	saving  sync.WaitGroup
+	mu       sync.Mutex
+	entries  map[string]*cacheEntry
+	saving   sync.WaitGroup
+	partials []savedPartial // made by GetPartial, saved by Wait
 }
 
-// Wait returns when the tables Get is writing (see SaveLater) are written.
-func (c *Cache) Wait() { c.saving.Wait() }
+// savedPartial is a partial table and the cache file it is kept in.
+type savedPartial struct {
+	rel, key string
+	t        *Table
+}
+
+// Wait saves the partial tables that grew (see GetPartial) and returns
+// when they and the tables Get is writing (see SaveLater) are written.
+func (c *Cache) Wait() {
+	c.mu.Lock()
+	ps := c.partials
+	c.partials = nil
+	c.mu.Unlock()
+	for _, p := range ps {
+		if !p.t.Changed() {
+			continue
+		}
+		c.saving.Add(1)
+		go func() {
+			defer c.saving.Done()
+			b, err := p.t.MarshalPartial()
+			if err == nil {
+				err = cachefile.Write(c.Dir, p.rel, partialMagic+p.key, b)
+			}
+			cachefile.Note(err, "partial table not saved")
+		}()
+	}
+	c.saving.Wait()
+}
+
+// GetPartial returns the table for key like Get, but for an object whose
+// table is not in the cache it returns a partial table (see NewPartial)
+// that compiles only the FDEs lookups ask for, instead of building the
+// whole table: hdr and eh are the object's .eh_frame_hdr and .eh_frame,
+// its only CFI. With Dir set, the FDEs an earlier run compiled are read
+// back from a file of their own (a full table, written by a command that
+// built one, is preferred), and Wait saves the table again when it grew.
+// A dump uses it: it looks up a few dozen addresses.
+func (c *Cache) GetPartial(key string, arch regs.Arch, hdr *cfi.EhFrameHdr, eh *cfi.Section) (*Table, error) {
+	e := c.entry(key)
+	e.once.Do(func() {
+		rel := c.persisted(key)
+		if rel == "" {
+			e.t = NewPartial(arch, hdr, eh)
+			return
+		}
+		if t, err := load(c.Dir, rel, key); err == nil {
+			e.t = t
+			return
+		}
+		prel := rel + "-partial"
+		data, err := cachefile.Read(c.Dir, prel, partialMagic+key, maxTableFile)
+		if err == nil {
+			e.t, err = UnmarshalPartial(data, hdr, eh)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", filepath.Join(c.Dir, prel), err)
+			}
+		}
+		cachefile.Note(err, "table rebuilt")
+		if e.t == nil {
+			e.t = NewPartial(arch, hdr, eh)
+		}
+		c.mu.Lock()
+		c.partials = append(c.partials, savedPartial{prel, key, e.t})
+		c.mu.Unlock()
+	})
+	return e.t, e.err
+}
+
+// entry returns key's entry, made on first use.
+func (c *Cache) entry(key string) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]*cacheEntry{}
+	}
+	e := c.entries[key]
+	if e == nil {
+		e = &cacheEntry{}
+		c.entries[key] = e
+	}
+	return e
+}
 
 type cacheEntry struct {
 	once sync.Once
@@ -44,16 +135,7 @@ type cacheEntry struct {
 // Get returns the table for key, calling build the first time the key is
 // seen. A build error is cached too: a broken object is not parsed again.
 func (c *Cache) Get(key string, build func() (*Table, error)) (*Table, error) {
-	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[string]*cacheEntry{}
-	}
-	e := c.entries[key]
-	if e == nil {
-		e = &cacheEntry{}
-		c.entries[key] = e
-	}
-	c.mu.Unlock()
+	e := c.entry(key)
 	e.once.Do(func() {
 		rel := c.persisted(key)
 		if rel != "" {

@@ -21,6 +21,9 @@ var le = binary.LittleEndian
 // encoding.BinaryMarshaler): fixed-width little-endian arrays, as they are
 // held in memory, so decoding is a copy plus checks.
 func (t *Table) MarshalBinary() ([]byte, error) {
+	if t.lazy != nil {
+		return t.lazy.snapshot().MarshalBinary()
+	}
 	b := []byte(tableMagic)
 	b = append(b, byte(t.arch))
 	if t.idx32 != nil {

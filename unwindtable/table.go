@@ -43,6 +43,7 @@ type Table struct {
 	rules []Rule // rules[0] is the "no information" rule
 	exprs [][]byte
 	stats Stats
+	lazy  *partial // set for a table compiled as it is looked into
 }
 
 // Stats describes a compiled table.
@@ -61,11 +62,19 @@ type Stats struct {
 func (t *Table) Arch() regs.Arch { return t.arch }
 
 // Stats returns counts describing the table.
-func (t *Table) Stats() Stats { return t.stats }
+func (t *Table) Stats() Stats {
+	if t.lazy != nil {
+		return t.lazy.snapshot().stats
+	}
+	return t.stats
+}
 
 // Bytes returns the memory the table's lookup structures occupy: rows, page
 // index, rules and expressions.
 func (t *Table) Bytes() int {
+	if t.lazy != nil {
+		return t.lazy.snapshot().Bytes()
+	}
 	n := len(t.pages)*4 + len(t.lo)*2 + len(t.idx16)*2 + len(t.idx32)*4 + len(t.rules)*16
 	for _, e := range t.exprs {
 		n += len(e) + 24
@@ -76,6 +85,9 @@ func (t *Table) Bytes() int {
 // Expr returns the DWARF expression with index i (from a Rule whose kind is
 // an expression kind).
 func (t *Table) Expr(i int32) []byte {
+	if t.lazy != nil {
+		return t.lazy.expr(i)
+	}
 	if i < 0 || int(i) >= len(t.exprs) {
 		return nil
 	}
@@ -92,6 +104,9 @@ func (t *Table) ruleIndex(i int) uint32 {
 // Lookup returns the rule covering pc (an address in the object's own
 // address space). ok is false where the object has no unwind information.
 func (t *Table) Lookup(pc uint64) (r *Rule, ok bool) {
+	if t.lazy != nil {
+		return t.lazy.lookup(pc)
+	}
 	if pc < t.base || pc >= t.end {
 		return nil, false
 	}
@@ -124,6 +139,10 @@ func (t *Table) Lookup(pc uint64) (r *Rule, ok bool) {
 // Rows calls fn for every row of the table in address order, including gap
 // rows (whose rule has CFABase CFANone).
 func (t *Table) Rows(fn func(start, end uint64, r *Rule)) {
+	if t.lazy != nil {
+		t.lazy.snapshot().Rows(fn)
+		return
+	}
 	n := len(t.lo)
 	p := 0
 	for i := 0; i < n; i++ {

@@ -178,6 +178,8 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	// into, as eu-stack -i and gdb show them.
 	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
 	objs = &target.Objects{}
+	// Unwind tables of the FDEs the frames are in, not whole objects.
+	objs.Tables.Partial = true
 	if dir := cacheDir(noCache); dir != "" {
 		// A dump reads as little DWARF as its frames need, and keeps it.
 		sym.Cache = symbolize.NewIncrementalCache(dir)
@@ -189,9 +191,11 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	}
 	return sym, objs, tm, func() {
 		// What the symbolizer read of debug files goes to the cache
-		// once the stacks are out.
+		// once the stacks are out, beside the unwind tables.
+		saved := make(chan struct{})
+		go func() { objs.Tables.Wait(); close(saved) }()
 		sym.Flush()
-		objs.Tables.Wait()
+		<-saved
 		tm.mark("save")
 		if stats {
 			tm.print()
