@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/pprof/profile"
 )
@@ -96,6 +97,42 @@ type checker struct {
 	checks  int
 	resets  int
 	plainOK int
+	id      uint64 // the last ShadowStackID
+	ids     int    // checks by ID
+}
+
+// stackIDs maps every stack ID the tests saw to its stack, and back, across
+// goroutines.
+var stackIDs struct {
+	sync.Mutex
+	stack map[uint64]string
+	id    map[string]uint64
+}
+
+// checkID checks that c.id names the stack sh (StackPCs gave it; when short
+// sh is truncated and the whole stack is read again) and no other.
+func (c *checker) checkID(sh []uintptr, short bool) {
+	c.ids++
+	if c.id == 0 {
+		c.fail("ShadowStackID returned 0 for %s", frames(sh))
+	}
+	if short {
+		all := make([]uintptr, len(c.fps[0]))
+		sh = all[:StackPCs(c.id, all)]
+	}
+	key := string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(sh))), len(sh)*int(unsafe.Sizeof(uintptr(0)))))
+	stackIDs.Lock()
+	defer stackIDs.Unlock()
+	if stackIDs.stack == nil {
+		stackIDs.stack, stackIDs.id = map[uint64]string{}, map[string]uint64{}
+	}
+	if old, ok := stackIDs.stack[c.id]; ok && old != key {
+		c.fail("ShadowStackID %d named another stack before; now %s", c.id, frames(sh))
+	}
+	if old, ok := stackIDs.id[key]; ok && old != c.id {
+		c.fail("stack %s had ID %d, now %d", frames(sh), old, c.id)
+	}
+	stackIDs.stack[c.id], stackIDs.id[key] = key, c.id
 }
 
 func newChecker(t testing.TB, seed int64) *checker {
@@ -114,6 +151,14 @@ func newChecker(t testing.TB, seed int64) *checker {
 //
 //go:noinline
 func captureAt(f capturer, pcs []uintptr) int { return f(1, pcs) }
+
+// captureIDAt is captureAt for ShadowStackID(1).
+//
+//go:noinline
+func captureIDAt(c *checker, pcs []uintptr) int {
+	c.id = ShadowStackID(1)
+	return StackPCs(c.id, pcs)
+}
 
 func (c *checker) fail(format string, args ...any) {
 	c.t.Helper()
@@ -144,10 +189,18 @@ func (c *checker) check() {
 		case <-time.After(time.Microsecond):
 		}
 	}
-	adaptive := c.rng.Intn(2) == 0
 	methods := [4]capturer{ShadowCallersEager, CallersFP, logical, resetFP}
-	if adaptive {
+	byID := false
+	switch c.rng.Intn(3) {
+	case 0:
 		methods[0] = ShadowCallers
+	case 1:
+		// The stack's ID, turned back into PCs.
+		methods[0] = func(skip int, pcs []uintptr) int {
+			c.id = ShadowStackID(skip + 1)
+			return StackPCs(c.id, pcs)
+		}
+		byID = true
 	}
 	last := 3
 	if c.rng.Intn(8) == 0 {
@@ -194,6 +247,18 @@ func (c *checker) check() {
 	got := c.exp[0][:Expand(c.exp[0], sh, 0)]
 	if !short && !slices.Equal(got, want) {
 		c.fail("Expand(ShadowCallers) differs from runtime.Callers\ngot:  %s\nwant: %s", frames(got), frames(want))
+	}
+	if byID {
+		c.checkID(sh, short)
+		if !short {
+			// ShadowStackID(1) too, which has paths of its own: from
+			// another function, so entries 0 and 1 differ.
+			got := c.exp[0][:captureIDAt(c, c.exp[0])]
+			if len(got) != len(sh) || !slices.Equal(got[2:], sh[2:]) || !strings.HasSuffix(runtime.FuncForPC(got[0]-1).Name(), "captureIDAt") {
+				c.fail("ShadowStackID(1) from captureIDAt differs from the capture above it\ngot:  %s\nwant: %s", frames(got), frames(sh))
+			}
+			c.checkID(got, false)
+		}
 	}
 	if last == 4 {
 		if fp := c.fps[3][:n[3]]; !slices.Equal(sh, fp) {
@@ -371,8 +436,8 @@ func TestShadowRandomSequences(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("seed %d failed", seed)
 		}
-		if m.checks == 0 || m.plainOK == 0 {
-			t.Fatalf("seed %d: %d checks, %d exact comparisons: the machine did nothing", seed, m.checks, m.plainOK)
+		if m.checks == 0 || m.plainOK == 0 || m.ids == 0 {
+			t.Fatalf("seed %d: %d checks, %d exact comparisons, %d by ID: the machine did nothing", seed, m.checks, m.plainOK, m.ids)
 		}
 		if seed%4 != 0 && m.hits == 0 {
 			t.Errorf("seed %d (depth %d): no frame returned through the trampoline in %d checks", seed, maxDepth, m.checks)
