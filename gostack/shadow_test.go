@@ -101,9 +101,9 @@ type checker struct {
 	ids     int    // checks by ID
 }
 
-// stackIDs maps every stack ID the tests saw to its stack, and back, across
+// seenIDs maps every stack ID the tests saw to its stack, and back, across
 // goroutines.
-var stackIDs struct {
+var seenIDs struct {
 	sync.Mutex
 	stack map[uint64]string
 	id    map[string]uint64
@@ -121,18 +121,18 @@ func (c *checker) checkID(sh []uintptr, short bool) {
 		sh = all[:StackPCs(c.id, all)]
 	}
 	key := string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(sh))), len(sh)*int(unsafe.Sizeof(uintptr(0)))))
-	stackIDs.Lock()
-	defer stackIDs.Unlock()
-	if stackIDs.stack == nil {
-		stackIDs.stack, stackIDs.id = map[uint64]string{}, map[string]uint64{}
+	seenIDs.Lock()
+	defer seenIDs.Unlock()
+	if seenIDs.stack == nil {
+		seenIDs.stack, seenIDs.id = map[uint64]string{}, map[string]uint64{}
 	}
-	if old, ok := stackIDs.stack[c.id]; ok && old != key {
+	if old, ok := seenIDs.stack[c.id]; ok && old != key {
 		c.fail("ShadowStackID %d named another stack before; now %s", c.id, frames(sh))
 	}
-	if old, ok := stackIDs.id[key]; ok && old != c.id {
+	if old, ok := seenIDs.id[key]; ok && old != c.id {
 		c.fail("stack %s had ID %d, now %d", frames(sh), old, c.id)
 	}
-	stackIDs.stack[c.id], stackIDs.id[key] = key, c.id
+	seenIDs.stack[c.id], seenIDs.id[key] = key, c.id
 }
 
 func newChecker(t testing.TB, seed int64) *checker {
