@@ -937,3 +937,35 @@ func TestShadowCopyAlignment(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+// TestShadowStackIDSkip checks ShadowStackID's skip against CallersFP's,
+// and that StackPCs knows only IDs that ShadowStackID returned.
+func TestShadowStackIDSkip(t *testing.T) {
+	var a, b [256]uintptr
+	for i := range 3 { // nothing cached, then cached
+		id0 := ShadowStackID(0)
+		n := StackPCs(id0, a[:])
+		m := CallersFP(0, b[:])
+		if n != m || n < 3 {
+			t.Fatalf("round %d: ShadowStackID(0) has %d frames, CallersFP(0) %d", i, n, m)
+		}
+		if f := runtime.FuncForPC(a[0] - 1); f == nil || !strings.HasSuffix(f.Name(), "gostack.ShadowStackID") {
+			t.Errorf("round %d: entry 0 of ShadowStackID(0) is %s, want a PC inside ShadowStackID", i, frames(a[:1]))
+		}
+		if !slices.Equal(a[2:n], b[2:m]) {
+			t.Errorf("round %d: ShadowStackID(0) above the caller:\n%s\nCallersFP:\n%s", i, frames(a[2:n]), frames(b[2:m]))
+		}
+		id2 := ShadowStackID(2)
+		if n2 := StackPCs(id2, a[:]); n2 != m-2 || !slices.Equal(a[1:n2], b[3:m]) {
+			t.Errorf("round %d: ShadowStackID(2):\n%s\nCallersFP(0)[2:]:\n%s", i, frames(a[:n2]), frames(b[2:m]))
+		}
+		if id := ShadowStackID(1 << 20); id != 0 {
+			t.Errorf("ShadowStackID beyond the root = %d, want 0", id)
+		}
+	}
+	for _, id := range []uint64{0, 1 << 40, ^uint64(0)} {
+		if n := StackPCs(id, a[:]); n != 0 {
+			t.Errorf("StackPCs(%#x) = %d, want 0", id, n)
+		}
+	}
+}
