@@ -89,18 +89,6 @@ const (
 
 var sink uint64
 
-func capture(m int, pcs []uintptr) uint64 {
-	switch m {
-	case mLoop:
-		return uint64(loop(pcs))
-	case mShadow:
-		return uint64(gostack.ShadowCallers(1, pcs))
-	case mLoopID:
-		return loopID(pcs)
-	}
-	return gostack.ShadowStackID(1)
-}
-
 // best recurses to depth n and captures b.N times there. It restarts the
 // thread-CPU clock at *start with the timer.
 //
@@ -135,13 +123,38 @@ func best(n, m int, pcs []uintptr, b *testing.B, start *int64) {
 	sink += s
 }
 
+// worst captures, recurses to depth n, and captures again on the way back.
+// The captures are called from worst itself, as in the source article (a
+// helper that captured and returned would return through the trampoline
+// after every capture: see gostack's adaptive policy).
+//
 //go:noinline
 func worst(n, m int, pcs []uintptr) uint64 {
-	s := capture(m, pcs)
+	var s uint64
+	switch m {
+	case mLoop:
+		s = uint64(loop(pcs))
+	case mShadow:
+		s = uint64(gostack.ShadowCallers(1, pcs))
+	case mLoopID:
+		s = loopID(pcs)
+	case mID:
+		s = gostack.ShadowStackID(1)
+	}
 	if n > 1 {
 		s += worst(n-1, m, pcs)
 	}
-	return s + capture(m, pcs)
+	switch m {
+	case mLoop:
+		s += uint64(loop(pcs))
+	case mShadow:
+		s += uint64(gostack.ShadowCallers(1, pcs))
+	case mLoopID:
+		s += loopID(pcs)
+	case mID:
+		s += gostack.ShadowStackID(1)
+	}
+	return s
 }
 
 func run(c string, depth, m int) float64 {
