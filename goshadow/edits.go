@@ -13,7 +13,10 @@ var runtimeEdits = []Edit{
 			"\tshadowTop    uintptr\n" +
 			"\tshadowSlot   uintptr\n" +
 			"\tshadowHits   uintptr\n" +
-			"\tshadowPolicy shadowPolicy\n}",
+			"\tshadowPolicy shadowPolicy\n" +
+			"\tshadowIDs    []uint64  // stack IDs of the cached entries (rewind_shadow_id.go)\n" +
+			"\tshadowIDBuf  []uintptr // ShadowStackID's walk buffer\n" +
+			"\tshadowMemo   shadowMemo\n}",
 		Replace: true,
 	},
 	{
@@ -96,6 +99,7 @@ var runtimeFiles = []struct{ name, src string }{
 	{"rewind_shadow_arm64.s", "rt/shadow_arm64.s.txt"},
 	{"rewind_shadow_copy_amd64.go", "rt/copy_amd64.go.txt"},
 	{"rewind_shadow_copy_other.go", "rt/copy_other.go.txt"},
+	{"rewind_shadow_id.go", "rt/shadowid.go.txt"},
 }
 
 // gostackPath is the import path of package gostack, whose ShadowCallers and

@@ -58,6 +58,18 @@
 // gostack.ShadowCallersEager always caches, as the source article's
 // prototype did.
 //
+// gostack.ShadowStackID names a stack instead of copying it, for tracers and
+// profilers that keep a table of stacks. Every stack is interned as (parent
+// ID, innermost PC) in a process-wide table, and each cached entry carries
+// the ID of the stack from it to the root (computed when first needed), so
+// with the cache in place the ID costs a look-up per frame walked above it,
+// and in the steady state a compare with the goroutine's last look-up. With
+// nothing cached (shallow stacks, a policy backing off) the stack is walked
+// and hashed in one loop and looked up whole in a second table, as the
+// execution tracer does, but without a second pass over the PCs for
+// memhash. The tables are read without locks and grow under one; nothing in
+// them is freed. gostack.StackPCs follows the parents.
+//
 // # Testing
 //
 // `go test ./goshadow` generates the overlay once and runs gostack's shadow
@@ -68,7 +80,8 @@
 // runtime's own tests matching Traceback|Callers|Stack|Panic|Defer|Preempt|GC
 // with the overlay, plain and tortured (about 3.5 minutes). The benchmark
 // tables: go test -overlay=DIR/overlay.json -tags rewind_shadow ./gostack
-// -run ShadowBenchTable -v -shadowtable -test.benchtime=200ms.
+// -run ShadowBenchTable -v -shadowtable -test.benchtime=200ms (-shadowid
+// for stack IDs); scripts/shadowcheck measures the same independently.
 package goshadow
 
 import (

@@ -5,6 +5,7 @@ package gostack
 import (
 	"flag"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"runtime"
 	"slices"
@@ -32,11 +33,13 @@ const (
 	modeShadow
 	modeEager
 	modeCallers
-	modePlain2 // plainFP2, the second copy of the plain loop
+	modePlain2  // plainFP2, the second copy of the plain loop
+	modePlainID // plainID: the plain loop, then the stack's PCs looked up in a hash table
+	modeID      // ShadowStackID
 	numModes
 )
 
-var modeNames = []string{"Plain", "FP", "Shadow", "Eager", "Callers", "Plain2"}
+var modeNames = []string{"Plain", "FP", "Shadow", "Eager", "Callers", "Plain2", "PlainID", "ID"}
 
 var benchDepths = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 
@@ -76,6 +79,14 @@ func bestCase(n, mode int, pcs []uintptr, b *testing.B) {
 	case modeCallers:
 		for range b.N {
 			s += runtime.Callers(1, pcs)
+		}
+	case modePlainID:
+		for range b.N {
+			s += int(plainID(pcs))
+		}
+	case modeID:
+		for range b.N {
+			s += int(ShadowStackID(1))
 		}
 	}
 	b.StopTimer()
@@ -118,6 +129,80 @@ func plainFP2(pcs []uintptr) int {
 	return i
 }
 
+// plainID is the baseline of ShadowStackID: what the runtime's execution
+// tracer does for a stack ID (traceStack, then its stack table's put): the
+// plain frame-record loop, then the PCs hashed with the runtime's memhash
+// (hash/maphash) and looked up in a hash table that compares them.
+//
+//go:noinline
+//go:nocheckptr
+func plainID(pcs []uintptr) uint64 {
+	fp := getfp()
+	i := 0
+	for ; i < len(pcs) && fp != nil; i++ {
+		pcs[i] = *(*uintptr)(unsafe.Add(fp, unsafe.Sizeof(uintptr(0))))
+		fp = *(*unsafe.Pointer)(fp)
+	}
+	return plainIDs.lookup(pcs[:i])
+}
+
+// pcTable is plainID's table: open addressing, linear probing, each entry
+// a hash, an ID and a copy of the PCs.
+type pcTable struct {
+	seed  maphash.Seed
+	slots []pcEntry
+	n     int
+}
+
+type pcEntry struct {
+	hash uint64
+	id   uint64
+	pcs  []uintptr
+}
+
+var plainIDs = &pcTable{seed: maphash.MakeSeed(), slots: make([]pcEntry, 1024)}
+
+func (t *pcTable) lookup(pcs []uintptr) uint64 {
+	h := maphash.Bytes(t.seed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(pcs))), len(pcs)*int(unsafe.Sizeof(uintptr(0)))))
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		e := &t.slots[i]
+		if e.pcs == nil {
+			return t.add(h, pcs)
+		}
+		if e.hash == h && slices.Equal(e.pcs, pcs) {
+			return e.id
+		}
+	}
+}
+
+//go:noinline
+func (t *pcTable) add(h uint64, pcs []uintptr) uint64 {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		old := t.slots
+		t.slots = make([]pcEntry, 2*len(old))
+		t.n = 0
+		for _, e := range old {
+			if e.pcs != nil {
+				t.put(e)
+			}
+		}
+	}
+	e := pcEntry{hash: h, id: uint64(t.n + 1), pcs: slices.Clone(pcs)}
+	t.put(e)
+	return e.id
+}
+
+func (t *pcTable) put(e pcEntry) {
+	mask := uint64(len(t.slots) - 1)
+	i := e.hash & mask
+	for t.slots[i].pcs != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = e
+	t.n++
+}
+
 // threadCPU reads the CPU time of the calling thread: unlike the wall
 // clock, it does not count the time other processes of the shared machine
 // run instead of the benchmark. The benchmarks lock their goroutine to its
@@ -152,6 +237,10 @@ func worstCase(n, mode int, pcs []uintptr) int {
 		s += ShadowCallersEager(1, pcs)
 	case modeCallers:
 		s += runtime.Callers(1, pcs)
+	case modePlainID:
+		s += int(plainID(pcs))
+	case modeID:
+		s += int(ShadowStackID(1))
 	}
 	if n > 1 {
 		s += worstCase(n-1, mode, pcs)
@@ -169,6 +258,10 @@ func worstCase(n, mode int, pcs []uintptr) int {
 		s += ShadowCallersEager(1, pcs)
 	case modeCallers:
 		s += runtime.Callers(1, pcs)
+	case modePlainID:
+		s += int(plainID(pcs))
+	case modeID:
+		s += int(ShadowStackID(1))
 	}
 	return s
 }
@@ -226,6 +319,7 @@ var (
 	shadowCases  = flag.String("shadowcases", "best,worst", "with -shadowtable: which tables")
 	shadowDepths = flag.String("shadowdepths", "", "with -shadowtable: comma-separated depths (default: all of benchDepths)")
 	shadowModes  = flag.String("shadowmodes", "", "with -shadowtable: comma-separated methods besides Plain, which always runs (default: all)")
+	shadowID     = flag.Bool("shadowid", false, "with -shadowtable: stack IDs instead: ShadowStackID vs the plain loop plus a hash-table look-up (plainID)")
 )
 
 // TestShadowBenchTable prints the best- and worst-case tables side by side:
@@ -270,6 +364,9 @@ func TestShadowBenchTable(t *testing.T) {
 			modes = append(modes, mode+1)
 		}
 	}
+	if *shadowID {
+		modes = []int{modePlainID, modeID}
+	}
 	// ns[case][depth][mode][round]
 	ns := make([][][numModes][]float64, len(cases))
 	for i := range ns {
@@ -300,6 +397,10 @@ func TestShadowBenchTable(t *testing.T) {
 	align := func(f func([]uintptr) int) uintptr {
 		return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Entry() % 64
 	}
+	if *shadowID {
+		printIDTable(t, cases, depths, ns)
+		return
+	}
 	for ci, c := range cases {
 		var out strings.Builder
 		fmt.Fprintf(&out, "\n%s case: median thread-CPU ns/op of %d rounds; Plain = the faster of two copies of the loop (at %d and %d mod 64 bytes) in each round; ratio = median over rounds of Plain time / method time\n",
@@ -322,6 +423,27 @@ func TestShadowBenchTable(t *testing.T) {
 			}
 			fmt.Fprintf(&out, "%6d %9.1f %9.1f %9.1f %9.1f %10.1f %7.2fx %7.2fx %7.2fx %7.2fx\n", depth, med[0], med[1], med[2], med[3], med[4],
 				ratio[1], ratio[2], ratio[3], ratio[4])
+		}
+		t.Log(out.String())
+	}
+}
+
+// printIDTable prints TestShadowBenchTable's results with -shadowid.
+func printIDTable(t *testing.T, cases []struct {
+	name string
+	run  func(*testing.B, int, int)
+}, depths []int, ns [][][numModes][]float64) {
+	for ci, c := range cases {
+		var out strings.Builder
+		fmt.Fprintf(&out, "\n%s case, stack IDs: median thread-CPU ns/op of %d rounds; PlainID = plain loop + hash-table look-up of the PCs; ratio = median over rounds of PlainID time / ID time\n", c.name, *shadowRounds)
+		fmt.Fprintf(&out, "%6s %9s %9s %8s\n", "depth", "PlainID", "ID", "ID")
+		for di, depth := range depths {
+			v := ns[ci][di]
+			rs := make([]float64, len(v[modeID]))
+			for r := range rs {
+				rs[r] = v[modePlainID][r] / v[modeID][r]
+			}
+			fmt.Fprintf(&out, "%6d %9.1f %9.1f %7.2fx\n", depth, median(v[modePlainID]), median(v[modeID]), median(rs))
 		}
 		t.Log(out.String())
 	}

@@ -26,3 +26,25 @@ func ShadowCallers(skip int, pcs []uintptr) int
 // capture caches, like the source article's prototype. For benchmarks and
 // tests.
 func ShadowCallersEager(skip int, pcs []uintptr) int
+
+// ShadowStackID returns an ID for the calling goroutine's stack, as
+// ShadowCallers(skip, ...) would capture it but without truncation: equal
+// stacks get the same ID, different stacks different ones, in every
+// goroutine, for the life of the process. [StackPCs] turns it back into the
+// return addresses. skip has ShadowCallers' meaning. It returns 0 for an
+// empty stack (skip beyond the root) and if the process has interned more
+// than 2^28 distinct stack frames.
+//
+// It is built on the shadow stack: each cached frame carries the ID of the
+// stack from it to the root, so when the stack above the caller is cached
+// and unchanged since the last call the ID costs O(1), and otherwise
+// O(frames walked above the cache), one hash-table look-up each. With
+// nothing cached the stack is walked and looked up whole, as the runtime's
+// execution tracer does.
+func ShadowStackID(skip int) uint64
+
+// StackPCs writes the return addresses of the stack with the given ID
+// (from [ShadowStackID]), innermost first, into pcs and returns how many it
+// wrote: at most len(pcs), and 0 for an ID that ShadowStackID never
+// returned.
+func StackPCs(id uint64, pcs []uintptr) int

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/pprof/profile"
 )
@@ -96,6 +97,42 @@ type checker struct {
 	checks  int
 	resets  int
 	plainOK int
+	id      uint64 // the last ShadowStackID
+	ids     int    // checks by ID
+}
+
+// seenIDs maps every stack ID the tests saw to its stack, and back, across
+// goroutines.
+var seenIDs struct {
+	sync.Mutex
+	stack map[uint64]string
+	id    map[string]uint64
+}
+
+// checkID checks that c.id names the stack sh (StackPCs gave it; when short
+// sh is truncated and the whole stack is read again) and no other.
+func (c *checker) checkID(sh []uintptr, short bool) {
+	c.ids++
+	if c.id == 0 {
+		c.fail("ShadowStackID returned 0 for %s", frames(sh))
+	}
+	if short {
+		all := make([]uintptr, len(c.fps[0]))
+		sh = all[:StackPCs(c.id, all)]
+	}
+	key := string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(sh))), len(sh)*int(unsafe.Sizeof(uintptr(0)))))
+	seenIDs.Lock()
+	defer seenIDs.Unlock()
+	if seenIDs.stack == nil {
+		seenIDs.stack, seenIDs.id = map[uint64]string{}, map[string]uint64{}
+	}
+	if old, ok := seenIDs.stack[c.id]; ok && old != key {
+		c.fail("ShadowStackID %d named another stack before; now %s", c.id, frames(sh))
+	}
+	if old, ok := seenIDs.id[key]; ok && old != c.id {
+		c.fail("stack %s had ID %d, now %d", frames(sh), old, c.id)
+	}
+	seenIDs.stack[c.id], seenIDs.id[key] = key, c.id
 }
 
 func newChecker(t testing.TB, seed int64) *checker {
@@ -114,6 +151,14 @@ func newChecker(t testing.TB, seed int64) *checker {
 //
 //go:noinline
 func captureAt(f capturer, pcs []uintptr) int { return f(1, pcs) }
+
+// captureIDAt is captureAt for ShadowStackID(1).
+//
+//go:noinline
+func captureIDAt(c *checker, pcs []uintptr) int {
+	c.id = ShadowStackID(1)
+	return StackPCs(c.id, pcs)
+}
 
 func (c *checker) fail(format string, args ...any) {
 	c.t.Helper()
@@ -144,10 +189,18 @@ func (c *checker) check() {
 		case <-time.After(time.Microsecond):
 		}
 	}
-	adaptive := c.rng.Intn(2) == 0
 	methods := [4]capturer{ShadowCallersEager, CallersFP, logical, resetFP}
-	if adaptive {
+	byID := false
+	switch c.rng.Intn(3) {
+	case 0:
 		methods[0] = ShadowCallers
+	case 1:
+		// The stack's ID, turned back into PCs.
+		methods[0] = func(skip int, pcs []uintptr) int {
+			c.id = ShadowStackID(skip + 1)
+			return StackPCs(c.id, pcs)
+		}
+		byID = true
 	}
 	last := 3
 	if c.rng.Intn(8) == 0 {
@@ -194,6 +247,18 @@ func (c *checker) check() {
 	got := c.exp[0][:Expand(c.exp[0], sh, 0)]
 	if !short && !slices.Equal(got, want) {
 		c.fail("Expand(ShadowCallers) differs from runtime.Callers\ngot:  %s\nwant: %s", frames(got), frames(want))
+	}
+	if byID {
+		c.checkID(sh, short)
+		if !short {
+			// ShadowStackID(1) too, which has paths of its own: from
+			// another function, so entries 0 and 1 differ.
+			got := c.exp[0][:captureIDAt(c, c.exp[0])]
+			if len(got) != len(sh) || !slices.Equal(got[2:], sh[2:]) || !strings.HasSuffix(runtime.FuncForPC(got[0]-1).Name(), "captureIDAt") {
+				c.fail("ShadowStackID(1) from captureIDAt differs from the capture above it\ngot:  %s\nwant: %s", frames(got), frames(sh))
+			}
+			c.checkID(got, false)
+		}
 	}
 	if last == 4 {
 		if fp := c.fps[3][:n[3]]; !slices.Equal(sh, fp) {
@@ -371,8 +436,8 @@ func TestShadowRandomSequences(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("seed %d failed", seed)
 		}
-		if m.checks == 0 || m.plainOK == 0 {
-			t.Fatalf("seed %d: %d checks, %d exact comparisons: the machine did nothing", seed, m.checks, m.plainOK)
+		if m.checks == 0 || m.plainOK == 0 || m.ids == 0 {
+			t.Fatalf("seed %d: %d checks, %d exact comparisons, %d by ID: the machine did nothing", seed, m.checks, m.plainOK, m.ids)
 		}
 		if seed%4 != 0 && m.hits == 0 {
 			t.Errorf("seed %d (depth %d): no frame returned through the trampoline in %d checks", seed, maxDepth, m.checks)
@@ -870,5 +935,37 @@ func TestShadowCopyAlignment(t *testing.T) {
 	}()
 	if msg := <-done; msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// TestShadowStackIDSkip checks ShadowStackID's skip against CallersFP's,
+// and that StackPCs knows only IDs that ShadowStackID returned.
+func TestShadowStackIDSkip(t *testing.T) {
+	var a, b [256]uintptr
+	for i := range 3 { // nothing cached, then cached
+		id0 := ShadowStackID(0)
+		n := StackPCs(id0, a[:])
+		m := CallersFP(0, b[:])
+		if n != m || n < 3 {
+			t.Fatalf("round %d: ShadowStackID(0) has %d frames, CallersFP(0) %d", i, n, m)
+		}
+		if f := runtime.FuncForPC(a[0] - 1); f == nil || !strings.HasSuffix(f.Name(), "gostack.ShadowStackID") {
+			t.Errorf("round %d: entry 0 of ShadowStackID(0) is %s, want a PC inside ShadowStackID", i, frames(a[:1]))
+		}
+		if !slices.Equal(a[2:n], b[2:m]) {
+			t.Errorf("round %d: ShadowStackID(0) above the caller:\n%s\nCallersFP:\n%s", i, frames(a[2:n]), frames(b[2:m]))
+		}
+		id2 := ShadowStackID(2)
+		if n2 := StackPCs(id2, a[:]); n2 != m-2 || !slices.Equal(a[1:n2], b[3:m]) {
+			t.Errorf("round %d: ShadowStackID(2):\n%s\nCallersFP(0)[2:]:\n%s", i, frames(a[:n2]), frames(b[2:m]))
+		}
+		if id := ShadowStackID(1 << 20); id != 0 {
+			t.Errorf("ShadowStackID beyond the root = %d, want 0", id)
+		}
+	}
+	for _, id := range []uint64{0, 1 << 40, ^uint64(0)} {
+		if n := StackPCs(id, a[:]); n != 0 {
+			t.Errorf("StackPCs(%#x) = %d, want 0", id, n)
+		}
 	}
 }

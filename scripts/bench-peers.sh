@@ -13,9 +13,11 @@
 # (back to back, and 3 s apart);
 # record's CPU use vs perf record's at the same rate; unwind table build
 # vs readelf --debug-dump=frames on libc; gostack.Callers and CallersFP
-# vs runtime.Callers; software shadow stacks vs the plain frame-pointer
-# loop. It installs what it needs as .ci/run does (skipped when offline)
-# and finishes in a few minutes on 2 cores.
+# vs runtime.Callers; software shadow stacks and their stack IDs vs the
+# plain frame-pointer loop (and a hash-table look-up of its PCs), in
+# gostack's table and in scripts/shadowcheck. It installs what it needs
+# as .ci/run does (skipped when offline) and finishes in a few minutes on
+# 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs=${1:-15}
@@ -175,6 +177,12 @@ if go run ./cmd/rewind goshadow overlay -o "$tmp/overlay" >/dev/null 2>&1; then
 	go test -overlay="$tmp/overlay/overlay.json" -tags rewind_shadow ./gostack \
 		-run ShadowBenchTable -v -shadowtable -shadowrounds 5 -test.benchtime=100ms 2>&1 |
 		awk '/case: median/ || /^ *depth/ || /^ +[0-9]+ +[0-9.]+ / { sub(/^ +/, "  "); print }'
+	echo "stack IDs (gostack.ShadowStackID) vs the plain loop plus a hash-table look-up of its PCs, as the execution tracer does:"
+	go test -overlay="$tmp/overlay/overlay.json" -tags rewind_shadow ./gostack \
+		-run ShadowBenchTable -v -shadowtable -shadowid -shadowrounds 5 -test.benchtime=100ms 2>&1 |
+		awk '/case, stack IDs/ || /^ *depth/ || /^ +[0-9]+ +[0-9.]+ / { sub(/^ +/, "  "); print }'
+	echo "the same, checked independently (scripts/shadowcheck: a loop and a Go map of its own, wall clock):"
+	go run -overlay="$tmp/overlay/overlay.json" -tags rewind_shadow ./scripts/shadowcheck -pairs 5 2>&1 | sed 's/^/  /'
 else
 	echo "  (the overlay could not be written for this Go; skipped)"
 fi
