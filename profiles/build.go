@@ -494,6 +494,21 @@ func (b *Builder) Profile() *Profile {
 	return b.prof
 }
 
+// Release drops what the builder keeps to build later batches faster (its
+// indexes of locations, symbols and stacks, the walk memos): for a
+// builder that is done, whose Profile is written next. The Profile stays
+// valid; the builder must not be used again. On a 2 GB system-wide
+// recording they were a fifth of what the report held when its profile
+// was written.
+func (b *Builder) Release() {
+	b.lines, b.locs, b.kern, b.maps, b.mapPtr = nil, nil, nil, nil, nil
+	b.stacks, b.folded, b.comms = nil, nil, nil
+	b.memos, b.walkers, b.spare = nil, nil, nil
+	b.foldLocs, b.userLocs, b.key = nil, nil, nil
+	b.st, b.pst, b.snap = unwind.Stack{}, unwind.Stack{}, target.Snapshot{}
+	b.prefetched = nil
+}
+
 func (b *Builder) mapping(m *target.Mapping) *Mapping {
 	// By pointer first: hashing the path for every frame showed in
 	// profiles of rewind report.
