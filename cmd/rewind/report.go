@@ -77,10 +77,9 @@ func runReport(args []string) error {
 	// tables, symbols and debug information load while the records are
 	// decoded.
 	sym, dir := profileSymbolizer(pf)
-	restoreGC := lessGC(pos[0])
+	defer lessGC()()
 	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
 	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
-	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr
