@@ -632,7 +632,7 @@ func (f *File) truncErr(off int64, what string) error {
 // cache) if anything still looks at it. Release of a file read into
 // memory (not mapped) does nothing.
 func (f *File) Release(off int64) {
-	if !f.mapped || f.ahead == nil {
+	if !f.mapped {
 		return
 	}
 	off = min(off, f.dataEnd) &^ (pageSize - 1)

@@ -235,7 +235,7 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 // perfdata.File.Release): what a report keeps then grows with the
 // distinct stacks, not with the file. A smaller file is unwound in one
 // batch once read.
-const streamMin = 64 << 20
+var streamMin int64 = 64 << 20 // (a variable for the tests)
 
 // firstBorrowed returns the offset in f of the first byte a pending
 // sample borrows from it (its registers, its stack copy; its callchain is

@@ -25,6 +25,11 @@ import (
 // prewalkChunk is the number of samples one worker walks at a time.
 const prewalkChunk = 128
 
+// walkInCaller has every batch walked in the calling goroutine, one sample
+// after the other (for the tests that compare that with the parallel
+// walks).
+var walkInCaller bool
+
 // prewalkMin is the batch size below which samples are walked in the
 // calling goroutine: starting workers costs more than it saves.
 const prewalkMin = 64
@@ -199,7 +204,7 @@ func (b *Builder) startPrewalk(samples []*Sample) *prewalk {
 	}
 	var next atomic.Int64
 	workers := min(runtime.GOMAXPROCS(0), len(pw.chunks))
-	if len(samples) < prewalkMin {
+	if len(samples) < prewalkMin || walkInCaller {
 		workers = 0
 	}
 	// The workers' scratch space, and their memos of each thread's last
