@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -255,6 +256,16 @@ type Builder struct {
 	key      []byte
 	// comms names the threads no record named (perfComm), once each.
 	comms map[int]string
+	// busy is how long Add took, batches added and samples in them.
+	busy    time.Duration
+	batches int
+	added   int
+}
+
+// Busy returns how long Add took in all (unwinding and symbolizing), and
+// how many batches and samples were added.
+func (b *Builder) Busy() (took time.Duration, batches, samples int) {
+	return b.busy, b.batches, b.added
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -289,6 +300,12 @@ func Build(c *Collector, opt Options) *Profile {
 // Add unwinds and symbolizes samples (taken from the builder's collector),
 // and drops their stack copies.
 func (b *Builder) Add(samples []*Sample) {
+	start := time.Now()
+	defer func() {
+		b.busy += time.Since(start)
+		b.batches++
+		b.added += len(samples)
+	}()
 	if b.ksyms == nil && b.opt.Kernel != nil {
 		for _, s := range samples {
 			if len(s.Kernel) > 0 {

@@ -84,6 +84,10 @@ func runReport(args []string) error {
 	if pd == nil {
 		return readErr
 	}
+	if pd.Builder != nil && pf.tm != nil {
+		took, batches, n := pd.Builder.Busy()
+		pf.tm.notes = append(pf.tm.notes, fmt.Sprintf("%d samples were unwound and symbolized while the file was read, in %d batches: %.2f ms of the read phase", n, batches, float64(took.Microseconds())/1000))
+	}
 	// The samples' stacks point into the file's mapping. Once they are
 	// unwound it is unmapped on another goroutine while the output is
 	// written: unmapping a 33 MB file took 0.7 ms, the last thing the
