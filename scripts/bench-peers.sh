@@ -145,7 +145,8 @@ if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; the
 	if [ -s "$sw/perf.data" ]; then
 		swmb=$(($(stat -c %s "$sw/perf.data") / 1000000))
 		(cd "$tmp" && pair "report ${swmb} MB system-wide vs perf script" 5 "$rw" report -q -o "$tmp/sw.pb.gz" "$sw/perf.data" -- perf script -i "$sw/perf.data")
-		/usr/bin/time -f "%M" -o "$tmp/sw.rss" "$rw" report -q --stats -o "$tmp/sw.pb.gz" "$sw/perf.data" 2>&1 | sed -n 's/^rewind: /  rewind report --stats: /p'
+		/usr/bin/time -f "%M" -o "$tmp/sw.rss" "$rw" report -q --stats -o "$tmp/sw.pb.gz" "$sw/perf.data" 2>&1 |
+			sed -n -E 's/^rewind: (read .* ms|[0-9]+ samples were unwound .*)$/  rewind report --stats: \1/p'
 		echo "  peak RSS of that run (anonymous and the file's pages): $(($(tail -1 "$tmp/sw.rss") / 1024)) MB"
 	fi
 	# Recording overhead: CPU time of the profiler alone, attached to a
