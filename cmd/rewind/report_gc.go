@@ -1,8 +1,11 @@
 package main
 
 import (
+	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"sync"
 
 	"github.com/rewindstack/rewind/internal/gcdefer"
 )
@@ -36,8 +39,49 @@ func lessGC() (restore func()) {
 	gc, limit := gcdefer.Cancel()
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(reportHeapLimit)
+	var mu sync.Mutex
+	done := false
+	watchLive(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return false
+		}
+		// (Stopping the world, but only after the few collections
+		// the limit starts.)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > reportHeapLimit/4*3 {
+			// What is live after a collection nearly fills the
+			// limit: the collector would run again and again (a 2 GB
+			// system-wide recording's report took 69 s, most of its
+			// output phase collecting). The bound cannot hold; collect
+			// as usual.
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			done = true
+			return false
+		}
+		return true
+	})
 	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
 		debug.SetGCPercent(gc)
 		debug.SetMemoryLimit(limit)
 	}
+}
+
+// watchLive calls check after each garbage collection, from the runtime's
+// cleanup goroutine, as long as check returns true.
+func watchLive(check func() bool) {
+	// A sentinel unreachable at once: the next collection runs its
+	// cleanup, which arms the next one. (Larger than 16 bytes: the tiny
+	// allocator's blocks may outlive any one object.)
+	runtime.AddCleanup(new([64]byte), func(int) {
+		if check() {
+			watchLive(check)
+		}
+	}, 0)
 }
