@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -63,10 +64,23 @@ type File struct {
 	// populating is done when the background population of the mapping
 	// is (nil when there is none).
 	populating *sync.WaitGroup
+	// ahead is the window populateAhead maps in ahead of what was
+	// released (nil for a file populated whole, or not at all).
+	ahead *window
+	// released is the offset below which the data section was released
+	// (see Release).
+	released int64
 }
 
-// populateLimit is the largest file Open populates (see populate).
-const populateLimit = 1 << 30
+// populateLimit is the largest file Open populates whole (see populate).
+// A larger one is populated a window at a time ahead of what Release
+// gave back (see populateAhead): a 2 GB recording, populated whole, would
+// keep 2 GB resident at once.
+const populateLimit = 64 << 20
+
+// populateWindow is how far past the record Records is at
+// populateAhead maps a large file in.
+const populateWindow = 32 << 20
 
 // Open opens and parses a perf.data file. The file is mapped and its
 // data section read as Records needs it.
@@ -113,8 +127,14 @@ func Open(path string) (*File, error) {
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	mapped := err == nil
 	var populating *sync.WaitGroup
-	if mapped && size <= populateLimit {
+	var ahead *window
+	switch {
+	case mapped && size <= populateLimit:
 		populating = populate(data)
+	case mapped:
+		ahead = &window{}
+		ahead.cond = sync.NewCond(&ahead.mu)
+		populating = populateAhead(data, ahead)
 	}
 	if err != nil {
 		data = make([]byte, size)
@@ -125,6 +145,9 @@ func Open(path string) (*File, error) {
 	f, err := Parse(data, path)
 	if err != nil {
 		if mapped {
+			if ahead != nil {
+				ahead.stop()
+			}
 			if populating != nil {
 				populating.Wait()
 			}
@@ -134,6 +157,7 @@ func Open(path string) (*File, error) {
 	}
 	f.mapped = mapped
 	f.populating = populating
+	f.ahead = ahead
 	return f, nil
 }
 
@@ -208,6 +232,60 @@ func populate(data []byte) *sync.WaitGroup {
 // aligned, of what the page cache holds.
 const faultAround = 64 << 10
 
+// window is how far populateAhead may map a file in: up to
+// populateWindow past the record Records is at.
+type window struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	released int64
+	stopped  bool
+}
+
+// advance lets populateAhead go on up to populateWindow past off.
+func (w *window) advance(off int64) {
+	w.mu.Lock()
+	w.released = max(w.released, off)
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+// stop ends populateAhead.
+func (w *window) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+// populateAhead maps a large file in as populate does, in one goroutine,
+// never more than populateWindow past the record Records is at: with
+// Release, the file is resident a window at a time, as its records are
+// consumed. The result
+// is done when the goroutine has stopped (at the end of the file, or at
+// w.stop).
+func populateAhead(data []byte, w *window) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var sum byte
+		for off := 0; off < len(data); off += faultAround {
+			w.mu.Lock()
+			for !w.stopped && int64(off) >= w.released+populateWindow {
+				w.cond.Wait()
+			}
+			stopped := w.stopped
+			w.mu.Unlock()
+			if stopped {
+				break
+			}
+			sum += data[off]
+		}
+		populated.Add(uint32(sum))
+	}()
+	return &wg
+}
+
 // populated receives a sum of the bytes populate read.
 var populated atomic.Uint32
 
@@ -219,6 +297,9 @@ const pageSize = 64 << 10
 func (f *File) Close() error {
 	if f.mapped {
 		f.mapped = false
+		if f.ahead != nil {
+			f.ahead.stop()
+		}
 		if f.populating != nil {
 			f.populating.Wait()
 		}
@@ -447,6 +528,7 @@ func (f *File) Records(fn func(rec *Record) error) error {
 		return fn(&rec)
 	}
 	w := &walker{f: f, off: f.dataOff}
+	var advanceAt int64
 	for {
 		b, off, err := w.next()
 		if err != nil {
@@ -461,6 +543,10 @@ func (f *File) Records(fn func(rec *Record) error) error {
 			return f.decompress(w, b, off, each)
 		}
 		f.prefetchAfter(w.off)
+		if f.ahead != nil && off >= advanceAt {
+			f.ahead.advance(off)
+			advanceAt = off + 1<<20
+		}
 		if err := each(b, off, false); err != nil {
 			return err
 		}
@@ -536,6 +622,44 @@ func (f *File) prefetchAfter(next int64) {
 
 func (f *File) truncErr(off int64, what string) error {
 	return &FormatError{Pkg: "perfdata", File: f.Path, Offset: uint64(off), Msg: fmt.Sprintf("file is truncated: %s cut at the end of the file (%d bytes); earlier records were read", what, len(f.data))}
+}
+
+// Release gives back the memory of the data section below offset off
+// (page-aligned down): a reader streaming a large file through its
+// records (see profiles.ReadPerfDataWith) releases what it has consumed,
+// so that what is resident does not grow with the file. The bytes stay
+// readable: a page released is read again from the file (the page
+// cache) if anything still looks at it. Release of a file read into
+// memory (not mapped) does nothing.
+func (f *File) Release(off int64) {
+	if !f.mapped {
+		return
+	}
+	off = min(off, f.dataEnd) &^ (pageSize - 1)
+	if off <= f.released {
+		return
+	}
+	start := max(f.released, f.dataOff&^(pageSize-1))
+	if start < off {
+		// (MADV_DONTNEED drops the pages of a private mapping never
+		// written to: they are the page cache's, mapped again on use.)
+		_ = unix.Madvise(f.data[start:off], unix.MADV_DONTNEED)
+	}
+	f.released = off
+}
+
+// Offset returns the file offset of b's first byte when b lies in the
+// file's memory (a record's bytes, a sample's stack copy), else -1.
+func (f *File) Offset(b []byte) int64 {
+	if len(b) == 0 || len(f.data) == 0 {
+		return -1
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p >= base+uintptr(len(f.data)) {
+		return -1
+	}
+	return int64(p - base)
 }
 
 // DataRange returns the offsets where the data section starts and ends.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -255,6 +256,16 @@ type Builder struct {
 	key      []byte
 	// comms names the threads no record named (perfComm), once each.
 	comms map[int]string
+	// busy is how long Add took, batches added and samples in them.
+	busy    time.Duration
+	batches int
+	added   int
+}
+
+// Busy returns how long Add took in all (unwinding and symbolizing), and
+// how many batches and samples were added.
+func (b *Builder) Busy() (took time.Duration, batches, samples int) {
+	return b.busy, b.batches, b.added
 }
 
 // NewBuilder returns a builder for the collector's samples.
@@ -289,6 +300,12 @@ func Build(c *Collector, opt Options) *Profile {
 // Add unwinds and symbolizes samples (taken from the builder's collector),
 // and drops their stack copies.
 func (b *Builder) Add(samples []*Sample) {
+	start := time.Now()
+	defer func() {
+		b.busy += time.Since(start)
+		b.batches++
+		b.added += len(samples)
+	}()
 	if b.ksyms == nil && b.opt.Kernel != nil {
 		for _, s := range samples {
 			if len(s.Kernel) > 0 {
@@ -492,6 +509,21 @@ func (b *Builder) Profile() *Profile {
 		}
 	}
 	return b.prof
+}
+
+// Release drops what the builder keeps to build later batches faster (its
+// indexes of locations, symbols and stacks, the walk memos): for a
+// builder that is done, whose Profile is written next. The Profile stays
+// valid; the builder must not be used again. On a 2 GB system-wide
+// recording they were a fifth of what the report held when its profile
+// was written.
+func (b *Builder) Release() {
+	b.lines, b.locs, b.kern, b.maps, b.mapPtr = nil, nil, nil, nil, nil
+	b.stacks, b.folded, b.comms = nil, nil, nil
+	b.memos, b.walkers, b.spare = nil, nil, nil
+	b.foldLocs, b.userLocs, b.key = nil, nil, nil
+	b.st, b.pst, b.snap = unwind.Stack{}, unwind.Stack{}, target.Snapshot{}
+	b.prefetched = nil
 }
 
 func (b *Builder) mapping(m *target.Mapping) *Mapping {

@@ -157,8 +157,14 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		// the events of that many, rather than copying them while the
 		// slice doubles (fresh memory is page faults: the heap is not
 		// collected during a report).
+		// A large file is unwound a batch at a time (see streamMin):
+		// its batches' events, not the file's.
 		start, end := f.DataRange()
-		c.events = make([]event, 0, min((end-start)/int64(a.SampleStackUser+64), 1<<20))
+		size := end - start
+		if size > streamMin {
+			size = int64(pendingHard)
+		}
+		c.events = make([]event, 0, min(size/int64(a.SampleStackUser+64), 1<<20))
 	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	c.Objects.Tables.Dir = opt.TablesDir
@@ -169,6 +175,12 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 	// samples were last taken.
 	var roundEnd, round, flushedAt uint64
 	compressed := false
+	start, end := f.DataRange()
+	// A large file's samples are unwound while it is read, as a
+	// compressed file's are, and the part of its mapping they were in
+	// is released (see streamMin).
+	large := end-start > streamMin
+	samples := 0
 	err = f.Records(func(r *perfdata.Record) error {
 		if r.Type == perfdata.RecordSample && r.Attr != a && !isDummy(r.Attr) {
 			others++
@@ -177,19 +189,34 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		if r.Type == perfdata.RecordFinishedRound {
 			roundEnd, round = round, c.LastTime()
 		}
+		if r.Type == perfdata.RecordSample {
+			samples++
+		}
 		c.Add(r)
 		compressed = compressed || r.Decompressed
-		if !compressed || opt.Builder == nil || c.pending() <= pendingSoft {
+		if !(compressed || large) || opt.Builder == nil || c.pending() <= pendingSoft {
 			return nil
 		}
 		if roundEnd != flushedAt || c.pending() > pendingHard {
 			if p.Builder == nil {
 				p.Builder = opt.Builder(c)
+				if !compressed {
+					// The fidelity methods' stride is fixed by the
+					// first batch: say how many samples the file
+					// holds, as far as the part read tells.
+					at := f.Offset(r.Raw)
+					if at > start {
+						p.Builder.fidelityStride(int(int64(samples) * (end - start) / (at - start)))
+					}
+				}
 			}
 			flushedAt = roundEnd
 			p.Builder.Add(c.Take(roundEnd))
 			if c.pending() > pendingHard {
 				p.Builder.Add(c.Samples())
+			}
+			if !compressed {
+				f.Release(c.firstBorrowed(f, f.Offset(r.Raw)))
 			}
 		}
 		return nil
@@ -201,6 +228,33 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		warn(fmt.Sprintf("%s: %d records of events the file does not describe were skipped", f.Path, f.UnknownIDs))
 	}
 	return p, err
+}
+
+// streamMin is the data size above which a file that is not compressed
+// is unwound while it is read, and released as it is (see
+// perfdata.File.Release): what a report keeps then grows with the
+// distinct stacks, not with the file. A smaller file is unwound in one
+// batch once read.
+var streamMin int64 = 64 << 20 // (a variable for the tests)
+
+// firstBorrowed returns the offset in f of the first byte a pending
+// sample borrows from it (its registers, its stack copy; its callchain is
+// copied), or upTo when
+// none borrows any before it.
+func (c *Collector) firstBorrowed(f *perfdata.File, upTo int64) int64 {
+	first := upTo
+	for i := range c.events {
+		s := c.events[i].smp
+		if s == nil {
+			continue
+		}
+		for _, b := range [...][]byte{s.rawRegs, s.Stack} {
+			if off := f.Offset(b); off >= 0 {
+				first = min(first, off)
+			}
+		}
+	}
+	return first
 }
 
 // isDummy reports whether a is the software dummy event perf adds for

@@ -10,7 +10,8 @@
 # and gdb; the same dump with an empty cache (cold, its --stats phases
 # beside); a core vs eu-stack
 # --core; report vs perf script on a perf record --call-graph dwarf file
-# (back to back, and 3 s apart);
+# (back to back, and 3 s apart), and on a system-wide recording of at
+# least 300 MB (made once, cached under ~/.cache/rewind/bench-peers);
 # record's CPU use vs perf record's at the same rate; unwind table build
 # vs readelf --debug-dump=frames on libc; gostack.Callers and CallersFP
 # vs runtime.Callers; software shadow stacks and their stack IDs vs the
@@ -141,6 +142,31 @@ if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; the
 	# seconds after the last one can pay for fresh memory that back-to-back
 	# runs do not: the same pair, 3 s apart.
 	(cd "$tmp" && GAP=3 pair "report vs perf script, runs 3 s apart" 7 "$rw" report "$tmp/perf.data" -- perf script -i "$tmp/perf.data")
+	# A system-wide recording of at least 300 MB: perf record -a for 20 s
+	# beside the CPU-bound program without frame pointers (on a busy
+	# machine, with whatever else ran). It is made once and cached with
+	# the program it sampled (the profile names that program's frames),
+	# keyed by the program's source; perf script takes seconds a run, so
+	# the row has 5 pairs. rewind's --stats phases follow the row.
+	sw=${XDG_CACHE_HOME:-$HOME/.cache}/rewind/bench-peers/sw-$(sha256sum internal/perftest/csrc/cpu.c | cut -c1-16)
+	if [ ! -s "$sw/perf.data" ] || [ "$(stat -c %s "$sw/perf.data")" -lt 300000000 ]; then
+		mkdir -p "$sw"
+		gcc -O2 -g -pthread -fomit-frame-pointer -o "$sw/cpu" internal/perftest/csrc/cpu.c
+		"$sw/cpu" 23 2 >/dev/null 2>&1 &
+		swpid=$!
+		pids+=("$swpid")
+		sleep 0.5
+		perf record -q -a -F 999 --call-graph dwarf -o "$sw/perf.data.tmp" -- sleep 20 >/dev/null 2>&1 &&
+			mv "$sw/perf.data.tmp" "$sw/perf.data"
+		wait "$swpid" 2>/dev/null || true
+	fi
+	if [ -s "$sw/perf.data" ]; then
+		swmb=$(($(stat -c %s "$sw/perf.data") / 1000000))
+		(cd "$tmp" && pair "report ${swmb} MB system-wide vs perf script" 5 "$rw" report -q -o "$tmp/sw.pb.gz" "$sw/perf.data" -- perf script -i "$sw/perf.data")
+		/usr/bin/time -f "%M" -o "$tmp/sw.rss" "$rw" report -q --stats -o "$tmp/sw.pb.gz" "$sw/perf.data" 2>&1 |
+			sed -n -E 's/^rewind: (read .* ms|[0-9]+ samples were unwound .*)$/  rewind report --stats: \1/p'
+		echo "  peak RSS of that run (anonymous and the file's pages): $(($(tail -1 "$tmp/sw.rss") / 1024)) MB"
+	fi
 	# Recording overhead: CPU time of the profiler alone, attached to a
 	# running CPU-bound program for 5 s at 999 Hz; perf record does not
 	# unwind (perf report does that later), rewind record does.

@@ -81,6 +81,7 @@ func newBuilderWith(col *profiles.Collector, methods []profiles.Method, pf *prof
 func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlags, periodNS int64, title string, unwound func()) error {
 	b.Add(col.Samples())
 	prof := b.Profile()
+	b.Release()
 	if unwound != nil {
 		unwound()
 	}

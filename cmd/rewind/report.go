@@ -77,13 +77,16 @@ func runReport(args []string) error {
 	// tables, symbols and debug information load while the records are
 	// decoded.
 	sym, dir := profileSymbolizer(pf)
-	restoreGC := lessGC(pos[0])
+	defer lessGC()()
 	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
 	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
-	restoreGC()
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr
+	}
+	if pd.Builder != nil && pf.tm != nil {
+		took, batches, n := pd.Builder.Busy()
+		pf.tm.notes = append(pf.tm.notes, fmt.Sprintf("%d samples were unwound and symbolized while the file was read, in %d batches: %.2f ms of the read phase", n, batches, float64(took.Microseconds())/1000))
 	}
 	// The samples' stacks point into the file's mapping. Once they are
 	// unwound it is unmapped on another goroutine while the output is

@@ -108,3 +108,35 @@ func runPeakRSS(t *testing.T, name string, args ...string) (stderr string, code 
 	}
 	return e.String(), cmd.ProcessState.ExitCode(), kb << 10
 }
+
+// TestReportLargeFileMemory runs rewind report on a 640 MB perf.data file
+// of --call-graph dwarf samples, not compressed (perf record without -z),
+// 79,500 of them: the report unwinds the samples while it reads the file
+// and releases the part of its mapping it has consumed, so its peak
+// resident set, anonymous memory and the file's pages together, stays
+// under the 200 MB of anonymous memory a report may take whatever the
+// file's size (read whole, the file alone was 640 MB of it).
+func TestReportLargeFileMemory(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "large.data")
+	res, err := perfbomb.Write(data, perfbomb.Options{Kind: perfbomb.Dwarf, Expand: 640 << 20, Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Size < 640<<20 {
+		t.Fatalf("the file is %d bytes", res.Size)
+	}
+	out := filepath.Join(dir, "out.folded")
+	stderr, code, rss := runPeakRSS(t, rewindBin, "report", "-q", "-o", out, data)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if rss > 200<<20 {
+		t.Errorf("peak RSS %d MB for a %d MB file, want at most 200 MB", rss>>20, res.Size>>20)
+	}
+	folded, err := os.ReadFile(out)
+	if err != nil || !strings.HasSuffix(string(folded), " "+strconv.FormatInt(res.Records, 10)+"\n") {
+		t.Errorf("the profile: %q (%v), want %d samples", folded, err, res.Records)
+	}
+	t.Logf("%d MB file of %d samples: peak RSS %d MB", res.Size>>20, res.Records, rss>>20)
+}

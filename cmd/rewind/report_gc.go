@@ -5,66 +5,83 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
+	"sync"
 
-	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/internal/gcdefer"
 )
+
+// reportHeapLimit is the memory Go may take during a report before the
+// collector runs (see lessGC): below the 200 MB of anonymous memory a
+// report may take whatever the file's size, with room for what the
+// runtime does not count.
+const reportHeapLimit = 160 << 20
 
 // lessGC tunes the garbage collector for a report: nearly everything it
 // allocates (samples, stacks, locations) lives to the end, so collections
-// find little garbage, and they were a fifth of rewind report's time. Until
-// the heap reaches 512 MiB plus 4 times the file's size (more than the
-// samples of any recording take) nothing is collected; the returned
-// function, called once the file is read, restores the default collector,
-// in the background, when the heap (as far as anonBytes tells) has
-// already grown past half that. A GOGC or GOMEMLIMIT the user set is
-// kept, and so is the default for a file whose records may be compressed,
-// whose size does not tell what they take: its samples are unwound while
-// it is read, and the garbage their copies leave is collected.
-func lessGC(path string) (restore func()) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || perfdata.MayBeCompressed(path) {
+// find little garbage, and they were a fifth of rewind report's time.
+// Nothing is collected until the memory Go takes reaches
+// reportHeapLimit; then the collector runs to stay under it, whatever
+// the file's size. Before, the limit was 512 MiB plus 4 times the file's
+// size: a 318 MB system-wide recording (14,658 distinct stacks, 40,641
+// locations) took 415 MB of anonymous memory, most of it garbage (walk
+// memos of exited threads, the section data symbol tables were decoded
+// from, copies of growing maps). A profile whose distinct stacks take
+// more than the limit has the collector run often, at most half the
+// CPU (the runtime's limiter), and goes past it. A GOGC or GOMEMLIMIT
+// the user set is kept. The returned function restores the default
+// collector (for what the process does after the report, the tests).
+func lessGC() (restore func()) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	var size int64
-	if st, err := os.Stat(path); err == nil {
-		size = st.Size()
-	}
-	limit := 512<<20 + 4*min(size, 1<<40)
+	// (Not the settings main's gcdefer.Until restores at the first
+	// collection, which would lift the limit.)
+	gc, limit := gcdefer.Cancel()
 	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(limit)
+	debug.SetMemoryLimit(reportHeapLimit)
+	var mu sync.Mutex
+	done := false
+	watchLive(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return false
+		}
+		// (Stopping the world, but only after the few collections
+		// the limit starts.)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > reportHeapLimit/4*3 {
+			// What is live after a collection nearly fills the
+			// limit: the collector would run again and again (a 2 GB
+			// system-wide recording's report took 69 s, most of its
+			// output phase collecting). The bound cannot hold; collect
+			// as usual.
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			done = true
+			return false
+		}
+		return true
+	})
 	return func() {
-		// Off the report's path: the check reads a /proc file (0.15 ms).
-		go func() {
-			if anonBytes() > limit/2 {
-				debug.SetGCPercent(100)
-				debug.SetMemoryLimit(math.MaxInt64)
-			}
-		}()
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		debug.SetGCPercent(gc)
+		debug.SetMemoryLimit(limit)
 	}
 }
 
-// anonBytes is how much anonymous memory the process has resident, which
-// bounds the heap from above: /proc/self/statm's resident pages less its
-// file-backed ones (the perf.data mapping). runtime.ReadMemStats stops
-// the world, which waits for every goroutine to reach a safe point, one
-// in a page fault included: it took 0.4 to 2 ms after the records were
-// read, while the file was still being mapped in (runtime/metrics does
-// not stop it, but its package initializer took 0.19 ms in every rewind
-// command).
-func anonBytes() int64 {
-	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
-		// size resident shared text lib data dt, in pages
-		f := strings.Fields(string(b))
-		if len(f) >= 3 {
-			resident, err1 := strconv.ParseInt(f[1], 10, 64)
-			shared, err2 := strconv.ParseInt(f[2], 10, 64)
-			if err1 == nil && err2 == nil && resident >= shared {
-				return (resident - shared) * int64(os.Getpagesize())
-			}
+// watchLive calls check after each garbage collection, from the runtime's
+// cleanup goroutine, as long as check returns true.
+func watchLive(check func() bool) {
+	// A sentinel unreachable at once: the next collection runs its
+	// cleanup, which arms the next one. (Larger than 16 bytes: the tiny
+	// allocator's blocks may outlive any one object.)
+	runtime.AddCleanup(new([64]byte), func(int) {
+		if check() {
+			watchLive(check)
 		}
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
+	}, 0)
 }

@@ -14,7 +14,17 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 )
+
+// pending is the restore Until's first collection will make, until it
+// makes it or Cancel takes it.
+var pending struct {
+	sync.Mutex
+	set     bool
+	percent int
+	limit   int64
+}
 
 // Until lets the heap grow to limit bytes before the first collection;
 // from that collection on, the garbage collector runs with the settings it
@@ -25,13 +35,38 @@ func Until(limit int64) {
 	}
 	percent := debug.SetGCPercent(-1)
 	memLimit := debug.SetMemoryLimit(limit)
+	pending.Lock()
+	pending.set, pending.percent, pending.limit = true, percent, memLimit
+	pending.Unlock()
 	// The sentinel is unreachable at once, so the first cycle (the one
 	// the limit starts) finds it and runs the cleanup. It is larger than
 	// 16 bytes so that the tiny allocator, whose blocks may outlive any
 	// one object, does not hold it.
 	sentinel := new([64]byte)
 	runtime.AddCleanup(sentinel, func(int) {
-		debug.SetGCPercent(percent)
-		debug.SetMemoryLimit(memLimit)
+		pending.Lock()
+		defer pending.Unlock()
+		if pending.set {
+			pending.set = false
+			debug.SetGCPercent(pending.percent)
+			debug.SetMemoryLimit(pending.limit)
+		}
 	}, 0)
+}
+
+// Cancel keeps the first collection from restoring the settings Until
+// changed, for a command that sets its own (rewind report's memory
+// limit), and returns those settings: what the collector ran with before
+// Until, or the current settings when Until changed none or they were
+// restored already.
+func Cancel() (percent int, limit int64) {
+	pending.Lock()
+	defer pending.Unlock()
+	if pending.set {
+		pending.set = false
+		return pending.percent, pending.limit
+	}
+	percent = debug.SetGCPercent(-1)
+	debug.SetGCPercent(percent)
+	return percent, debug.SetMemoryLimit(-1)
 }

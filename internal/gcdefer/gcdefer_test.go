@@ -46,3 +46,39 @@ func TestRestoredAfterFirstCycle(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// TestCancel: after Cancel, the first collection leaves the settings the
+// command made (rewind report's memory limit) as they are, and Cancel
+// returned the ones from before Until.
+func TestCancel(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(1<<63 - 1)
+	Until(64 << 20)
+	p, l := Cancel()
+	if p != 100 || l != 1<<63-1 {
+		t.Errorf("Cancel returned GOGC %d and limit %d, want 100 and none", p, l)
+	}
+	debug.SetMemoryLimit(160 << 20)
+	defer func() {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(1<<63 - 1)
+	}()
+	// The cleanup, were it still armed, runs after the collection, as
+	// does this one, queued after it.
+	ran := make(chan struct{})
+	runtime.AddCleanup(new([64]byte), func(int) { close(ran) }, 0)
+	runtime.GC()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no cleanup ran after a collection")
+	}
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Errorf("GOGC %d after a collection, want still off", p)
+	}
+	if l := debug.SetMemoryLimit(-1); l != 160<<20 {
+		t.Errorf("memory limit %d after a collection, want 160 MiB", l)
+	}
+}

@@ -7,6 +7,7 @@
 package perfbomb
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -42,6 +43,10 @@ type Options struct {
 	Noise int
 	// Seed seeds the noise.
 	Seed uint64
+	// Raw writes the records as they are, not compressed: a file of
+	// Expand bytes of records (perf record without -z), for tests of
+	// large files. It is written a chunk at a time.
+	Raw bool
 }
 
 // Result says what was written.
@@ -140,6 +145,9 @@ func Write(path string, opt Options) (Result, error) {
 		noise = min(noise, 16)
 	}
 	rnd := rand.New(rand.NewPCG(opt.Seed, 1))
+	if opt.Raw {
+		return writeRaw(path, opt, rec, chunk, noiseAt, noise, rnd)
+	}
 	var data []byte
 	cut := func() {
 		for z.Len() > 0 {
@@ -179,7 +187,7 @@ func Write(path string, opt Options) (Result, error) {
 	}
 	// The frame is not ended: perf never ends it.
 	res.DataSize = int64(len(data))
-	file := header(opt.Kind, data)
+	file := header(opt.Kind, data, true)
 	res.Size = int64(len(file))
 	if err := os.WriteFile(path, file, 0o644); err != nil {
 		return res, err
@@ -187,10 +195,47 @@ func Write(path string, opt Options) (Result, error) {
 	return res, nil
 }
 
+// writeRaw writes the records of a Raw bomb to path, chunk (rec repeated)
+// by chunk.
+func writeRaw(path string, opt Options, rec, chunk []byte, noiseAt, noise int, rnd *rand.Rand) (Result, error) {
+	res := Result{RecordSize: len(rec)}
+	res.Records = (opt.Expand + int64(len(rec)) - 1) / int64(len(rec))
+	res.DataSize = res.Records * int64(len(rec))
+	f, err := os.Create(path)
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	head := header(opt.Kind, nil, false)
+	head = head[:len(head)-16] // the data, then the feature table, follow
+	le := binary.LittleEndian
+	le.PutUint64(head[48:], uint64(res.DataSize))
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.Write(head)
+	for left := res.Records; left > 0; {
+		c := chunk[:min(int64(len(chunk)/len(rec)), left)*int64(len(rec))]
+		for p := 0; p < len(c) && noise > 0; p += len(rec) {
+			for i := 0; i < noise; i++ {
+				c[p+noiseAt+i] = byte(rnd.Uint32())
+			}
+		}
+		w.Write(c)
+		left -= int64(len(c) / len(rec))
+	}
+	var table [16]byte
+	le.PutUint64(table[:], uint64(int64(len(head))+res.DataSize+16))
+	w.Write(table[:])
+	if err := w.Flush(); err != nil {
+		return res, err
+	}
+	res.Size = int64(len(head)) + res.DataSize + 16
+	return res, f.Close()
+}
+
 // header returns a perf.data file of one cpu-clock event and the data
 // section data, with the HEADER_COMPRESSED feature bit perf record -z
-// sets (and no feature sections).
-func header(k Kind, data []byte) []byte {
+// sets when compressed (and no feature sections).
+func header(k Kind, data []byte, compressed bool) []byte {
 	le := binary.LittleEndian
 	st, regs, stack := k.attr()
 	attr := make([]byte, attrSize)
@@ -216,7 +261,11 @@ func header(k Kind, data []byte) []byte {
 	b = le.AppendUint64(b, uint64(len(data)))
 	b = le.AppendUint64(b, 0) // event types
 	b = le.AppendUint64(b, 0)
-	b = le.AppendUint64(b, 1<<27) // HEADER_COMPRESSED
+	if compressed {
+		b = le.AppendUint64(b, 1<<27) // HEADER_COMPRESSED
+	} else {
+		b = le.AppendUint64(b, 0)
+	}
 	b = le.AppendUint64(b, 0)
 	b = le.AppendUint64(b, 0)
 	b = le.AppendUint64(b, 0)

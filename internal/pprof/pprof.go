@@ -132,9 +132,13 @@ func (p *Profile) CheckValid() error {
 }
 
 // Write writes p gzip-compressed in pprof's format.
+//
+// The message is compressed as it is encoded, a few fields at a time:
+// encoded whole first, the profile of a 2 GB system-wide recording took
+// another 60 MB while it was written.
 func (p *Profile) Write(w io.Writer) error {
 	zw := gzip.NewWriter(w)
-	if _, err := zw.Write(p.Encode()); err != nil {
+	if _, err := p.encode(zw); err != nil {
 		return err
 	}
 	return zw.Close()
@@ -142,8 +146,26 @@ func (p *Profile) Write(w io.Writer) error {
 
 // Encode returns p as an uncompressed profile.proto message.
 func (p *Profile) Encode() []byte {
+	b, _ := p.encode(nil)
+	return b
+}
+
+// flushAt is how many encoded bytes encode holds before it writes them.
+const flushAt = 64 << 10
+
+// encode encodes p: to w as it goes when w is not nil, else into the
+// result.
+func (p *Profile) encode(w io.Writer) ([]byte, error) {
 	e := &encoder{strings: map[string]int64{"": 0}, table: []string{""}}
 	var b []byte
+	var err error
+	// flush writes what was encoded so far, once there is enough of it.
+	flush := func() {
+		if w != nil && err == nil && len(b) >= flushAt {
+			_, err = w.Write(b)
+			b = b[:0]
+		}
+	}
 	for _, vt := range p.SampleType {
 		b = bytesField(b, 1, e.valueType(vt))
 	}
@@ -175,6 +197,7 @@ func (p *Profile) Encode() []byte {
 			}
 		}
 		b = bytesField(b, 2, m)
+		flush()
 	}
 	for _, mp := range p.Mapping {
 		var m []byte
@@ -189,6 +212,7 @@ func (p *Profile) Encode() []byte {
 		m = boolField(m, 9, mp.HasLineNumbers)
 		m = boolField(m, 10, mp.HasInlineFrames)
 		b = bytesField(b, 3, m)
+		flush()
 	}
 	for _, l := range p.Location {
 		var m []byte
@@ -204,6 +228,7 @@ func (p *Profile) Encode() []byte {
 			m = bytesField(m, 4, lb)
 		}
 		b = bytesField(b, 4, m)
+		flush()
 	}
 	for _, f := range p.Function {
 		var m []byte
@@ -212,6 +237,7 @@ func (p *Profile) Encode() []byte {
 		m = varintField(m, 3, uint64(e.str(f.SystemName)))
 		m = varintField(m, 4, uint64(e.str(f.Filename)))
 		b = bytesField(b, 5, m)
+		flush()
 	}
 	// The period type's strings join the table before it is written.
 	var period []byte
@@ -220,6 +246,7 @@ func (p *Profile) Encode() []byte {
 	}
 	for _, s := range e.table {
 		b = bytesField(b, 6, []byte(s))
+		flush()
 	}
 	b = varintField(b, 9, uint64(p.TimeNanos))
 	b = varintField(b, 10, uint64(p.DurationNanos))
@@ -227,7 +254,11 @@ func (p *Profile) Encode() []byte {
 		b = bytesField(b, 11, period)
 	}
 	b = varintField(b, 12, uint64(p.Period))
-	return b
+	if w != nil && err == nil {
+		_, err = w.Write(b)
+		b = nil
+	}
+	return b, err
 }
 
 // encoder interns strings into the string table.
