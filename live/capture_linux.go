@@ -270,13 +270,12 @@ type session struct {
 	// StaggerDuring (zero otherwise): once threads have waited that long
 	// for slower ones to stop, every stopped thread is copied and resumed
 	// at once, and each later one as soon as it stops (staggered).
-	maxPause   time.Duration
-	staggered  bool
-	duringRan  bool   // Options.During was called
-	mapsBuf    []byte // /proc/PID/maps is read into it, ditto
-	detachLost int    // threads found gone when detaching
-	seizeErr   error  // why a thread could not be seized, other than its exit
-	regBuf     [userRegsWords + 8]uint64
+	maxPause  time.Duration
+	staggered bool
+	duringRan bool   // Options.During was called
+	mapsBuf   []byte // /proc/PID/maps is read into it, ditto
+	seizeErr  error  // why a thread could not be seized, other than its exit
+	regBuf    [userRegsWords + 8]uint64
 }
 
 // tstate is one thread's progress through a capture.
@@ -882,7 +881,6 @@ func (s *session) detach(th *tstate) {
 		// a process's main thread cannot be reaped before its other
 		// threads are), so the tracer reaps it, or detaches it if it was
 		// not dying after all.
-		s.detachLost++
 		s.orphan(th)
 	}
 }
@@ -985,9 +983,13 @@ func (s *session) snapshot() *Snapshot {
 }
 
 // exitError reports the process having exited during the capture, or its
-// maps having been unreadable.
+// maps having been unreadable. A process gone by the end of the capture
+// counts as exited whether or not a detach saw it go: a SIGKILL that
+// lands while the threads are stopped does not always make PTRACE_DETACH
+// fail (seen under load), and what the snapshot holds is then what was
+// copied before the exit either way.
 func (s *session) exitError() error {
-	if s.detachLost > 0 && processGone(s.pid) {
+	if processGone(s.pid) {
 		return kindErrorf(ErrExited, "live: process %d exited during the capture; the snapshot holds what was copied before", s.pid)
 	}
 	if s.mapsErr != nil {
