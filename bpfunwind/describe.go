@@ -1,0 +1,195 @@
+package bpfunwind
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+)
+
+// Describe reads a process's executable mappings from /proc, loads the
+// rows of files not loaded yet and tells the program the process's
+// mappings. A process that exited is forgotten by the program (its
+// mappings stay known here, for symbolizing its stacks).
+func (u *Unwinder) Describe(pid int) error {
+	maps, err := procmaps.Read(pid)
+	if err != nil {
+		u.objs.Procs.Delete(uint32(pid))
+		return err
+	}
+	space := target.NewAddressSpace(maps, u.opt.Objects)
+	var p proc
+	var kept []target.Mapping
+	for _, m := range space.Mappings() {
+		if !m.Executable() {
+			continue
+		}
+		kept = append(kept, *m)
+		if p.N == MaxMaps {
+			u.note(fmt.Sprintf("process %d has more than %d executable mappings", pid, MaxMaps))
+			break
+		}
+		file, bias, ok := u.fileOf(m)
+		if !ok {
+			continue
+		}
+		p.Maps[p.N] = mapping{Start: m.Start, End: m.End, Bias: bias, File: file}
+		p.N++
+	}
+	sort.Slice(p.Maps[:p.N], func(i, j int) bool { return p.Maps[i].Start < p.Maps[j].Start })
+	u.mu.Lock()
+	u.procMaps[pid] = kept
+	u.mu.Unlock()
+	if err := u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny); err != nil {
+		u.note("the BPF process map is full")
+		return err
+	}
+	return nil
+}
+
+// Maps returns the executable mappings a process was last described with.
+func (u *Unwinder) Maps(pid int) []target.Mapping {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.procMaps[pid]
+}
+
+// note counts a period-line note.
+func (u *Unwinder) note(s string) {
+	u.mu.Lock()
+	u.notes[s]++
+	u.mu.Unlock()
+}
+
+// Notes returns and clears the notes since the last call (files that did
+// not fit, full maps), each with how often it happened.
+func (u *Unwinder) Notes() map[string]int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.notes
+	u.notes = map[string]int{}
+	return n
+}
+
+// fileOf returns the index of a mapping's file in the program's files map,
+// loading its rows on first use, and the mapping's load bias.
+func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
+	mod, bias := m.Module, m.Bias
+	if m.Path == target.VDSOPath {
+		if mod = u.vdso(); mod != nil && mod.File != nil {
+			b, err := mod.File.Bias(m.Start, m.Offset)
+			if err != nil {
+				return 0, 0, false
+			}
+			bias = b
+		}
+	}
+	if mod == nil || mod.File == nil {
+		return 0, 0, false
+	}
+	key := fileKey(mod, m)
+	u.mu.Lock()
+	idx, ok := u.files[key]
+	u.mu.Unlock()
+	if ok {
+		return idx, bias, true
+	}
+	idx, err := u.loadRows(key, mod)
+	if err != nil {
+		u.note(err.Error())
+	}
+	return idx, bias, true // a file without rows: its stacks end file-not-loaded
+}
+
+func fileKey(mod *target.Module, m *target.Mapping) string {
+	if id := mod.File.BuildIDHex(); id != "" {
+		return "build-id:" + id
+	}
+	return fmt.Sprintf("file:%s:%s:%d", m.Path, m.Dev, m.Inode)
+}
+
+// loadRows compiles a module's rows into the rows map and gives the file
+// an index; a file whose rows do not fit gets an index with no rows.
+func (u *Unwinder) loadRows(key string, mod *target.Module) (uint32, error) {
+	t, err := mod.Table()
+	var rows []Row
+	if err == nil {
+		rows = CompileRows(t, symbolize.RootRanges(mod))
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if idx, ok := u.files[key]; ok {
+		return idx, nil
+	}
+	idx := uint32(len(u.files))
+	if idx >= MaxFiles {
+		return 0, fmt.Errorf("the BPF files map is full (%d files): %s not loaded", MaxFiles, mod.Path)
+	}
+	u.files[key] = idx
+	fr := struct{ First, Count uint32 }{u.nextRow, 0}
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s: no unwind table: %v", mod.Path, err)
+	case uint64(u.nextRow)+uint64(len(rows)) > MaxRows:
+		err = fmt.Errorf("%s: %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, len(rows), u.nextRow, MaxRows)
+	case len(rows) > 0:
+		keys := make([]uint32, len(rows))
+		for i := range keys {
+			keys[i] = u.nextRow + uint32(i)
+		}
+		if _, berr := u.objs.Rows.BatchUpdate(keys, rows, nil); berr != nil {
+			for i := range rows {
+				if berr = u.objs.Rows.Update(keys[i], &rows[i], ebpf.UpdateAny); berr != nil {
+					break
+				}
+			}
+			if berr != nil {
+				err = fmt.Errorf("%s: writing its rows: %v", mod.Path, berr)
+				break
+			}
+		}
+		fr.Count = uint32(len(rows))
+		u.nextRow += uint32(len(rows))
+	}
+	if uerr := u.objs.Files.Update(idx, fr, ebpf.UpdateAny); uerr != nil && err == nil {
+		err = uerr
+	}
+	return idx, err
+}
+
+var (
+	vdsoOnce sync.Once
+	vdsoMod  *target.Module
+)
+
+// vdso returns the kernel's vDSO (this process's, the same image every
+// process maps).
+func (u *Unwinder) vdso() *target.Module {
+	vdsoOnce.Do(func() {
+		maps, err := procmaps.Read(os.Getpid())
+		if err != nil {
+			return
+		}
+		for _, m := range maps {
+			if m.Path == target.VDSOPath && m.End > m.Start && m.End-m.Start <= 1<<20 {
+				f, err := os.Open("/proc/self/mem")
+				if err != nil {
+					return
+				}
+				img := make([]byte, m.End-m.Start)
+				_, err = f.ReadAt(img, int64(m.Start))
+				f.Close()
+				if err == nil {
+					vdsoMod, _ = target.VDSOImage(img, u.opt.Objects)
+				}
+			}
+		}
+	})
+	return vdsoMod
+}
