@@ -88,7 +88,7 @@ func (e End) String() string {
 }
 
 // Complete reports whether a walk that ended so reached its thread's root.
-func (e End) Complete() bool { return e == EndRoot || e == EndRAUndefined || e == EndOutermost }
+func (e End) Complete() bool { return e == EndRoot || e == EndRAUndefined }
 
 // Stack is one counted stack of one thread.
 type Stack struct {

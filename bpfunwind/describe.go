@@ -9,7 +9,6 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/rewindstack/rewind/internal/procmaps"
-	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -120,7 +119,7 @@ func (u *Unwinder) loadRows(key string, mod *target.Module) (uint32, error) {
 	t, err := mod.Table()
 	var rows []Row
 	if err == nil {
-		rows = CompileRows(t, symbolize.RootRanges(mod))
+		rows = CompileRows(t, Marks(mod))
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()

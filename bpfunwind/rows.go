@@ -5,6 +5,7 @@ import (
 
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -21,9 +22,63 @@ const (
 	RegUndefined = 1
 	RegAtCFA     = 2
 
-	RowRoot  = 1 // a thread's entry function: its frame is the last
-	RowGoTop = 2 // a Go top frame (runtime.goexit, runtime.mstart): the last frame
+	RowRoot   = 1 // a thread's entry function: its frame is the last
+	RowGoTop  = 2 // a Go top frame (runtime.goexit, runtime.mstart): the last frame
+	RowGoFP   = 4 // a Go stack switch: the walk follows the frame pointer from it
+	RowSignal = 8 // a signal restorer whose CFI does not say so: the kernel's signal frame is at SP
 )
+
+// Mark flags the rows of one function's extent (in the file's own
+// addresses).
+type Mark struct {
+	Start, End uint64
+	Flags      uint8 // Row* flags
+}
+
+// goSwitchFuncs are the Go runtime's functions that move between a
+// goroutine's stack and g0's: their CFI describes the stack they were
+// entered on, while the frame pointer leads back across the switch (as
+// package unwind's goSwitch explains). runtime.mcall leaves its goroutine
+// for good: the walk ends there, as the runtime's traceback of g0 does;
+// it ends at runtime.morestack too (g0's frames below it are the thread's
+// start, which package unwind follows and this walk does not).
+var goSwitchFuncs = map[string]uint8{
+	"runtime.systemstack": RowGoFP, "runtime.morestack": RowGoTop, "runtime.nanotime1": RowGoFP,
+	"runtime.walltime": RowGoFP, "runtime.walltime1": RowGoFP, "time.now": RowGoFP,
+	"runtime.vgetrandom1": RowGoFP, "gogo": RowGoFP, "runtime.gogo": RowGoFP,
+	"runtime.mcall": RowGoTop, "runtime.clone": RowRoot,
+	"runtime.sigreturn__sigaction": RowSignal,
+}
+
+// Marks returns the marks of a module: its thread roots, Go top frames and
+// Go stack switches.
+func Marks(mod *target.Module) []Mark {
+	var out []Mark
+	for _, r := range symbolize.RootRanges(mod) {
+		f := uint8(RowRoot)
+		if r.Kind == symbolize.GoTopFrame {
+			f = RowGoTop
+		}
+		out = append(out, Mark{r.Start, r.End, f})
+	}
+	if mod != nil && mod.File != nil && mod.File.Go {
+		for name, f := range goSwitchFuncs {
+			for _, n := range []string{name, name + ".abi0"} {
+				if lo, hi, ok := mod.File.SymbolExtent(n); ok && hi > lo {
+					if f == RowSignal && lo > 0 {
+						// The kernel plants the restorer's first
+						// byte as the return address; the walk
+						// looks up the byte before it.
+						lo--
+					}
+					out = append(out, Mark{lo, hi, f})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
 
 // Row is one unwind rule from PC on, in a file's own addresses, in the
 // layout of the BPF program's struct row (24 bytes).
@@ -48,7 +103,7 @@ const (
 // marking the extents of its thread-root functions. Rows are sorted by PC
 // and merged where consecutive rows are equal; a row of kind CFANone
 // starts a gap. Only x86-64 tables are compiled (nil for others).
-func CompileRows(t *unwindtable.Table, roots []symbolize.RootRange) []Row {
+func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
 	if t == nil || t.Arch() != regs.AMD64 {
 		return nil
 	}
@@ -64,7 +119,7 @@ func CompileRows(t *unwindtable.Table, roots []symbolize.RootRange) []Row {
 		gap := Row{PC: end}
 		rows = append(rows, gap) // replaced by the next row when it starts here
 	})
-	rows = markRoots(rows, roots)
+	rows = markRows(rows, marks)
 	return merge(rows)
 }
 
@@ -110,9 +165,9 @@ func convert(r *unwindtable.Rule) Row {
 	return out
 }
 
-// markRoots splits rows at the root functions' extents and flags the rows
+// markRows splits rows at the marked functions' extents and flags the rows
 // inside them.
-func markRoots(rows []Row, roots []symbolize.RootRange) []Row {
+func markRows(rows []Row, roots []Mark) []Row {
 	if len(roots) == 0 {
 		return rows
 	}
@@ -134,11 +189,7 @@ func markRoots(rows []Row, roots []symbolize.RootRange) []Row {
 	for i := range rows {
 		for _, rr := range roots {
 			if rows[i].PC >= rr.Start && rows[i].PC < rr.End {
-				if rr.Kind == symbolize.GoTopFrame {
-					rows[i].Flags |= RowGoTop
-				} else {
-					rows[i].Flags |= RowRoot
-				}
+				rows[i].Flags |= rr.Flags
 			}
 		}
 	}

@@ -114,6 +114,8 @@ struct bpf_perf_event_data {
 
 #define ROW_ROOT 1   // a thread's entry function: this is the last frame
 #define ROW_GOTOP 2  // a Go top frame (runtime.goexit, mstart): last frame
+#define ROW_GOFP 4   // a Go stack switch (systemstack, morestack, gogo, vDSO callers): frame pointers lead back
+#define ROW_SIGNAL 8 // a signal restorer without CFI saying so (Go's sigreturn__sigaction)
 
 // End reasons (bpfunwind.End* mirror them).
 enum end_reason {
@@ -404,11 +406,17 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	// is above it.
 	if (r && (r->flags & (ROW_ROOT | ROW_GOTOP)))
 		return END_ROOT;
-	if (!r || r->cfa == CFA_NONE) {
+	// A Go stack switch crosses to another stack: the frame pointer may
+	// be below the stack pointer there.
+	bool cross = r && (r->flags & ROW_GOFP);
+	__u8 kind = r ? r->cfa : CFA_NONE;
+	if (r && (r->flags & ROW_SIGNAL))
+		kind = CFA_SIGNAL;
+	if (kind == CFA_NONE || cross) {
 		// No row: frame pointers, marked.
 		if (w->fp == 0)
 			return END_ZERO;
-		if (w->fp < w->sp || (w->fp & 7))
+		if ((!cross && w->fp < w->sp) || (w->fp & 7))
 			return END_BAD_FP;
 		cfa = w->fp + 16;
 		if (read_u64(cfa - 8, &ra) || read_u64(cfa - 16, &fp))
@@ -416,7 +424,7 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 		w->st.fpmask[(i >> 6) & 1] |= 1ULL << (i & 63);
 		goto next;
 	}
-	switch (r->cfa) {
+	switch (kind) {
 	case CFA_SP:
 		cfa = w->sp + (__s64)r->cfa_off;
 		break;
@@ -457,7 +465,7 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 next:
 	if (ra == 0)
 		return END_ZERO;
-	if (cfa <= w->sp)
+	if (cfa <= w->sp && !cross)
 		return END_NO_PROGRESS;
 	w->pc = ra;
 	w->sp = cfa;
