@@ -2,6 +2,7 @@ package bpfunwind
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,5 +192,73 @@ func TestGo(t *testing.T) {
 	}
 	if hot*2 < total || hotMain != hot {
 		t.Errorf("%d of %d samples in main.hot, %d of them under main.main: want most, and all", hot, total, hotMain)
+	}
+}
+
+// TestOffCPU times a program that sleeps 2 ms 500 times a second (its own
+// account of the time asked): the blocked time the kernel counts under
+// main -> waiter must be at least 90% of what it asked for while traced
+// (and not absurdly more: sleeps overshoot by the timer slack and the
+// scheduling delay), and every stack must reach the root.
+func TestOffCPU(t *testing.T) {
+	dir := t.TempDir()
+	src, _ := filepath.Abs("testdata/block.c")
+	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "block", src)
+	cmd := exec.Command(filepath.Join(dir, "block"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("block: %q", lines.Text())
+	}
+	pid := cmd.Process.Pid
+	u := load(t, pid)
+	if err := u.OffCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	// The program's own account: sleeps asked between two of its lines.
+	var first, last int64
+	for i := 0; i < 6 && lines.Scan(); i++ {
+		var n int64
+		fmt.Sscan(lines.Text(), &n)
+		if i == 0 {
+			first = n
+			u.Read() // what was counted before: dropped
+		}
+		last = n
+	}
+	stacks, err := u.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := target.NewAddressSpace(u.Maps(pid), &target.Objects{})
+	sym := &symbolize.Symbolizer{}
+	var total, waiting, complete uint64
+	for _, s := range stacks {
+		if s.PID != pid {
+			continue
+		}
+		total += s.Value
+		if s.End.Complete() {
+			complete += s.Value
+		}
+		fns := strings.Join(names(sym, space, s), ";")
+		if strings.Contains(fns, "waiter;main;__libc_start_call_main;__libc_start_main;_start") {
+			waiting += s.Value
+		}
+	}
+	asked := uint64(last - first)
+	t.Logf("asked %d ns of sleep, counted %d ns blocked (%d under waiter, %d complete)", asked, total, waiting, complete)
+	if waiting < asked*9/10 || waiting > asked*3 {
+		t.Errorf("%d ns blocked under waiter for %d ns of sleep asked", waiting, asked)
+	}
+	if complete*100 < total*99 {
+		t.Errorf("%d of %d ns in stacks that reach the root", complete, total)
 	}
 }
