@@ -10,7 +10,7 @@
 // program: its executable mappings (address to file and load bias) in the
 // procs map, and each mapped file's rows once, shared by every process
 // mapping it (keyed by build-id, else path, device and inode). The program
-// asks, through a small ring buffer and at most every 50 ms per process,
+// asks, through a small ring buffer and at most every 10 ms per process,
 // for processes it does not know or PCs outside the described mappings
 // (new processes, exec, dlopen); exits are announced too.
 //
@@ -144,8 +144,11 @@ type notice struct{ PID, Kind uint32 }
 // Options configure Load.
 type Options struct {
 	// PIDs, when not empty, limits the walks to these processes and the
-	// processes they start (record); empty is system-wide (agent).
+	// processes they start (record); empty is system-wide (agent) unless
+	// Filter is set.
 	PIDs []int
+	// Filter limits the walks to the processes given by PIDs or Trace.
+	Filter bool
 	// Objects opens the mapped files and caches their tables (shared with
 	// the profile builder's symbolization); nil makes one.
 	Objects *target.Objects
@@ -166,6 +169,9 @@ type Unwinder struct {
 	files    map[string]uint32 // file identity -> index in files
 	nextRow  uint32
 	procMaps map[int][]target.Mapping // what each process was described with
+	gen, fed map[int]int              // descriptions of each process made, and handed to Feed
+	comms    map[int]string           // each process's command name when described
+	named    map[int]bool             // threads named to Feed's collector
 	notes    map[string]int           // period-line notes: files too big, maps full
 	active   uint32
 }
@@ -183,7 +189,7 @@ func Load(opt Options) (*Unwinder, error) {
 	if opt.Objects == nil {
 		opt.Objects = &target.Objects{}
 	}
-	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{},
+	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[int]int{}, comms: map[int]string{}, named: map[int]bool{},
 		notes: map[string]int{}, done: make(chan struct{})}
 	if err := loadUnwindObjects(&u.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -193,7 +199,7 @@ func Load(opt Options) (*Unwinder, error) {
 		return nil, fmt.Errorf("loading the BPF unwinder: %v", firstLine(err.Error()))
 	}
 	cfg := config{}
-	if len(opt.PIDs) > 0 {
+	if len(opt.PIDs) > 0 || opt.Filter {
 		cfg.Filter = 1
 		for _, pid := range opt.PIDs {
 			one := uint8(1)
@@ -270,7 +276,7 @@ func (u *Unwinder) OnCPU(freq int) error {
 // counted.
 func (u *Unwinder) OffCPU(minBlock time.Duration) error {
 	cfg := config{Active: u.active, MinBlock: uint64(minBlock)}
-	if len(u.opt.PIDs) > 0 {
+	if len(u.opt.PIDs) > 0 || u.opt.Filter {
 		cfg.Filter = 1
 	}
 	if err := u.objs.Config.Update(uint32(0), cfg, ebpf.UpdateAny); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -42,8 +43,11 @@ func (u *Unwinder) Describe(pid int) error {
 		p.N++
 	}
 	sort.Slice(p.Maps[:p.N], func(i, j int) bool { return p.Maps[i].Start < p.Maps[j].Start })
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	u.mu.Lock()
 	u.procMaps[pid] = kept
+	u.comms[pid] = strings.TrimSpace(string(comm))
+	u.gen[pid]++
 	u.mu.Unlock()
 	if err := u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny); err != nil {
 		u.note("the BPF process map is full")

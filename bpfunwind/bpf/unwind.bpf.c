@@ -301,12 +301,12 @@ static __always_inline void bump(__u32 i)
 		__sync_fetch_and_add(v, 1);
 }
 
-// notify asks user space to (re)describe process pid, at most every 50 ms.
+// notify asks user space to (re)describe process pid, at most every 10 ms.
 static __always_inline void notify(__u32 pid, __u32 kind)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 *last = bpf_map_lookup_elem(&asked, &pid);
-	if (kind == 1 && last && now - *last < 50000000ULL)
+	if (kind == 1 && last && now - *last < 10000000ULL)
 		return;
 	bpf_map_update_elem(&asked, &pid, &now, BPF_ANY);
 	struct notice n = {.pid = pid, .kind = kind};
