@@ -104,6 +104,8 @@ type Stack struct {
 	End    End
 	// Value is the sample count (on-CPU) or nanoseconds off CPU.
 	Value uint64
+	// Events is the number of samples or blocked intervals counted.
+	Events uint64
 }
 
 type mapping struct {

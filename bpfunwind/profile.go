@@ -44,9 +44,9 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		if !named {
 			col.AddComm(s.PID, s.TID, threadComm(s.PID, s.TID, comm))
 		}
-		value, count := s.Value, 1
+		value, count := s.Value, int(s.Events)
 		if periodNS > 0 {
-			value, count = s.Value*periodNS, int(s.Value)
+			value = s.Value * periodNS
 		}
 		end := s.End.String()
 		if len(s.User) == 0 {

@@ -47,7 +47,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 	time.Sleep(SwapGrace)
 	var keys []countKey
 	var k countKey
-	var v uint64
+	var v struct{ Value, Events uint64 }
 	it := old.Iterate()
 	for it.Next(&k, &v) {
 		keys = append(keys, k)
@@ -59,7 +59,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		if err := old.LookupAndDelete(&k, &v); err != nil {
 			continue
 		}
-		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v, End: EndKernelThread}
+		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v.Value, Events: v.Events, End: EndKernelThread}
 		if k.Stack != 0 {
 			if err := u.objs.Stacks.Lookup(k.Stack, &sv); err == nil {
 				n := min(int(sv.N), MaxFrames)

@@ -237,11 +237,18 @@ struct {
 	__uint(value_size, 127 * sizeof(__u64));
 } kstacks SEC(".maps");
 
+// A count: the sum of the values (1 per sample, or nanoseconds off CPU)
+// and the number of events.
+struct count {
+	__u64 value;
+	__u64 events;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_COUNTS);
 	__type(key, struct count_key);
-	__type(value, __u64);
+	__type(value, struct count);
 } counts0 SEC(".maps"), counts1 SEC(".maps");
 
 struct {
@@ -547,17 +554,21 @@ static __always_inline void *active_counts(struct config **cfgp)
 
 static __always_inline void add(void *map, struct count_key *k, __u64 v)
 {
-	__u64 *c = bpf_map_lookup_elem(map, k);
+	struct count *c = bpf_map_lookup_elem(map, k);
 	if (c) {
-		__sync_fetch_and_add(c, v);
+		__sync_fetch_and_add(&c->value, v);
+		__sync_fetch_and_add(&c->events, 1);
 		return;
 	}
-	if (bpf_map_update_elem(map, k, &v, BPF_NOEXIST) != 0) {
+	struct count n = {.value = v, .events = 1};
+	if (bpf_map_update_elem(map, k, &n, BPF_NOEXIST) != 0) {
 		c = bpf_map_lookup_elem(map, k);
-		if (c)
-			__sync_fetch_and_add(c, v);
-		else
+		if (c) {
+			__sync_fetch_and_add(&c->value, v);
+			__sync_fetch_and_add(&c->events, 1);
+		} else {
 			bump(0);
+		}
 	}
 }
 
@@ -569,9 +580,9 @@ static __always_inline bool wanted(struct config *cfg, __u32 tgid)
 }
 
 // fill_key walks the current task's stacks into k.
-static __always_inline void fill_key(void *ctx, struct task_struct *task, struct count_key *k)
+static __always_inline void fill_key(void *ctx, struct task_struct *task, struct count_key *k, __u64 skip)
 {
-	k->kstack = bpf_get_stackid(ctx, &kstacks, 0);
+	k->kstack = bpf_get_stackid(ctx, &kstacks, skip);
 	k->stack = 0;
 	if (task->flags & PF_KTHREAD)
 		return;
@@ -593,7 +604,7 @@ int on_cpu(struct bpf_perf_event_data *ctx)
 	if (!wanted(cfg, k.pid))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	fill_key(ctx, task, &k);
+	fill_key(ctx, task, &k, 0);
 	add(counts, &k, 1);
 	return 0; // nothing for the perf ring buffer
 }
@@ -628,7 +639,9 @@ int off_cpu(__u64 *ctx)
 	struct offstart s = {.ts = now};
 	s.key.pid = ptgid;
 	s.key.tid = ptid;
-	fill_key(ctx, prev, &s.key);
+	// The kernel stack starts at __schedule: the program's own frame
+	// and the tracepoint's trampoline are skipped.
+	fill_key(ctx, prev, &s.key, 2);
 	if (bpf_map_update_elem(&offcpu, &ptid, &s, BPF_ANY) != 0)
 		bump(2);
 	return 0;

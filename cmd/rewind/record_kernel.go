@@ -168,11 +168,7 @@ func (kr *kernelRecording) read() {
 		periodNS = 0
 	}
 	for _, s := range stacks {
-		if kr.rf.offCPU {
-			kr.count++
-		} else {
-			kr.count += s.Value
-		}
+		kr.count += s.Events
 	}
 	kr.u.Feed(kr.col, stacks, perfevent.Now(), periodNS)
 	kr.reads++
