@@ -30,6 +30,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -106,6 +107,8 @@ type Stack struct {
 	Value uint64
 	// Events is the number of samples or blocked intervals counted.
 	Events uint64
+	// OffCPU marks a blocked stack (Value in nanoseconds).
+	OffCPU bool
 }
 
 type mapping struct {
@@ -132,7 +135,7 @@ type countKey struct {
 	PID, TID uint32
 	Stack    uint64
 	KStack   int32
-	_        uint32
+	Kind     uint32 // 0 on-CPU, 1 off-CPU
 }
 
 type config struct {
@@ -166,6 +169,7 @@ type Unwinder struct {
 	perfFDs []int
 	notices *ringbuf.Reader
 	done    chan struct{}
+	stats   io.Closer // keeps the kernel's BPF run-time statistics on
 
 	mu       sync.Mutex
 	files    map[string]uint32 // file identity -> index in files
@@ -228,6 +232,9 @@ func Load(opt Options) (*Unwinder, error) {
 		}
 		u.links = append(u.links, l)
 	}
+	// The programs' CPU time is charged to the tasks they run on, not to
+	// this process: the kernel's statistics tell it (ProgramTime).
+	u.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	go u.serve()
 	for _, pid := range opt.PIDs {
 		u.Describe(pid)
@@ -314,6 +321,10 @@ func (u *Unwinder) Close() error {
 		l.Close()
 	}
 	u.links = nil
+	if u.stats != nil {
+		u.stats.Close()
+		u.stats = nil
+	}
 	if u.notices != nil {
 		u.notices.Close()
 		<-u.done
@@ -344,4 +355,19 @@ func (u *Unwinder) serve() {
 			u.objs.Procs.Delete(n.PID)
 		}
 	}
+}
+
+// ProgramTime is the CPU time the walking programs (on-CPU and off-CPU)
+// have taken so far, in the tasks they ran on, and how often they ran;
+// zero when the kernel keeps no statistics.
+func (u *Unwinder) ProgramTime() (time.Duration, uint64) {
+	var d time.Duration
+	var n uint64
+	for _, p := range []*ebpf.Program{u.objs.OnCpu, u.objs.OffCpu} {
+		if st, err := p.Stats(); err == nil {
+			d += st.Runtime
+			n += st.RunCount
+		}
+	}
+	return d, n
 }

@@ -1,8 +1,11 @@
 package bpfunwind
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -195,4 +198,56 @@ func (u *Unwinder) vdso() *target.Module {
 		}
 	})
 	return vdsoMod
+}
+
+// libDirs are where Prewarm looks for the libraries a program needs.
+var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+
+// Prewarm loads the rows of a program about to start and of the shared
+// libraries it names (DT_NEEDED, found in the standard directories), so
+// that its first samples, taken before the dynamic loader has mapped them
+// and the program asked for them, are walked.
+func (u *Unwinder) Prewarm(program string) {
+	path, err := exec.LookPath(program)
+	if err != nil {
+		return
+	}
+	paths := []string{path}
+	if f, err := elf.Open(path); err == nil {
+		libs, _ := f.ImportedLibraries()
+		if interp := f.Section(".interp"); interp != nil {
+			if b, err := interp.Data(); err == nil {
+				paths = append(paths, strings.TrimRight(string(b), "\x00"))
+			}
+		}
+		f.Close()
+		for _, lib := range libs {
+			for _, d := range libDirs {
+				if p := filepath.Join(d, lib); fileExists(p) {
+					paths = append(paths, p)
+					break
+				}
+			}
+		}
+	}
+	for _, p := range paths {
+		mod := u.opt.Objects.Module(p)
+		if mod.File == nil {
+			continue
+		}
+		key := fileKey(mod, &target.Mapping{Path: p})
+		u.mu.Lock()
+		_, ok := u.files[key]
+		u.mu.Unlock()
+		if !ok {
+			if _, err := u.loadRows(key, mod); err != nil {
+				u.note(err.Error())
+			}
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

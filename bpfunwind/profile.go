@@ -26,8 +26,7 @@ func (u *Unwinder) Trace(pid int) error {
 // every output are shared: each process's mappings (again after it was
 // described anew), then every stack as a finished sample
 // (profiles.Collector.AddStack). An on-CPU stack's count n is weighted
-// n*periodNS nanoseconds; with periodNS 0 (off-CPU) the value is the time
-// off CPU itself.
+// n*periodNS nanoseconds; an off-CPU stack's value is its time off CPU.
 func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uint64) {
 	for _, s := range stacks {
 		u.mu.Lock()
@@ -45,8 +44,8 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 			col.AddComm(s.PID, s.TID, threadComm(s.PID, s.TID, comm))
 		}
 		value, count := s.Value, int(s.Events)
-		if periodNS > 0 {
-			value = s.Value * periodNS
+		if !s.OffCPU {
+			value = s.Value * max(periodNS, 1)
 		}
 		end := s.End.String()
 		if len(s.User) == 0 {

@@ -59,7 +59,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		if err := old.LookupAndDelete(&k, &v); err != nil {
 			continue
 		}
-		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v.Value, Events: v.Events, End: EndKernelThread}
+		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v.Value, Events: v.Events, OffCPU: k.Kind == 1, End: EndKernelThread}
 		if k.Stack != 0 {
 			if err := u.objs.Stacks.Lookup(k.Stack, &sv); err == nil {
 				n := min(int(sv.N), MaxFrames)

@@ -175,7 +175,7 @@ struct count_key {
 	__u32 pid, tid;
 	__u64 stack;   // hash of the user stack (key of stacks), 0: none
 	__s32 kstack;  // kernel stack id, < 0: none
-	__u32 _pad;
+	__u32 kind;    // 0: on-CPU sample, 1: off-CPU interval
 };
 
 struct notice {
@@ -639,6 +639,7 @@ int off_cpu(__u64 *ctx)
 	struct offstart s = {.ts = now};
 	s.key.pid = ptgid;
 	s.key.tid = ptid;
+	s.key.kind = 1;
 	// The kernel stack starts at __schedule: the program's own frame
 	// and the tracepoint's trampoline are skipped.
 	fill_key(ctx, prev, &s.key, 2);

@@ -10,9 +10,12 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rewindstack/rewind/bpfunwind"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/session"
 )
 
 const unwindInHelp = "where user stacks are unwound: kernel (a BPF program walks rewind's unwind tables at sample time and counts " +
@@ -51,19 +54,51 @@ func loadKernelUnwinder(mode string, opt bpfunwind.Options) (*bpfunwind.Unwinder
 
 // kernelRecording is one record run unwound in the kernel.
 type kernelRecording struct {
-	rf    *recordFlags
-	u     *bpfunwind.Unwinder
-	col   *profiles.Collector
-	cmd   *exec.Cmd
-	exit  chan error
-	reads int
-	count uint64 // samples (on-CPU) or blocked intervals' stacks (off-CPU)
+	rf      *recordFlags
+	u       *bpfunwind.Unwinder
+	col     *profiles.Collector
+	cmd     *exec.Cmd
+	exit    chan error
+	cmdErr  error // how the command ended, when it failed
+	reads   int
+	count   uint64    // samples (on-CPU) or blocked intervals (off-CPU)
+	started time.Time // when the recording began: -d counts from here
+	// progress, when stderr is a terminal, gets a line updated every
+	// second.
+	progress bool
+}
+
+// checkKernelRecord checks what record checks before it opens events:
+// the process to attach to exists, --stack-size is one the kernel takes
+// (unused in the kernel, but the same command line must work with
+// --unwind-in user).
+func checkKernelRecord(rf *recordFlags) error {
+	if rf.stackSize < 8 || rf.stackSize >= 64<<10 || rf.stackSize%8 != 0 {
+		return fmt.Errorf("stack size %d: want a multiple of 8 between 8 and 65528 bytes", rf.stackSize)
+	}
+	if rf.pid != 0 {
+		if err := syscall.Kill(rf.pid, 0); err == syscall.ESRCH {
+			return fmt.Errorf("no such process: %d", rf.pid)
+		}
+	}
+	return nil
+}
+
+// progressEnd ends the progress line, if one is shown.
+func (kr *kernelRecording) progressEnd() string {
+	if kr.progress && kr.reads > 0 {
+		return "\r\x1b[K"
+	}
+	return ""
 }
 
 // recordKernel runs record with the in-kernel unwinder, or returns
 // handled false when --unwind-in chose user space.
 func recordKernel(ctx context.Context, rf *recordFlags, methods []profiles.Method) (handled bool, err error) {
 	pf := rf.pf
+	if err := checkKernelRecord(rf); err != nil {
+		return false, err
+	}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
 	build := newBuilder(col, methods, pf) // (sets the tables' cache directory)
@@ -76,13 +111,19 @@ func recordKernel(ctx context.Context, rf *recordFlags, methods []profiles.Metho
 		return false, err
 	}
 	defer u.Close()
-	kr := &kernelRecording{rf: rf, u: u, col: col}
+	kr := &kernelRecording{rf: rf, u: u, col: col, progress: isTerminal(2)}
 	fmt.Fprintf(os.Stderr, "rewind: unwinding in the kernel (BPF), %s\n", kr.what())
 	if err := kr.start(); err != nil {
 		return true, err
 	}
 	why, elapsed := kr.run(ctx)
-	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, 0 lost (counted in the kernel)\n", why, elapsed.Seconds(), kr.count)
+	fmt.Fprintf(os.Stderr, "%srewind: %s after %.1fs: %d samples, 0 lost (counted in the kernel)\n", kr.progressEnd(), why, elapsed.Seconds(), kr.count)
+	if d, n := u.ProgramTime(); n > 0 {
+		fmt.Fprintf(os.Stderr, "rewind: the BPF unwinder ran %d times, %.1f ms of CPU in all (%.1f µs each)\n", n, float64(d)/1e6, float64(d)/1e3/float64(n))
+	}
+	if kr.cmdErr != nil && kr.count == 0 {
+		return true, fmt.Errorf("%s failed (%v) before any sample: no profile written", rf.cmdArgs[0], kr.cmdErr)
+	}
 	kr.notes()
 	period := int64(1e9 / rf.freq)
 	return true, finishProfile(build, col, pf, period, recordTitle(pf, rf.pid, rf.cmdArgs), nil)
@@ -108,13 +149,18 @@ func (kr *kernelRecording) start() error {
 		return err
 	}
 	if kr.rf.pid != 0 {
+		kr.started = time.Now()
 		return nil
 	}
+	kr.u.Prewarm(kr.rf.cmdArgs[0])
+	// What the command leaves behind is this process's to end.
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	kr.cmd = exec.Command(kr.rf.cmdArgs[0], kr.rf.cmdArgs[1:]...)
 	kr.cmd.Stdin, kr.cmd.Stdout, kr.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := kr.cmd.Start(); err != nil {
 		return err
 	}
+	kr.started = time.Now()
 	kr.exit = make(chan error, 1)
 	go func() { kr.exit <- kr.cmd.Wait() }()
 	return kr.u.Trace(kr.cmd.Process.Pid)
@@ -123,10 +169,10 @@ func (kr *kernelRecording) start() error {
 // run reads the counts every second until the context, the duration, or
 // the end of the command or process.
 func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
-	start := time.Now()
+	start := kr.started
 	var timeout <-chan time.Time
 	if kr.rf.dur > 0 {
-		timeout = time.After(kr.rf.dur)
+		timeout = time.After(kr.rf.dur - time.Since(start))
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -142,6 +188,7 @@ func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				why = fmt.Sprintf("command exited (%v)", ee)
+				kr.cmdErr = err
 			}
 			kr.exit = nil
 		case <-tick.C:
@@ -150,8 +197,14 @@ func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
 			}
 		}
 		kr.read()
+		if kr.exit != nil {
+			session.ReapOrphans(kr.cmd.Process.Pid)
+		}
+		if kr.progress {
+			fmt.Fprintf(os.Stderr, "\rrewind: %d samples, 0 lost, %.1fs", kr.count, time.Since(start).Seconds())
+		}
 	}
-	kr.endCommand()
+	kr.endCommand(why == "interrupted")
 	kr.read()
 	return why, time.Since(start)
 }
@@ -164,9 +217,6 @@ func (kr *kernelRecording) read() {
 		return
 	}
 	periodNS := uint64(1e9 / kr.rf.freq)
-	if kr.rf.offCPU {
-		periodNS = 0
-	}
 	for _, s := range stacks {
 		kr.count += s.Events
 	}
@@ -176,16 +226,23 @@ func (kr *kernelRecording) read() {
 
 // endCommand ends a command still running when the recording stops: the
 // command gets SIGTERM, then SIGKILL after 2 s.
-func (kr *kernelRecording) endCommand() {
-	if kr.cmd == nil || kr.exit == nil {
+func (kr *kernelRecording) endCommand(interrupted bool) {
+	if kr.cmd == nil {
 		return
 	}
-	kr.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-kr.exit:
-	case <-time.After(2 * time.Second):
-		kr.cmd.Process.Kill()
-		<-kr.exit
+	if kr.exit != nil {
+		if !interrupted {
+			kr.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		select {
+		case <-kr.exit:
+		case <-time.After(session.DefaultKillGrace):
+			kr.cmd.Process.Kill()
+			<-kr.exit
+		}
+	}
+	if !interrupted {
+		session.EndOrphans(session.DefaultKillGrace, warn)
 	}
 }
 
