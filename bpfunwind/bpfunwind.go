@@ -177,7 +177,8 @@ type Unwinder struct {
 	procMaps map[int][]target.Mapping // what each process was described with
 	gen, fed map[int]int              // descriptions of each process made, and handed to Feed
 	comms    map[int]string           // each process's command name when described
-	named    map[int]bool             // threads named to Feed's collector
+	named    map[[2]int]bool          // threads (PID, TID) named to Feed's collector
+	exited   map[int]bool             // processes that exited, forgotten after the next Feed
 	notes    map[string]int           // period-line notes: files too big, maps full
 	active   uint32
 }
@@ -195,7 +196,7 @@ func Load(opt Options) (*Unwinder, error) {
 	if opt.Objects == nil {
 		opt.Objects = &target.Objects{}
 	}
-	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[int]int{}, comms: map[int]string{}, named: map[int]bool{},
+	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[int]int{}, comms: map[int]string{}, named: map[[2]int]bool{}, exited: map[int]bool{},
 		notes: map[string]int{}, done: make(chan struct{})}
 	if err := loadUnwindObjects(&u.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -353,6 +354,9 @@ func (u *Unwinder) serve() {
 			u.Describe(int(n.PID))
 		case 2:
 			u.objs.Procs.Delete(n.PID)
+			u.mu.Lock()
+			u.exited[int(n.PID)] = true
+			u.mu.Unlock()
 		}
 	}
 }

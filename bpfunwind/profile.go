@@ -31,11 +31,12 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 	for _, s := range stacks {
 		u.mu.Lock()
 		gen, fed := u.gen[s.PID], u.fed[s.PID]
-		maps, comm, named := u.procMaps[s.PID], u.comms[s.PID], u.named[s.TID]
+		thread := [2]int{s.PID, s.TID}
+		maps, comm, named := u.procMaps[s.PID], u.comms[s.PID], u.named[thread]
 		if gen != fed {
 			u.fed[s.PID] = gen
 		}
-		u.named[s.TID] = true
+		u.named[thread] = true
 		u.mu.Unlock()
 		if gen != fed {
 			col.AddMappings(s.PID, maps)
@@ -53,6 +54,30 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		}
 		col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
 	}
+	u.forgetExited()
+}
+
+// forgetExited drops what is kept of the processes that exited (their
+// last stacks were just fed), so that a long-running agent keeps bounded
+// state.
+func (u *Unwinder) forgetExited() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.exited) == 0 {
+		return
+	}
+	for pid := range u.exited {
+		delete(u.procMaps, pid)
+		delete(u.gen, pid)
+		delete(u.fed, pid)
+		delete(u.comms, pid)
+	}
+	for th := range u.named {
+		if u.exited[th[0]] {
+			delete(u.named, th)
+		}
+	}
+	clear(u.exited)
 }
 
 // threadComm names a thread: its own name while it runs, else its
