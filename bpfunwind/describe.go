@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/target"
@@ -103,14 +105,47 @@ func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
 	u.mu.Lock()
 	idx, ok := u.files[key]
 	u.mu.Unlock()
-	if ok {
-		return idx, bias, true
+	if !ok {
+		var err error
+		if idx, err = u.loadRows(key, mod); err != nil {
+			u.note(err.Error())
+		}
 	}
-	idx, err := u.loadRows(key, mod)
-	if err != nil {
-		u.note(err.Error())
+	// A file without rows: its stacks end file-not-loaded.
+	if dev, ok := kernelDev(m.Dev); ok && m.Inode != 0 {
+		u.registerInode(dev, m.Inode, idx, int64(m.Start-m.Offset-bias))
 	}
-	return idx, bias, true // a file without rows: its stacks end file-not-loaded
+	return idx, bias, true
+}
+
+// kernelDev turns the device /proc/PID/maps prints ("fd:01", major and
+// minor in hex) into the kernel's s_dev (major << 20 | minor).
+func kernelDev(s string) (uint64, bool) {
+	maj, min, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, false
+	}
+	a, err1 := strconv.ParseUint(maj, 16, 32)
+	b, err2 := strconv.ParseUint(min, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return a<<20 | b, true
+}
+
+// registerInode lets the program find a loaded file by device and inode,
+// for a mapping of it not described yet (bpf_find_vma): a library the
+// dynamic loader just mapped, a new process.
+func (u *Unwinder) registerInode(dev, ino uint64, file uint32, delta int64) {
+	k := struct{ Dev, Ino uint64 }{dev, ino}
+	v := struct {
+		File  uint32
+		_     uint32
+		Delta int64
+	}{File: file, Delta: delta}
+	if err := u.objs.Inodes.Update(k, v, ebpf.UpdateAny); err != nil {
+		u.note("the BPF inodes map is full")
+	}
 }
 
 func fileKey(mod *target.Module, m *target.Mapping) string {
@@ -237,14 +272,36 @@ func (u *Unwinder) Prewarm(program string) {
 		}
 		key := fileKey(mod, &target.Mapping{Path: p})
 		u.mu.Lock()
-		_, ok := u.files[key]
+		idx, ok := u.files[key]
 		u.mu.Unlock()
 		if !ok {
-			if _, err := u.loadRows(key, mod); err != nil {
+			var err error
+			if idx, err = u.loadRows(key, mod); err != nil {
 				u.note(err.Error())
 			}
 		}
+		var st unix.Stat_t
+		delta, dok := execDelta(p)
+		if dok && unix.Stat(p, &st) == nil {
+			u.registerInode(uint64(unix.Major(st.Dev))<<20|uint64(unix.Minor(st.Dev)), st.Ino, idx, delta)
+		}
 	}
+}
+
+// execDelta returns p_vaddr - p_offset of an ELF file's executable
+// segment.
+func execDelta(path string) (int64, bool) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			return int64(p.Vaddr - p.Off), true
+		}
+	}
+	return 0, false
 }
 
 func fileExists(p string) bool {

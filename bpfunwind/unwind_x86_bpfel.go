@@ -22,6 +22,7 @@ const (
 	unwindMapCounts1 = "counts1"
 	unwindMapErrors  = "errors"
 	unwindMapFiles   = "files"
+	unwindMapInodes  = "inodes"
 	unwindMapKstacks = "kstacks"
 	unwindMapNotices = "notices"
 	unwindMapOffcpu  = "offcpu"
@@ -96,6 +97,7 @@ type unwindMapSpecs struct {
 	Counts1 *ebpf.MapSpec `ebpf:"counts1"`
 	Errors  *ebpf.MapSpec `ebpf:"errors"`
 	Files   *ebpf.MapSpec `ebpf:"files"`
+	Inodes  *ebpf.MapSpec `ebpf:"inodes"`
 	Kstacks *ebpf.MapSpec `ebpf:"kstacks"`
 	Notices *ebpf.MapSpec `ebpf:"notices"`
 	Offcpu  *ebpf.MapSpec `ebpf:"offcpu"`
@@ -138,6 +140,7 @@ type unwindMaps struct {
 	Counts1 *ebpf.Map `ebpf:"counts1"`
 	Errors  *ebpf.Map `ebpf:"errors"`
 	Files   *ebpf.Map `ebpf:"files"`
+	Inodes  *ebpf.Map `ebpf:"inodes"`
 	Kstacks *ebpf.Map `ebpf:"kstacks"`
 	Notices *ebpf.Map `ebpf:"notices"`
 	Offcpu  *ebpf.Map `ebpf:"offcpu"`
@@ -156,6 +159,7 @@ func (m *unwindMaps) Close() error {
 		m.Counts1,
 		m.Errors,
 		m.Files,
+		m.Inodes,
 		m.Kstacks,
 		m.Notices,
 		m.Offcpu,

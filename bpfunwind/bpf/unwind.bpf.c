@@ -56,6 +56,7 @@ static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *unsafe_ptr
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 static long (*bpf_loop)(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags) = (void *)181;
+static long (*bpf_find_vma)(void *task, __u64 addr, void *callback_fn, void *callback_ctx, __u64 flags) = (void *)180;
 
 // Kernel types, only the fields used; CO-RE finds them by name.
 struct pt_regs {
@@ -72,6 +73,26 @@ struct task_struct {
 	int tgid;
 	void *mm;
 	struct task_struct *real_parent;
+} __attribute__((preserve_access_index));
+
+struct super_block {
+	unsigned int s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct vm_area_struct {
+	unsigned long vm_start;
+	unsigned long vm_end;
+	unsigned long vm_pgoff;
+	struct file *vm_file;
 } __attribute__((preserve_access_index));
 
 static struct pt_regs *(*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
@@ -150,6 +171,19 @@ struct file_rows {
 	__u32 count; // 0: not loaded
 };
 
+// A loaded file by device and inode, for mappings not described yet: the
+// walk finds the PC's VMA (bpf_find_vma) and its file here.
+struct inode_key {
+	__u64 dev; // the kernel's s_dev (major << 20 | minor)
+	__u64 ino;
+};
+
+struct inode_file {
+	__u32 file;
+	__u32 _pad;
+	__s64 delta; // p_vaddr - p_offset of the file's executable segment
+};
+
 struct mapping {
 	__u64 start, end; // runtime addresses
 	__u64 bias;       // runtime = file address + bias
@@ -215,6 +249,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct proc);
 } procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FILES);
+	__type(key, struct inode_key);
+	__type(value, struct inode_file);
+} inodes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -291,8 +332,50 @@ struct walk {
 	__u32 tgid;
 	__u32 _pad;
 	__u64 hash;
+	struct mapping vm; // a mapping found through the VMA
 	struct stack st;
 };
+
+struct vma_ctx {
+	__u64 start, end, pgoff, dev, ino;
+};
+
+static long vma_cb(void *task, struct vm_area_struct *vma, struct vma_ctx *c)
+{
+	c->start = vma->vm_start;
+	c->end = vma->vm_end;
+	c->pgoff = vma->vm_pgoff;
+	struct file *f = vma->vm_file;
+	if (!f)
+		return 0;
+	struct inode *in = f->f_inode;
+	if (!in)
+		return 0;
+	c->ino = in->i_ino;
+	struct super_block *sb = in->i_sb;
+	if (sb)
+		c->dev = sb->s_dev;
+	return 0;
+}
+
+// vma_mapping finds the mapping of pc through the current task's VMA,
+// when the file mapped there is loaded; user space is asked to describe
+// the process meanwhile.
+static __always_inline struct mapping *vma_mapping(struct walk *w, __u64 pc)
+{
+	struct vma_ctx c = {};
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, vma_cb, &c, 0) != 0 || c.ino == 0)
+		return NULL;
+	struct inode_key k = {.dev = c.dev, .ino = c.ino};
+	struct inode_file *f = bpf_map_lookup_elem(&inodes, &k);
+	if (!f)
+		return NULL;
+	w->vm.start = c.start;
+	w->vm.end = c.end;
+	w->vm.bias = c.start - c.pgoff * 4096 - f->delta;
+	w->vm.file = f->file;
+	return &w->vm;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -398,10 +481,12 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	__u64 pc = w->pc;
 	// Return addresses are looked up one byte back (in the call).
 	__u64 lookup = i == 0 ? pc : pc - 1;
-	struct mapping *m = find_mapping(p, lookup);
+	struct mapping *m = p ? find_mapping(p, lookup) : NULL;
 	if (!m) {
 		notify(w->tgid, 1);
-		return END_NO_MAPPING;
+		m = vma_mapping(w, lookup);
+		if (!m)
+			return END_NO_MAPPING;
 	}
 	__u32 fi = m->file;
 	struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
@@ -488,7 +573,7 @@ struct loop_ctx {
 static long walk_one(__u32 i, struct loop_ctx *c)
 {
 	struct walk *w = c->w;
-	if (!w || !c->p)
+	if (!w)
 		return 1;
 	__u32 n = w->st.n;
 	if (n >= MAX_FRAMES) {
@@ -523,17 +608,13 @@ static __always_inline __u64 walk_user(__u64 ip, __u64 sp, __u64 bp, __u32 tgid)
 	w->st.end = END_NONE;
 	w->st.fpmask[0] = 0;
 	w->st.fpmask[1] = 0;
+	// An unknown process (new, or just exec'd) is walked through its
+	// VMAs while user space describes it.
 	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p) {
+	if (!p)
 		notify(tgid, 1);
-		w->st.pcs[0] = w->pc;
-		w->st.n = 1;
-		w->st.end = END_UNKNOWN_PROC;
-		w->hash = (w->hash ^ w->pc) * 0x100000001b3ULL;
-	} else {
-		struct loop_ctx c = {.w = w, .p = p};
-		bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
-	}
+	struct loop_ctx c = {.w = w, .p = p};
+	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
 	__u64 key = (w->hash ^ w->st.end) | 1;
 	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
 		bump(1);
