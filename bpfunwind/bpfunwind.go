@@ -14,13 +14,14 @@
 // for processes it does not know or PCs outside the described mappings
 // (new processes, exec, dlopen); exits are announced too.
 //
-// Map sizes are fixed (bpf/unwind.bpf.c): 128 frames per stack; 256
-// executable mappings per process; 8,192 processes; 4,096 files; 1,048,576
-// rows of 24 bytes (24 MiB) for all files; 32,768 distinct user stacks
-// (least recently used evicted); 65,536 counted (thread, stack) pairs per
-// period in each of two count maps; 16,384 kernel stacks. A file whose rows
-// do not fit, a full map, or a rule the program cannot apply ends the
-// affected stacks with a reason (End) instead of wrong frames.
+// Map sizes are fixed when the program loads (Sizes; at most the Max
+// constants, bpf/unwind.bpf.c): 128 frames per stack; 256 executable
+// mappings per process; 8,192 processes; 4,096 files; up to 1,048,576 rows
+// of 24 bytes (24 MiB) for all files; up to 32,768 distinct user stacks
+// (least recently used evicted); up to 65,536 counted (thread, stack) pairs
+// per period in each of two count maps; up to 16,384 kernel stacks. A file
+// whose rows do not fit, a full map, or a rule the program cannot apply
+// ends the affected stacks with a reason (End) instead of wrong frames.
 //
 // The walk is x86-64 only for now. It needs BTF, bpf_loop (Linux 5.17) and
 // bpf_task_pt_regs (5.15).
@@ -44,7 +45,9 @@ import (
 	"github.com/rewindstack/rewind/target"
 )
 
-// Sizes of the BPF maps (they must agree with bpf/unwind.bpf.c).
+// Sizes of the BPF maps (they must agree with bpf/unwind.bpf.c). Rows,
+// stacks, counts and kernel stacks are the most a run may ask for
+// (Options.Sizes); the others are fixed.
 const (
 	MaxFrames  = 128
 	MaxMaps    = 256
@@ -55,6 +58,22 @@ const (
 	MaxCounts  = 65536
 	MaxKStacks = 16384
 )
+
+// Sizes are the sizes of the maps that hold rows, stacks and counts,
+// fixed when the program is loaded: creating (and zeroing) the largest
+// took a second of the kernel's time on the development machine, too much
+// for recording one process.
+type Sizes struct {
+	Rows, Stacks, Counts, KStacks uint32
+}
+
+// Host sizes serve a whole host (the agent): 24 MiB of rows, 32,768
+// stacks (34 MiB), 65,536 counts per period, 16,384 kernel stacks.
+var Host = Sizes{Rows: MaxRows, Stacks: MaxStacks, Counts: MaxCounts, KStacks: MaxKStacks}
+
+// Process sizes serve one process tree (record): 6 MiB of rows (262,144:
+// libc has 28,000), 4,096 stacks, 16,384 counts, 4,096 kernel stacks.
+var Process = Sizes{Rows: 1 << 18, Stacks: 4096, Counts: 16384, KStacks: 4096}
 
 // End says why the kernel walk of a user stack stopped.
 type End uint8
@@ -159,6 +178,8 @@ type Options struct {
 	Objects *target.Objects
 	// Warn receives one-line warnings (may be nil).
 	Warn func(string)
+	// Sizes of the maps; the zero value is Host.
+	Sizes Sizes
 }
 
 // Unwinder is the loaded BPF program and its maps.
@@ -198,7 +219,11 @@ func Load(opt Options) (*Unwinder, error) {
 	}
 	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[int]int{}, comms: map[int]string{}, named: map[[2]int]bool{}, exited: map[int]bool{},
 		notes: map[string]int{}, done: make(chan struct{})}
-	if err := loadUnwindObjects(&u.objs, nil); err != nil {
+	if opt.Sizes == (Sizes{}) {
+		opt.Sizes = Host
+	}
+	u.opt.Sizes = opt.Sizes
+	if err := u.loadObjects(); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel's verifier refused the unwinder: %v", firstLine(ve.Error()))
@@ -374,4 +399,20 @@ func (u *Unwinder) ProgramTime() (time.Duration, uint64) {
 		}
 	}
 	return d, n
+}
+
+// loadObjects loads the programs with the maps sized by Options.Sizes.
+func (u *Unwinder) loadObjects() error {
+	spec, err := loadUnwind()
+	if err != nil {
+		return err
+	}
+	z := u.opt.Sizes
+	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
+		"counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
+		if m := spec.Maps[name]; m != nil && n > 0 {
+			m.MaxEntries = n
+		}
+	}
+	return spec.LoadAndAssign(&u.objs, nil)
 }

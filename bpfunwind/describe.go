@@ -177,8 +177,8 @@ func (u *Unwinder) loadRows(key string, mod *target.Module) (uint32, error) {
 	switch {
 	case err != nil:
 		err = fmt.Errorf("%s: no unwind table: %v", mod.Path, err)
-	case uint64(u.nextRow)+uint64(len(rows)) > MaxRows:
-		err = fmt.Errorf("%s: %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, len(rows), u.nextRow, MaxRows)
+	case uint64(u.nextRow)+uint64(len(rows)) > uint64(min(u.opt.Sizes.Rows, MaxRows)):
+		err = fmt.Errorf("%s: %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, len(rows), u.nextRow, min(u.opt.Sizes.Rows, MaxRows))
 	case len(rows) > 0:
 		keys := make([]uint32, len(rows))
 		for i := range keys {

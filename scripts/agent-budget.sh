@@ -41,9 +41,9 @@ measure() { # NAME CMD...: prints "cpu_percent_of_one_core rss_mb lost"
 	/usr/bin/time -f "%U %S %M" -o "$tmp/time.$name" "$@" >/dev/null 2>"$tmp/err.$name" || { cat "$tmp/err.$name" >&2; exit 1; }
 	read -r u s m < <(tail -1 "$tmp/time.$name")
 	# The BPF programs' time (charged to the tasks they sampled).
-	bpf=$(grep -o 'BPF unwinder ran [0-9]* times, [0-9.]* ms' "$tmp/err.$name" | awk '{s+=$6} END {print s/1000+0}')
+	bpf=$({ grep -o 'BPF unwinder ran [0-9]* times, [0-9.]* ms' "$tmp/err.$name" || true; } | awk '{s+=$6} END {print s/1000+0}')
 	# Records lost: the agent's period lines "(N lost)", record's "N lost".
-	lost=$(grep -o '([0-9]* lost)\|[0-9]* lost' "$tmp/err.$name" | tr -dc '0-9\n' | awk '{s+=$1} END {print s+0}')
+	lost=$({ grep -o '([0-9]* lost)\|[0-9]* lost' "$tmp/err.$name" || true; } | tr -dc '0-9\n' | awk '{s+=$1} END {print s+0}')
 	python3 -c "print(f'{100*($u+$s+$bpf)/$secs:.3f} {$m/1024:.1f} {$lost}')"
 }
 

@@ -110,8 +110,8 @@ struct bpf_perf_event_data {
 
 #define PF_KTHREAD 0x00200000
 
-// Sizes, documented in bpfunwind/doc.go; user space sizes the maps it
-// creates from these (the Go constants must agree, a test checks).
+// Sizes, documented in package bpfunwind: the most a run may ask for
+// (bpfunwind.Sizes sets rows, stacks, counts and kernel stacks at load).
 #define MAX_FRAMES 128
 #define MAX_MAPS 256      // executable mappings per process
 #define MAX_PROCS 8192    // processes described at once

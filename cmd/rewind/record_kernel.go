@@ -102,7 +102,7 @@ func recordKernel(ctx context.Context, rf *recordFlags, methods []profiles.Metho
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
 	build := newBuilder(col, methods, pf) // (sets the tables' cache directory)
-	opt := bpfunwind.Options{Objects: col.Objects, Warn: warn, Filter: true}
+	opt := bpfunwind.Options{Objects: col.Objects, Warn: warn, Filter: true, Sizes: bpfunwind.Process}
 	if rf.pid != 0 {
 		opt.PIDs = []int{rf.pid}
 	}

@@ -79,7 +79,7 @@ func TestRecordUnwindInKernelMatchesUser(t *testing.T) {
 		{"c-nofp-libc", []string{"gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "c-nofp-libc", src + "/spin.c"},
 			[]string{"inner", "__GI___qsort_r", "msort_with_tmp", "cmp", "main"}},
 		{"cxx-throw", []string{"g++", "-O2", "-g", "-o", "cxx-throw", src + "/throw.cc"},
-			[]string{"catcher", "thrower", "__cxa_throw", "_Unwind_RaiseException", "main"}},
+			[]string{"catcher(int)", "thrower(int)", "__cxa_throw", "_Unwind_RaiseException", "main"}},
 		{"go-gc", []string{"go", "build", "-o", "go-gc", src + "/spin.go"},
 			[]string{"main.hot", "runtime.mallocgc", "main.main", "runtime.gcBgMarkWorker"}},
 	}
@@ -94,7 +94,7 @@ func TestRecordUnwindInKernelMatchesUser(t *testing.T) {
 			shares := map[string]map[string]float64{}
 			for _, mode := range []string{"kernel", "user"} {
 				out := filepath.Join(dir, c.name+"-"+mode+".folded")
-				_, stderr, code := run(t, "record", "--unwind-in", mode, "-F", "499", "-d", "4", "-o", out, "--", exe)
+				_, stderr, code := run(t, "record", "--unwind-in", mode, "-F", "999", "-d", "6", "-o", out, "--", exe)
 				if code != 0 {
 					t.Fatalf("record --unwind-in %s: exit %d\n%s", mode, code, stderr)
 				}
