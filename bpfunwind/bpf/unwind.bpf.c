@@ -109,6 +109,7 @@ struct bpf_perf_event_data {
 };
 
 #define PF_KTHREAD 0x00200000
+#define PF_EXITING 0x00000004
 
 // Sizes, documented in package bpfunwind: the most a run may ask for
 // (bpfunwind.Sizes sets rows, stacks, counts and kernel stacks at load).
@@ -665,7 +666,9 @@ static __always_inline void fill_key(void *ctx, struct task_struct *task, struct
 {
 	k->kstack = bpf_get_stackid(ctx, &kstacks, skip);
 	k->stack = 0;
-	if (task->flags & PF_KTHREAD)
+	// A kernel thread has no user stack, nor has an exiting task whose
+	// memory is being torn down.
+	if (task->flags & (PF_KTHREAD | PF_EXITING))
 		return;
 	struct pt_regs *regs = bpf_task_pt_regs(task);
 	if (!regs)
