@@ -3,6 +3,7 @@ module github.com/rewindstack/rewind
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/klauspost/compress v1.20.4
@@ -25,3 +26,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -11,9 +11,10 @@
 // is down costs bounded memory, drops the oldest profiles and never blocks
 // sampling.
 //
-// The structure is ready for in-kernel unwinding: the per-period Builder
-// consumes samples with registers and stack bytes; a source that unwinds
-// in the kernel would hand it finished stacks instead.
+// With --unwind-in kernel (or auto, when the BPF programs load) the stacks
+// are unwound and counted in the kernel instead (package bpfunwind): every
+// period the agent reads the counts once and hands the finished stacks to
+// the same per-period Builder, so symbolization and exports are shared.
 package agent
 
 import (
@@ -68,6 +69,9 @@ type Config struct {
 	UserOnly bool
 	// Method is the unwinder ("auto" by default).
 	Method string
+	// UnwindIn is where user stacks are unwound: UnwindKernel,
+	// UnwindUser or UnwindAuto (the default).
+	UnwindIn string
 	// Exporters receive every period's profiles.
 	Exporters []Exporter
 	// QueueLen bounds each exporter's queue of periods (default 16).
@@ -137,6 +141,9 @@ func (c *Config) fill() {
 	if c.Method == "" {
 		c.Method = "auto"
 	}
+	if c.UnwindIn == "" {
+		c.UnwindIn = UnwindAuto
+	}
 	if c.QueueLen == 0 {
 		c.QueueLen = 16
 	}
@@ -171,8 +178,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return a.ksyms
 	}
 	a.procs = newProcTable()
-	opt := perfevent.Options{Freq: cfg.Freq, StackSize: cfg.StackSize, UserOnly: cfg.UserOnly, Warn: cfg.Warn, BufferPages: 128}
 	a.cpuCol = a.newCollector()
+	if u, err := a.loadKernel(); err != nil || u != nil {
+		if err != nil {
+			return err
+		}
+		return a.runKernel(ctx, u)
+	}
+	opt := perfevent.Options{Freq: cfg.Freq, StackSize: cfg.StackSize, UserOnly: cfg.UserOnly, Warn: cfg.Warn, BufferPages: 128}
 	if err := a.seed(a.cpuCol); err != nil {
 		return err
 	}
@@ -199,11 +212,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer a.offRec.Close()
 		offPump = &profiles.Pump{Source: a.offRec, Add: a.off.Add, Warn: cfg.Warn}
 	}
-	for _, e := range cfg.Exporters {
-		q := newQueue(e, cfg.QueueLen, cfg.Warn)
-		a.queues = append(a.queues, q)
-		go q.run()
-	}
+	a.startQueues()
 	if cfg.DropPrivileges {
 		if err := DropPrivileges(KeptCapabilities); err != nil {
 			cfg.Warn(err.Error())
@@ -251,12 +260,26 @@ func Run(ctx context.Context, cfg Config) error {
 	close(a.jobs)
 	<-built
 	a.drainQueues(drainLimit)
+	a.logStop("")
+	return nil
+}
+
+// startQueues starts every exporter behind its queue.
+func (a *Agent) startQueues() {
+	for _, e := range a.cfg.Exporters {
+		q := newQueue(e, a.cfg.QueueLen, a.cfg.Warn)
+		a.queues = append(a.queues, q)
+		go q.run()
+	}
+}
+
+// logStop prints the agent's last line, ending with more.
+func (a *Agent) logStop(more string) {
 	if a.cfg.Log != nil {
 		sent, dropped, failed, unsent := a.queueStats()
-		fmt.Fprintf(a.cfg.Log, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d\n",
-			a.periods, sent, dropped, failed, unsent)
+		fmt.Fprintf(a.cfg.Log, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d%s\n",
+			a.periods, sent, dropped, failed, unsent, more)
 	}
-	return nil
 }
 
 // queueStats sums the exporters' queues' counts and depths.

@@ -133,6 +133,9 @@ type Fidelity struct {
 	Complete int
 	// Ends counts the walks' end reasons (unused for KernelFP).
 	Ends map[unwind.EndReason]int
+	// Reasons counts the end reasons of walks made in the kernel
+	// (KernelWalk), by name.
+	Reasons map[string]int
 	// Frames is the total number of user frames found.
 	Frames int
 	// Every is k when the method walked only every k-th sample (see
@@ -227,6 +230,7 @@ type Builder struct {
 
 	fid      []Fidelity
 	kfp      Fidelity
+	kwalk    Fidelity // stacks unwound in the kernel (AddStack)
 	st       unwind.Stack
 	userLocs []*Location
 
@@ -339,7 +343,7 @@ func (b *Builder) Add(samples []*Sample) {
 }
 
 func (b *Builder) add(s *Sample) {
-	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period), Count: 1}
+	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period), Count: max(s.walkCount, 1)}
 	if out.Comm == "" {
 		out.Comm = b.perfComm(s.PID, s.TID)
 	}
@@ -439,7 +443,7 @@ func (b *Builder) keep(out *Stack, shared bool) {
 	if i, ok := b.folded[string(k)]; ok {
 		st := &b.prof.Stacks[i]
 		st.Value += out.Value
-		st.Count++
+		st.Count += max(out.Count, 1)
 		return
 	}
 	if !shared {
@@ -484,10 +488,20 @@ func (b *Builder) fpLocs(s *Sample) []*Location {
 		fr.Map = space.Find(fr.LookupPC())
 		b.userLocs = append(b.userLocs, b.userLoc(&fr))
 	}
-	b.kfp.Samples++
-	b.kfp.Frames += len(b.userLocs)
+	f := &b.kfp
+	if s.walkEnd != "" {
+		// Unwound in the kernel (AddStack): weighted by its count.
+		if b.kwalk.Reasons == nil {
+			b.kwalk = Fidelity{Method: KernelWalk, Reasons: map[string]int{}}
+		}
+		f = &b.kwalk
+		f.Reasons[s.walkEnd] += max(s.walkCount, 1)
+	}
+	n := max(s.walkCount, 1)
+	f.Samples += n
+	f.Frames += n * len(b.userLocs)
 	if reachesRoot(b.userLocs) {
-		b.kfp.Complete++
+		f.Complete += n
 	}
 	return b.userLocs
 }
@@ -498,6 +512,9 @@ func (b *Builder) Profile() *Profile {
 	b.prof.Fidelity = append([]Fidelity(nil), b.fid...)
 	if b.kfp.Samples > 0 {
 		b.prof.Fidelity = append(b.prof.Fidelity, b.kfp)
+	}
+	if b.kwalk.Samples > 0 {
+		b.prof.Fidelity = append(b.prof.Fidelity, b.kwalk)
 	}
 	if b.ksyms != nil {
 		k := <-b.ksyms

@@ -54,6 +54,11 @@ type Sample struct {
 	pc, sp  uint64 // of the registers, for what needs no others
 	space   *space
 	comm    string
+	// walkEnd is, for a stack unwound in the kernel (AddStack), why its
+	// walk stopped; "" for the others.
+	walkEnd string
+	// walkCount is how many events AddStack's stack stands for.
+	walkCount int
 }
 
 // space is one generation of a process's address space: the mappings as
@@ -292,6 +297,47 @@ func (c *Collector) AddProcess(pid int) error {
 		}
 	}
 	return nil
+}
+
+// AddMappings seeds a process's executable mappings from a list its
+// source kept (as if recorded before time 0), as AddProcess does from
+// /proc: rewind's in-kernel unwinder describes processes while they run,
+// and their stacks are built when they may have exited.
+func (c *Collector) AddMappings(pid int, maps []target.Mapping) {
+	for i := range maps {
+		if m := maps[i]; m.Executable() {
+			m.Module, m.Bias = nil, 0
+			c.add(event{kind: perfdata.RecordMmap2, pid: pid, mmap: &m})
+		}
+	}
+}
+
+// AddComm names a thread (as a perf COMM record would, before time 0).
+func (c *Collector) AddComm(pid, tid int, comm string) {
+	c.add(event{kind: perfdata.RecordComm, pid: pid, tid: tid, str: comm})
+}
+
+// KernelWalk is the Fidelity.Method name of stacks unwound in the kernel
+// (AddStack).
+const KernelWalk = "kernel"
+
+// AddStack adds a finished stack, unwound in the kernel by rewind's BPF
+// unwinder instead of from a stack copy: user PCs leaf first (the first
+// the sampled PC, the others return addresses), kernel PCs leaf first,
+// weighted by value (samples, or nanoseconds off CPU) and standing for
+// count events (samples, or blocked intervals), at time t (perf clock).
+// end says why the walk stopped; it is counted per reason in the
+// KernelWalk fidelity. The symbolizer and every output treat these stacks
+// like the others.
+func (c *Collector) AddStack(pid, tid int, t, value uint64, count int, user, kernel []uint64, end string) *Sample {
+	out := c.newSample()
+	*out = Sample{PID: pid, TID: tid, Time: t, Period: max(value, 1), walkEnd: end, walkCount: max(count, 1),
+		UserFP: append([]uint64(nil), user...), Kernel: append([]uint64(nil), kernel...)}
+	if len(out.UserFP) > 0 {
+		out.IP = out.UserFP[0]
+	}
+	c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
+	return out
 }
 
 // Samples replays every pending record in time order and returns the

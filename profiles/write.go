@@ -367,6 +367,14 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 			sort.Strings(reasons)
 			fmt.Fprintf(w, "  ends: %s", strings.Join(reasons, ", "))
 		}
+		if len(f.Reasons) > 0 {
+			var reasons []string
+			for r, n := range f.Reasons {
+				reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+			}
+			sort.Strings(reasons)
+			fmt.Fprintf(w, "  ends: %s", strings.Join(reasons, ", "))
+		}
 		fmt.Fprintln(w)
 	}
 	writeSubsampleNote(w, p.Fidelity)

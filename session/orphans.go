@@ -89,3 +89,13 @@ func childrenOf(pid int) []int {
 	}
 	return out
 }
+
+// EndOrphans ends, as endCommand does for a Session with AdoptOrphans,
+// the processes a command left behind: for a recording made without a
+// Session (record --unwind-in kernel), whose process made itself the
+// command's subreaper (PR_SET_CHILD_SUBREAPER).
+func EndOrphans(grace time.Duration, warn func(string)) { endOrphans(grace, warn) }
+
+// ReapOrphans reaps the exited processes this process inherited as a
+// subreaper, leaving keep (the command, waited for by its owner) alone.
+func ReapOrphans(keep int) { reapOrphans(keep) }

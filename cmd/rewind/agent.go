@@ -104,6 +104,7 @@ func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.D
 	fs.Var(dur, "d", "stop after `DURATION` (default: until SIGTERM or Ctrl-C)")
 	keepPrivs := fs.Bool("keep-privileges", false, "do not drop the capabilities the agent no longer needs once its events are open")
 	noCache := fs.Bool("no-cache", false, "do not read or write the persistent caches ("+cacheDirHelp+")")
+	unwindIn := unwindInFlag(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return cfg, closeAll, 0, err
@@ -114,7 +115,10 @@ func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.D
 	if err := checkFreq(*freq); err != nil {
 		return cfg, closeAll, 0, err
 	}
-	cfg = agent.Config{
+	if err := checkUnwindIn(*unwindIn); err != nil {
+		return cfg, closeAll, 0, err
+	}
+	cfg = agent.Config{UnwindIn: *unwindIn,
 		Scope: perfevent.Scope{PIDs: pids}, Freq: *freq, Period: period.d, OffCPU: *offCPU, NoSymbolize: *noSym,
 		StackSize: *stackSize, UserOnly: *userOnly, QueueLen: *queueLen, Log: os.Stderr, Warn: warn, CacheDir: cacheDir(*noCache), DropPrivileges: !*keepPrivs,
 	}

@@ -100,6 +100,12 @@ func runRecord(args []string) error {
 	}
 	pf := rf.pf
 	pf.offCPU = rf.offCPU
+	// Ctrl-C or SIGTERM ends the recording; the profile is still written.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if handled, err := recordKernel(ctx, rf, methods); handled || err != nil {
+		return err
+	}
 	opt := perfevent.Options{Freq: rf.freq, StackSize: rf.stackSize, UserOnly: rf.userOnly, Warn: warn, OffCPU: rf.offCPU}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
@@ -116,9 +122,6 @@ func runRecord(args []string) error {
 		}
 		s.OffCPU = profiles.NewOffCPU(col, f, nil)
 	}
-	// Ctrl-C or SIGTERM ends the recording; the profile is still written.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if rf.pid != 0 {
 		err = s.Attach(rf.pid, opt)
 	} else {
@@ -152,6 +155,7 @@ type recordFlags struct {
 	growStack bool // --stack-size was not given
 	userOnly  bool
 	offCPU    bool
+	unwindIn  string // --unwind-in: kernel, user or auto
 	pf        *profileFlags
 }
 
@@ -174,6 +178,7 @@ func parseRecordFlags(args []string) (*recordFlags, error) {
 	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
 	offCPU := fs.Bool("off-cpu", false, "record where threads block instead of where they run: the sched_switch tracepoint with stack copies, "+
 		"each stack weighted by the time its thread was off CPU (needs root or CAP_PERFMON and tracefs)")
+	unwindIn := unwindInFlag(fs)
 	pf := addProfileFlags(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -197,10 +202,13 @@ func parseRecordFlags(args []string) (*recordFlags, error) {
 	if err := checkFreq(*freq); err != nil {
 		return nil, err
 	}
+	if err := checkUnwindIn(*unwindIn); err != nil {
+		return nil, err
+	}
 	// Unless --stack-size was given, the copy grows when samples show a
 	// process needs more (see perfevent.Recorder.GrowStack).
 	return &recordFlags{pid: *pid, cmdArgs: cmdArgs, freq: *freq, dur: dur.d, stackSize: *stackSize, growStack: !flagSet(fs, "stack-size"),
-		userOnly: *userOnly, offCPU: *offCPU, pf: pf}, nil
+		userOnly: *userOnly, offCPU: *offCPU, unwindIn: *unwindIn, pf: pf}, nil
 }
 
 // surviveBrokenPipe keeps rewind alive when stdout or stderr is a pipe

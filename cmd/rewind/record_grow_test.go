@@ -44,7 +44,7 @@ func TestRecordGrowsStackCopy(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	out := filepath.Join(dir, "p.folded")
-	_, errOut, code := run(t, "record", "-F", "199", "-o", out, "--", exe, "3.5")
+	_, errOut, code := run(t, "record", "--unwind-in", "user", "-F", "199", "-o", out, "--", exe, "3.5")
 	if code != 0 {
 		t.Fatalf("record: exit %d\n%s", code, errOut)
 	}
@@ -76,7 +76,7 @@ func TestRecordGrowsStackCopy(t *testing.T) {
 	if total == 0 || complete*5 < total {
 		t.Errorf("%d of %d samples reach main after the copy grew\n%s", complete, total, errOut)
 	}
-	_, errOut, code = run(t, "record", "-q", "-F", "199", "--stack-size", "16384", "-o", out, "--", exe, "2")
+	_, errOut, code = run(t, "record", "--unwind-in", "user", "-q", "-F", "199", "--stack-size", "16384", "-o", out, "--", exe, "2")
 	if code != 0 || strings.Contains(errOut, "bytes per sample") {
 		t.Errorf("--stack-size 16384: exit %d, the copy grew anyway:\n%s", code, errOut)
 	}

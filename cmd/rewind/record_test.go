@@ -197,7 +197,9 @@ func TestRecordPIDUntilExit(t *testing.T) {
 	go func() { done <- prog.Wait() }()
 	out := filepath.Join(t.TempDir(), "pid.folded")
 	// Reaping the child here lets rewind see it gone rather than a zombie.
-	if err := runRecord([]string{"-F", "499", "-q", "-o", out, "-p", strconv.Itoa(prog.Process.Pid)}); err != nil {
+	// (--unwind-in user: loading the BPF unwinder takes longer than
+	// this process lives on a loaded machine.)
+	if err := runRecord([]string{"--unwind-in", "user", "-F", "499", "-q", "-o", out, "-p", strconv.Itoa(prog.Process.Pid)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

@@ -1,0 +1,202 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rewindstack/rewind/bpfunwind"
+	"github.com/rewindstack/rewind/perfevent"
+)
+
+// Where Config.UnwindIn has user stacks unwound.
+const (
+	UnwindAuto   = "auto"   // kernel when the BPF programs load, else user
+	UnwindKernel = "kernel" // a BPF program walks the stacks and counts them in the kernel
+	UnwindUser   = "user"   // stack copies unwound by the agent
+)
+
+// loadKernel loads the in-kernel unwinder for UnwindIn kernel or auto: nil
+// (with one warning line for auto) when the agent unwinds stack copies.
+func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
+	mode := a.cfg.UnwindIn
+	if mode == UnwindUser {
+		return nil, nil
+	}
+	if mode != UnwindKernel && mode != UnwindAuto {
+		return nil, fmt.Errorf("unwind-in %q: want kernel, user or auto", mode)
+	}
+	var err error
+	var u *bpfunwind.Unwinder
+	if a.cfg.Scope.Cgroup != "" {
+		err = errors.New("the in-kernel unwinder does not select by cgroup")
+	} else {
+		u, err = bpfunwind.Load(bpfunwind.Options{PIDs: a.cfg.Scope.PIDs, Objects: a.cpuCol.Objects, Warn: a.cfg.Warn})
+	}
+	if err == nil {
+		return u, nil
+	}
+	if mode == UnwindKernel {
+		return nil, fmt.Errorf("--unwind-in kernel: %v", err)
+	}
+	a.cfg.Warn(fmt.Sprintf("unwinding in user space (--unwind-in auto): %v", err))
+	return nil, nil
+}
+
+// runKernel is Run with stacks unwound and counted in the kernel: every
+// period the counts are read once (the program switches to the other
+// count map) and the finished stacks go to the same builders as stack
+// copies.
+func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
+	defer u.Close()
+	// The processes already running are described up front (their
+	// files' rows loaded once, from the table cache when warm); new ones
+	// as the program meets them.
+	if len(a.cfg.Scope.PIDs) == 0 {
+		for _, pid := range allPIDs() {
+			if pid != os.Getpid() {
+				u.Describe(pid)
+			}
+		}
+	}
+	if err := u.OnCPU(a.cfg.Freq); err != nil {
+		return err
+	}
+	if a.cfg.OffCPU {
+		a.offCol = a.newCollector()
+		if err := u.OffCPU(0); err != nil {
+			return fmt.Errorf("off-CPU profile: %w", err)
+		}
+	}
+	a.startQueues()
+	if a.cfg.DropPrivileges {
+		// The maps are read through the descriptors already open.
+		if err := DropPrivileges(KeptCapabilities); err != nil {
+			a.cfg.Warn(err.Error())
+		}
+	}
+	if a.cfg.Ready != nil {
+		a.cfg.Ready()
+	}
+	a.jobs = make(chan buildJob, 4)
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		for j := range a.jobs {
+			a.export(j)
+		}
+	}()
+	start := time.Now()
+	tick := time.NewTicker(a.cfg.Period)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		now := time.Now()
+		a.flushKernel(u, start, now)
+		start = now
+	}
+	close(a.jobs)
+	<-built
+	a.drainQueues(drainLimit)
+	bpf := ""
+	if d, n := u.ProgramTime(); n > 0 {
+		bpf = fmt.Sprintf("; the BPF unwinder ran %d times, %.1f ms of CPU in all (%.1f µs each)", n, float64(d)/1e6, float64(d)/1e3/float64(n))
+	}
+	a.logStop(bpf)
+	return nil
+}
+
+// flushKernel reads the period's counts and builds and exports its
+// profiles.
+func (a *Agent) flushKernel(u *bpfunwind.Unwinder, start, end time.Time) {
+	a.periods++
+	stacks, err := u.Read()
+	if err != nil {
+		a.cfg.Warn(fmt.Sprintf("reading the kernel's counts: %v", err))
+	}
+	var cpu, off []bpfunwind.Stack
+	var st kernelStats
+	for _, s := range stacks {
+		if !a.keep(s.PID, s.TID) {
+			continue
+		}
+		st.add(s)
+		if s.OffCPU {
+			off = append(off, s)
+		} else {
+			cpu = append(cpu, s)
+		}
+	}
+	t := perfevent.Now()
+	u.Feed(a.cpuCol, cpu, t, uint64(1e9/a.cfg.Freq))
+	a.jobs <- buildJob{TypeCPU, start, end, a.cpuCol.Take(math.MaxUint64), a.cpuCol, true}
+	a.cpuCol.Prune(alive)
+	if a.offCol != nil {
+		u.Feed(a.offCol, off, t, 0)
+		a.jobs <- buildJob{TypeOffCPU, start, end, a.offCol.Take(math.MaxUint64), a.offCol, true}
+		a.offCol.Prune(alive)
+	}
+	if a.cfg.Log != nil {
+		sent, dropped, failed, depth := a.queueStats()
+		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): unwound in the kernel: %d samples (0 lost)%s%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
+			a.periods, end.Sub(start).Round(time.Millisecond), st.samples, st.offLine(a.offCol != nil), st.unfinished(u),
+			sent, dropped, failed, depth)
+	}
+}
+
+// kernelStats counts a period's kernel walks.
+type kernelStats struct {
+	samples, blocked uint64
+	ends             map[bpfunwind.End]uint64
+}
+
+func (k *kernelStats) add(s bpfunwind.Stack) {
+	if s.OffCPU {
+		k.blocked += s.Events
+	} else {
+		k.samples += s.Events
+	}
+	if len(s.User) > 0 && !s.End.Complete() {
+		if k.ends == nil {
+			k.ends = map[bpfunwind.End]uint64{}
+		}
+		k.ends[s.End] += s.Events
+	}
+}
+
+func (k *kernelStats) offLine(on bool) string {
+	if !on {
+		return ""
+	}
+	return fmt.Sprintf(", %d blocked intervals (0 lost)", k.blocked)
+}
+
+// unfinished says, per reason, how many walks did not reach a root, and
+// what did not fit in the kernel's maps.
+func (k *kernelStats) unfinished(u *bpfunwind.Unwinder) string {
+	var parts []string
+	for e, n := range k.ends {
+		parts = append(parts, fmt.Sprintf("%s %d", e, n))
+	}
+	sort.Strings(parts)
+	s := ""
+	if len(parts) > 0 {
+		s = "; unfinished walks: " + strings.Join(parts, ", ")
+	}
+	for note, n := range u.Notes() {
+		s += fmt.Sprintf("; %s (%d)", note, n)
+	}
+	if e := u.Errors(); e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost > 0 {
+		s += fmt.Sprintf("; maps full since start: %d counts, %d stacks, %d off-CPU starts, %d notices", e.CountsFull, e.StacksFull, e.OffCPUFull, e.NoticesLost)
+	}
+	return s
+}

@@ -1,0 +1,781 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// rewind's in-kernel user-stack unwinder (x86-64).
+//
+// User space (package bpfunwind) compiles each executable file's unwind
+// table (rewind's unwindtable rows, built from .eh_frame/.debug_frame) into
+// fixed-size rows in the `rows` array, once per file, and describes every
+// traced process's executable mappings in `procs` (address -> file + bias).
+// A sample (perf event) or a thread blocking (sched_switch) walks the
+// thread's user stack with those rows, up to MAX_FRAMES frames, hashes the
+// PCs, keeps the stack in `stacks` and adds 1 (on-CPU) or the nanoseconds
+// off CPU (off-CPU) to the active one of two count maps. Nothing per event
+// crosses to user space; only "please describe process N" notices do, rate
+// limited, through `notices`.
+//
+// No headers beyond the compiler's: the few kernel types are declared here
+// with preserve_access_index, so that CO-RE relocates their fields against
+// the running kernel's BTF.
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed int __s32;
+typedef signed long long __s64;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+#define SEC(name) __attribute__((section(name), used))
+#define __uint(name, val) int(*name)[val]
+#define __type(name, val) typeof(val) *name
+#define __always_inline inline __attribute__((always_inline))
+#define NULL ((void *)0)
+
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_STACK_TRACE = 7,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+#define BPF_ANY 0
+#define BPF_NOEXIST 1
+#define BPF_F_NO_PREALLOC 1
+
+// Helpers, by their stable numbers (uapi/linux/bpf.h).
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
+static long (*bpf_get_stackid)(void *ctx, void *map, __u64 flags) = (void *)27;
+static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *unsafe_ptr) = (void *)112;
+static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
+static void *(*bpf_get_current_task_btf)(void) = (void *)158;
+static long (*bpf_loop)(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags) = (void *)181;
+static long (*bpf_find_vma)(void *task, __u64 addr, void *callback_fn, void *callback_ctx, __u64 flags) = (void *)180;
+
+// Kernel types, only the fields used; CO-RE finds them by name.
+struct pt_regs {
+	unsigned long bp;
+	unsigned long ip;
+	unsigned long cs;
+	unsigned long sp;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	unsigned int __state;
+	unsigned int flags;
+	int pid;
+	int tgid;
+	void *mm;
+	struct task_struct *real_parent;
+} __attribute__((preserve_access_index));
+
+struct super_block {
+	unsigned int s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct vm_area_struct {
+	unsigned long vm_start;
+	unsigned long vm_end;
+	unsigned long vm_pgoff;
+	struct file *vm_file;
+} __attribute__((preserve_access_index));
+
+static struct pt_regs *(*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
+
+// The perf event program's context (uapi: struct bpf_perf_event_data);
+// the verifier rewrites these accesses, so no CO-RE here.
+struct user_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+struct bpf_perf_event_data {
+	struct user_regs regs;
+	__u64 sample_period;
+	__u64 addr;
+};
+
+#define PF_KTHREAD 0x00200000
+#define PF_EXITING 0x00000004
+
+// Sizes, documented in package bpfunwind: the most a run may ask for
+// (bpfunwind.Sizes sets rows, stacks, counts and kernel stacks at load).
+#define MAX_FRAMES 128
+#define MAX_MAPS 256      // executable mappings per process
+#define MAX_PROCS 8192    // processes described at once
+#define MAX_FILES 4096    // files with rows
+#define MAX_ROWS (1 << 20) // rows of all files (24 bytes each)
+#define MAX_STACKS 32768  // distinct user stacks kept
+#define MAX_COUNTS 65536  // distinct (thread, stack) counted per period
+#define MAX_KSTACKS 16384 // distinct kernel stacks
+
+// Rule kinds (bpfunwind/rows.go writes them).
+#define CFA_SP 1
+#define CFA_FP 2
+#define CFA_PLT 3
+#define CFA_SIGNAL 4 // x86-64 rt_sigreturn frame: restore from the ucontext at SP
+#define CFA_UNSUPPORTED 5
+#define CFA_NONE 0
+
+#define REG_SAME 0
+#define REG_UNDEFINED 1
+#define REG_AT_CFA 2
+
+#define ROW_ROOT 1   // a thread's entry function: this is the last frame
+#define ROW_GOTOP 2  // a Go top frame (runtime.goexit, mstart): last frame
+#define ROW_GOFP 4   // a Go stack switch (systemstack, morestack, gogo, vDSO callers): frame pointers lead back
+#define ROW_SIGNAL 8 // a signal restorer without CFI saying so (Go's sigreturn__sigaction)
+
+// End reasons (bpfunwind.End* mirror them).
+enum end_reason {
+	END_NONE = 0,
+	END_ROOT,        // reached a thread root (complete)
+	END_RA_UNDEF,    // CFI marks the return address undefined (complete)
+	END_ZERO,        // zero return address or frame pointer (outermost)
+	END_UNKNOWN_PROC, // the process was not described yet
+	END_NO_MAPPING,  // PC outside every described mapping
+	END_FILE_NOT_LOADED, // the file's rows are not in the maps (too big, maps full)
+	END_UNREADABLE,  // user memory could not be read
+	END_UNSUPPORTED, // a rule the BPF walk cannot apply (DWARF expression, ...)
+	END_NO_PROGRESS, // SP did not increase
+	END_DEPTH,       // MAX_FRAMES reached
+	END_BAD_FP,      // frame-pointer fallback found a bad frame pointer
+	END_KERNEL_THREAD, // no user stack
+};
+
+struct row {
+	__u64 pc;       // start, in the file's own addresses
+	__s32 cfa_off;
+	__s32 ra_off;
+	__s32 fp_off;
+	__u8 cfa;       // CFA_*
+	__u8 ra;        // REG_*
+	__u8 fp;        // REG_*
+	__u8 flags;     // ROW_*; the PLT threshold in the high nibble for CFA_PLT
+};
+
+struct file_rows {
+	__u32 first; // index of the file's first row in rows
+	__u32 count; // 0: not loaded
+};
+
+// A loaded file by device and inode, for mappings not described yet: the
+// walk finds the PC's VMA (bpf_find_vma) and its file here.
+struct inode_key {
+	__u64 dev; // the kernel's s_dev (major << 20 | minor)
+	__u64 ino;
+};
+
+struct inode_file {
+	__u32 file;
+	__u32 _pad;
+	__s64 delta; // p_vaddr - p_offset of the file's executable segment
+};
+
+struct mapping {
+	__u64 start, end; // runtime addresses
+	__u64 bias;       // runtime = file address + bias
+	__u32 file;       // index into files
+	__u32 _pad;
+};
+
+struct proc {
+	__u32 n;
+	__u32 _pad;
+	struct mapping m[MAX_MAPS]; // sorted by start, not overlapping
+};
+
+struct stack {
+	__u32 n;       // PCs
+	__u8 end;      // enum end_reason
+	__u8 _pad[3];
+	__u64 fpmask[2]; // bit i: frame i was found by frame pointers
+	__u64 pcs[MAX_FRAMES];
+};
+
+struct count_key {
+	__u32 pid, tid;
+	__u64 stack;   // hash of the user stack (key of stacks), 0: none
+	__s32 kstack;  // kernel stack id, < 0: none
+	__u32 kind;    // 0: on-CPU sample, 1: off-CPU interval
+};
+
+struct notice {
+	__u32 pid;
+	__u32 kind; // 1: describe (new, exec, unknown PC), 2: exited
+};
+
+struct offstart {
+	__u64 ts;
+	struct count_key key;
+};
+
+struct config {
+	__u32 active;   // count map taking adds: 0 or 1
+	__u32 filter;   // 1: only processes in pids
+	__u64 min_block_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_ROWS);
+	__type(key, __u32);
+	__type(value, struct row);
+} rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_FILES);
+	__type(key, __u32);
+	__type(value, struct file_rows);
+} files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FILES);
+	__type(key, struct inode_key);
+	__type(value, struct inode_file);
+} inodes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_STACKS);
+	__type(key, __u64);
+	__type(value, struct stack);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, MAX_KSTACKS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, 127 * sizeof(__u64));
+} kstacks SEC(".maps");
+
+// A count: the sum of the values (1 per sample, or nanoseconds off CPU)
+// and the number of events.
+struct count {
+	__u64 value;
+	__u64 events;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_COUNTS);
+	__type(key, struct count_key);
+	__type(value, struct count);
+} counts0 SEC(".maps"), counts1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct offstart);
+} offcpu SEC(".maps");
+
+// Counters of what could not be counted: 0 count map full, 1 stacks map
+// update failed, 2 off-CPU start map full, 3 notices dropped.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} errors SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} asked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} notices SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct walk {
+	__u64 pc, sp, fp;
+	__u32 tgid;
+	__u32 _pad;
+	__u64 hash;
+	struct mapping vm; // a mapping found through the VMA
+	struct stack st;
+};
+
+struct vma_ctx {
+	__u64 start, end, pgoff, dev, ino;
+};
+
+static long vma_cb(void *task, struct vm_area_struct *vma, struct vma_ctx *c)
+{
+	c->start = vma->vm_start;
+	c->end = vma->vm_end;
+	c->pgoff = vma->vm_pgoff;
+	struct file *f = vma->vm_file;
+	if (!f)
+		return 0;
+	struct inode *in = f->f_inode;
+	if (!in)
+		return 0;
+	c->ino = in->i_ino;
+	struct super_block *sb = in->i_sb;
+	if (sb)
+		c->dev = sb->s_dev;
+	return 0;
+}
+
+// vma_mapping finds the mapping of pc through the current task's VMA,
+// when the file mapped there is loaded; user space is asked to describe
+// the process meanwhile.
+static __always_inline struct mapping *vma_mapping(struct walk *w, __u64 pc)
+{
+	struct vma_ctx c = {};
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, vma_cb, &c, 0) != 0 || c.ino == 0)
+		return NULL;
+	struct inode_key k = {.dev = c.dev, .ino = c.ino};
+	struct inode_file *f = bpf_map_lookup_elem(&inodes, &k);
+	if (!f)
+		return NULL;
+	w->vm.start = c.start;
+	w->vm.end = c.end;
+	w->vm.bias = c.start - c.pgoff * 4096 - f->delta;
+	w->vm.file = f->file;
+	return &w->vm;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk);
+} scratch SEC(".maps");
+
+static __always_inline void bump(__u32 i)
+{
+	__u64 *v = bpf_map_lookup_elem(&errors, &i);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+// notify asks user space to (re)describe process pid, at most every 10 ms.
+static __always_inline void notify(__u32 pid, __u32 kind)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&asked, &pid);
+	if (kind == 1 && last && now - *last < 10000000ULL)
+		return;
+	if (kind == 3)
+		kind = 1; // an exec: always told
+	bpf_map_update_elem(&asked, &pid, &now, BPF_ANY);
+	struct notice n = {.pid = pid, .kind = kind};
+	if (bpf_ringbuf_output(&notices, &n, sizeof(n), 0) != 0)
+		bump(3);
+}
+
+// The binary searches run under bpf_loop, so that the verifier checks one
+// step of each once instead of every path through all of them.
+struct msearch {
+	struct proc *p;
+	__u64 key;
+	__u32 lo, hi;
+};
+
+static long msearch_step(__u32 i, struct msearch *c)
+{
+	if (c->lo >= c->hi || !c->p)
+		return 1;
+	__u32 mid = (c->lo + c->hi) / 2;
+	if (c->p->m[mid & (MAX_MAPS - 1)].start <= c->key)
+		c->lo = mid + 1;
+	else
+		c->hi = mid;
+	return 0;
+}
+
+static __always_inline struct mapping *find_mapping(struct proc *p, __u64 pc)
+{
+	struct msearch c = {.p = p, .key = pc, .lo = 0, .hi = p->n};
+	if (c.hi > MAX_MAPS)
+		c.hi = MAX_MAPS;
+	bpf_loop(10, msearch_step, &c, 0);
+	// c.lo: the first mapping starting after pc.
+	if (c.lo == 0 || c.lo > MAX_MAPS)
+		return NULL;
+	struct mapping *m = &p->m[(c.lo - 1) & (MAX_MAPS - 1)];
+	if (pc >= m->end)
+		return NULL;
+	return m;
+}
+
+struct rsearch {
+	__u64 key;
+	__u32 lo, hi;
+};
+
+static long rsearch_step(__u32 i, struct rsearch *c)
+{
+	if (c->lo >= c->hi)
+		return 1;
+	__u32 mid = c->lo + (c->hi - c->lo) / 2;
+	struct row *r = bpf_map_lookup_elem(&rows, &mid);
+	if (!r)
+		return 1;
+	if (r->pc <= c->key)
+		c->lo = mid + 1;
+	else
+		c->hi = mid;
+	return 0;
+}
+
+static __always_inline struct row *find_row(struct file_rows *f, __u64 addr)
+{
+	__u32 first = f->first;
+	struct rsearch c = {.key = addr, .lo = first, .hi = first + f->count};
+	bpf_loop(22, rsearch_step, &c, 0);
+	if (c.lo == first)
+		return NULL;
+	__u32 i = c.lo - 1;
+	return bpf_map_lookup_elem(&rows, &i);
+}
+
+static __always_inline int read_u64(__u64 addr, __u64 *v)
+{
+	return bpf_probe_read_user(v, sizeof(*v), (const void *)addr);
+}
+
+// step finds the caller of frame w->st.n - 1; it returns END_NONE to go on.
+static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
+{
+	__u64 pc = w->pc;
+	// Return addresses are looked up one byte back (in the call).
+	__u64 lookup = i == 0 ? pc : pc - 1;
+	struct mapping *m = p ? find_mapping(p, lookup) : NULL;
+	if (!m) {
+		notify(w->tgid, 1);
+		m = vma_mapping(w, lookup);
+		if (!m)
+			return END_NO_MAPPING;
+	}
+	__u32 fi = m->file;
+	struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
+	if (!f || f->count == 0)
+		return END_FILE_NOT_LOADED;
+	struct row *r = find_row(f, lookup - m->bias);
+	__u64 cfa, ra = 0, fp = w->fp;
+	// A thread's entry or a Go top frame is the last frame, whatever
+	// is above it.
+	if (r && (r->flags & (ROW_ROOT | ROW_GOTOP)))
+		return END_ROOT;
+	// A Go stack switch crosses to another stack: the frame pointer may
+	// be below the stack pointer there.
+	bool cross = r && (r->flags & ROW_GOFP);
+	__u8 kind = r ? r->cfa : CFA_NONE;
+	if (r && (r->flags & ROW_SIGNAL))
+		kind = CFA_SIGNAL;
+	if (kind == CFA_NONE || cross) {
+		// No row: frame pointers, marked.
+		if (w->fp == 0)
+			return END_ZERO;
+		if ((!cross && w->fp < w->sp) || (w->fp & 7))
+			return END_BAD_FP;
+		cfa = w->fp + 16;
+		if (read_u64(cfa - 8, &ra) || read_u64(cfa - 16, &fp))
+			return END_UNREADABLE;
+		w->st.fpmask[(i >> 6) & 1] |= 1ULL << (i & 63);
+		goto next;
+	}
+	switch (kind) {
+	case CFA_SP:
+		cfa = w->sp + (__s64)r->cfa_off;
+		break;
+	case CFA_FP:
+		cfa = w->fp + (__s64)r->cfa_off;
+		break;
+	case CFA_PLT:
+		cfa = w->sp + (__s64)r->cfa_off + (((lookup & 15) >= (__u64)(r->flags >> 4)) ? 8 : 0);
+		break;
+	case CFA_SIGNAL: {
+		// SP points at the kernel's ucontext: uc_mcontext at 40; rbp,
+		// rsp, rip at 80, 120, 128 in the sigcontext.
+		__u64 sp = w->sp;
+		if (read_u64(sp + 40 + 80, &fp) || read_u64(sp + 40 + 120, &cfa) || read_u64(sp + 40 + 128, &ra))
+			return END_UNREADABLE;
+		w->fp = fp;
+		w->sp = cfa;
+		// The interrupted PC is exact: add 1 so that the next
+		// lookup (pc - 1) finds it.
+		w->pc = ra + 1;
+		return END_NONE;
+	}
+	default:
+		return END_UNSUPPORTED;
+	}
+	if (r->ra == REG_UNDEFINED)
+		return END_RA_UNDEF;
+	if (r->ra != REG_AT_CFA)
+		return END_UNSUPPORTED;
+	if (read_u64(cfa + (__s64)r->ra_off, &ra))
+		return END_UNREADABLE;
+	if (r->fp == REG_AT_CFA) {
+		if (read_u64(cfa + (__s64)r->fp_off, &fp))
+			return END_UNREADABLE;
+	} else if (r->fp != REG_SAME) {
+		return END_UNSUPPORTED;
+	}
+next:
+	if (ra == 0)
+		return END_ZERO;
+	if (cfa <= w->sp && !cross)
+		return END_NO_PROGRESS;
+	w->pc = ra;
+	w->sp = cfa;
+	w->fp = fp;
+	return END_NONE;
+}
+
+struct loop_ctx {
+	struct walk *w;
+	struct proc *p;
+};
+
+static long walk_one(__u32 i, struct loop_ctx *c)
+{
+	struct walk *w = c->w;
+	if (!w)
+		return 1;
+	__u32 n = w->st.n;
+	if (n >= MAX_FRAMES) {
+		w->st.end = END_DEPTH;
+		return 1;
+	}
+	w->st.pcs[n & (MAX_FRAMES - 1)] = w->pc;
+	w->st.n = n + 1;
+	w->hash = (w->hash ^ w->pc) * 0x100000001b3ULL;
+	int e = step(w, c->p, n);
+	if (e != END_NONE) {
+		w->st.end = e;
+		return 1;
+	}
+	return 0;
+}
+
+// walk_user unwinds the current task's user stack from regs into the
+// scratch, stores it in stacks and returns its key (0: none).
+static __always_inline __u64 walk_user(__u64 ip, __u64 sp, __u64 bp, __u32 tgid)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&scratch, &zero);
+	if (!w)
+		return 0;
+	w->pc = ip;
+	w->sp = sp;
+	w->fp = bp;
+	w->tgid = tgid;
+	w->hash = 0xcbf29ce484222325ULL;
+	w->st.n = 0;
+	w->st.end = END_NONE;
+	w->st.fpmask[0] = 0;
+	w->st.fpmask[1] = 0;
+	// An unknown process (new, or just exec'd) is walked through its
+	// VMAs while user space describes it.
+	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		notify(tgid, 1);
+	struct loop_ctx c = {.w = w, .p = p};
+	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
+	__u64 key = (w->hash ^ w->st.end) | 1;
+	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
+		bump(1);
+		return 0;
+	}
+	return key;
+}
+
+static __always_inline void *active_counts(struct config **cfgp)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	*cfgp = cfg;
+	if (cfg && cfg->active == 1)
+		return &counts1;
+	return &counts0;
+}
+
+static __always_inline void add(void *map, struct count_key *k, __u64 v)
+{
+	struct count *c = bpf_map_lookup_elem(map, k);
+	if (c) {
+		__sync_fetch_and_add(&c->value, v);
+		__sync_fetch_and_add(&c->events, 1);
+		return;
+	}
+	struct count n = {.value = v, .events = 1};
+	if (bpf_map_update_elem(map, k, &n, BPF_NOEXIST) != 0) {
+		c = bpf_map_lookup_elem(map, k);
+		if (c) {
+			__sync_fetch_and_add(&c->value, v);
+			__sync_fetch_and_add(&c->events, 1);
+		} else {
+			bump(0);
+		}
+	}
+}
+
+static __always_inline bool wanted(struct config *cfg, __u32 tgid)
+{
+	if (!cfg || !cfg->filter)
+		return true;
+	return bpf_map_lookup_elem(&pids, &tgid) != NULL;
+}
+
+// fill_key walks the current task's stacks into k.
+static __always_inline void fill_key(void *ctx, struct task_struct *task, struct count_key *k, __u64 skip)
+{
+	k->kstack = bpf_get_stackid(ctx, &kstacks, skip);
+	k->stack = 0;
+	// A kernel thread has no user stack, nor has an exiting task whose
+	// memory is being torn down.
+	if (task->flags & (PF_KTHREAD | PF_EXITING))
+		return;
+	struct pt_regs *regs = bpf_task_pt_regs(task);
+	if (!regs)
+		return;
+	k->stack = walk_user(regs->ip, regs->sp, regs->bp, k->pid);
+}
+
+SEC("perf_event")
+int on_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct count_key k = {.pid = id >> 32, .tid = (__u32)id};
+	if (k.tid == 0)
+		return 0; // idle
+	struct config *cfg;
+	void *counts = active_counts(&cfg);
+	if (!wanted(cfg, k.pid))
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	fill_key(ctx, task, &k, 0);
+	add(counts, &k, 1);
+	return 0; // nothing for the perf ring buffer
+}
+
+// sched_switch: the thread going off CPU (the current one) is walked when
+// it blocks; the one coming on finishes its interval.
+SEC("tp_btf/sched_switch")
+int off_cpu(__u64 *ctx)
+{
+	bool preempt = (bool)ctx[0];
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	struct config *cfg;
+	void *counts = active_counts(&cfg);
+	__u64 now = bpf_ktime_get_ns();
+
+	__u32 ntid = next->pid;
+	struct offstart *os = bpf_map_lookup_elem(&offcpu, &ntid);
+	if (os) {
+		__u64 d = now - os->ts;
+		struct count_key k = os->key;
+		bpf_map_delete_elem(&offcpu, &ntid);
+		if (!cfg || d >= cfg->min_block_ns)
+			add(counts, &k, d);
+	}
+
+	__u32 ptid = prev->pid, ptgid = prev->tgid;
+	if (preempt || prev->__state == 0 || ptid == 0 || (prev->flags & PF_KTHREAD))
+		return 0;
+	if (!wanted(cfg, ptgid))
+		return 0;
+	struct offstart s = {.ts = now};
+	s.key.pid = ptgid;
+	s.key.tid = ptid;
+	s.key.kind = 1;
+	// The kernel stack starts at __schedule: the program's own frame
+	// and the tracepoint's trampoline are skipped.
+	fill_key(ctx, prev, &s.key, 2);
+	if (bpf_map_update_elem(&offcpu, &ptid, &s, BPF_ANY) != 0)
+		bump(2);
+	return 0;
+}
+
+// New processes of traced ones are traced too (record's process tree).
+SEC("tp_btf/sched_process_fork")
+int on_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx[0];
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	if (ptgid == ctgid)
+		return 0;
+	if (bpf_map_lookup_elem(&pids, &ptgid)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int on_exec(__u64 *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct config *cfg;
+	active_counts(&cfg);
+	if (wanted(cfg, tgid)) {
+		bpf_map_delete_elem(&procs, &tgid);
+		notify(tgid, 3);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int on_exit(__u64 *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	bpf_map_delete_elem(&offcpu, &tid);
+	if ((id >> 32) != tid)
+		return 0; // a thread, not the process
+	struct config *cfg;
+	active_counts(&cfg);
+	if (wanted(cfg, tid))
+		notify(tid, 2);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,426 @@
+// Package bpfunwind walks user stacks in the kernel: a BPF program on a
+// perf event (on-CPU samples) or on the sched_switch tracepoint (off-CPU
+// time) unwinds the thread's user stack with rows compiled from rewind's
+// own unwind tables (package unwindtable), takes the kernel stack from the
+// kernel's own walk, and counts each (thread, user stack, kernel stack) in
+// BPF maps that user space reads once per period. No stack is copied and
+// nothing per event crosses to user space: an operator's fleet profiler.
+//
+// User space (this package) describes every traced process to the
+// program: its executable mappings (address to file and load bias) in the
+// procs map, and each mapped file's rows once, shared by every process
+// mapping it (keyed by build-id, else path, device and inode). The program
+// asks, through a small ring buffer and at most every 10 ms per process,
+// for processes it does not know or PCs outside the described mappings
+// (new processes, exec, dlopen); exits are announced too.
+//
+// Map sizes are fixed when the program loads (Sizes; at most the Max
+// constants, bpf/unwind.bpf.c): 128 frames per stack; 256 executable
+// mappings per process; 8,192 processes; 4,096 files; up to 1,048,576 rows
+// of 24 bytes (24 MiB) for all files; up to 32,768 distinct user stacks
+// (least recently used evicted); up to 65,536 counted (thread, stack) pairs
+// per period in each of two count maps; up to 16,384 kernel stacks. A file
+// whose rows do not fit, a full map, or a rule the program cannot apply
+// ends the affected stacks with a reason (End) instead of wrong frames.
+//
+// The walk is x86-64 only for now. It needs BTF, bpf_loop (Linux 5.17) and
+// bpf_task_pt_regs (5.15).
+package bpfunwind
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/target"
+)
+
+// Sizes of the BPF maps (they must agree with bpf/unwind.bpf.c). Rows,
+// stacks, counts and kernel stacks are the most a run may ask for
+// (Options.Sizes); the others are fixed.
+const (
+	MaxFrames  = 128
+	MaxMaps    = 256
+	MaxProcs   = 8192
+	MaxFiles   = 4096
+	MaxRows    = 1 << 20
+	MaxStacks  = 32768
+	MaxCounts  = 65536
+	MaxKStacks = 16384
+)
+
+// Sizes are the sizes of the maps that hold rows, stacks and counts,
+// fixed when the program is loaded: creating (and zeroing) the largest
+// took a second of the kernel's time on the development machine, too much
+// for recording one process.
+type Sizes struct {
+	Rows, Stacks, Counts, KStacks uint32
+}
+
+// Host sizes serve a whole host (the agent): 24 MiB of rows, 32,768
+// stacks (34 MiB), 65,536 counts per period, 16,384 kernel stacks.
+var Host = Sizes{Rows: MaxRows, Stacks: MaxStacks, Counts: MaxCounts, KStacks: MaxKStacks}
+
+// Process sizes serve one process tree (record): 6 MiB of rows (262,144:
+// libc has 28,000), 4,096 stacks, 16,384 counts, 4,096 kernel stacks.
+var Process = Sizes{Rows: 1 << 18, Stacks: 4096, Counts: 16384, KStacks: 4096}
+
+// End says why the kernel walk of a user stack stopped.
+type End uint8
+
+// End reasons (enum end_reason of the BPF program).
+const (
+	EndNone           End = iota
+	EndRoot               // a thread's entry or a Go top frame: complete
+	EndRAUndefined        // CFI marks the return address undefined: complete
+	EndOutermost          // a zero return address or frame pointer
+	EndUnknownProcess     // the process was not described yet
+	EndNoMapping          // a PC outside the described mappings
+	EndFileNotLoaded      // the file's rows are not in the maps (too big, maps full)
+	EndUnreadable         // user memory could not be read (paged out, unmapped)
+	EndUnsupported        // a rule the BPF walk cannot apply (DWARF expression)
+	EndNoProgress         // the stack pointer did not increase
+	EndDepth              // 128 frames
+	EndBadFP              // the frame-pointer fallback met a bad frame pointer
+	EndKernelThread       // no user stack
+	EndStackLost          // the stack was evicted from the stacks map before it was read
+)
+
+var endNames = [...]string{"none", "root", "ra-undefined", "outermost", "unknown-process", "no-mapping",
+	"file-not-loaded", "unreadable-memory", "unsupported-rule", "no-progress", "depth-limit",
+	"bad-frame-pointer", "kernel-thread", "stack-evicted"}
+
+func (e End) String() string {
+	if int(e) < len(endNames) {
+		return endNames[e]
+	}
+	return fmt.Sprintf("end(%d)", uint8(e))
+}
+
+// Complete reports whether a walk that ended so reached its thread's root.
+func (e End) Complete() bool { return e == EndRoot || e == EndRAUndefined }
+
+// Stack is one counted stack of one thread.
+type Stack struct {
+	PID, TID int
+	// User are the user PCs, leaf first: the sampled PC, then return
+	// addresses. Nil when the sample had no user stack.
+	User []uint64
+	// FP marks the frames found by the frame-pointer fallback (bit i:
+	// User[i+1] was found from frame i by frame pointers).
+	FP [2]uint64
+	// Kernel are the kernel PCs, leaf first.
+	Kernel []uint64
+	End    End
+	// Value is the sample count (on-CPU) or nanoseconds off CPU.
+	Value uint64
+	// Events is the number of samples or blocked intervals counted.
+	Events uint64
+	// OffCPU marks a blocked stack (Value in nanoseconds).
+	OffCPU bool
+}
+
+type mapping struct {
+	Start, End, Bias uint64
+	File             uint32
+	_                uint32
+}
+
+type proc struct {
+	N    uint32
+	_    uint32
+	Maps [MaxMaps]mapping
+}
+
+type stackVal struct {
+	N      uint32
+	End    uint8
+	_      [3]uint8
+	FPMask [2]uint64
+	PCs    [MaxFrames]uint64
+}
+
+type countKey struct {
+	PID, TID uint32
+	Stack    uint64
+	KStack   int32
+	Kind     uint32 // 0 on-CPU, 1 off-CPU
+}
+
+type config struct {
+	Active   uint32
+	Filter   uint32
+	MinBlock uint64
+}
+
+type notice struct{ PID, Kind uint32 }
+
+// Options configure Load.
+type Options struct {
+	// PIDs, when not empty, limits the walks to these processes and the
+	// processes they start (record); empty is system-wide (agent) unless
+	// Filter is set.
+	PIDs []int
+	// Filter limits the walks to the processes given by PIDs or Trace.
+	Filter bool
+	// Objects opens the mapped files and caches their tables (shared with
+	// the profile builder's symbolization); nil makes one.
+	Objects *target.Objects
+	// Warn receives one-line warnings (may be nil).
+	Warn func(string)
+	// Sizes of the maps; the zero value is Host.
+	Sizes Sizes
+}
+
+// Unwinder is the loaded BPF program and its maps.
+type Unwinder struct {
+	objs    unwindObjects
+	opt     Options
+	links   []link.Link
+	perfFDs []int
+	notices *ringbuf.Reader
+	done    chan struct{}
+	stats   io.Closer // keeps the kernel's BPF run-time statistics on
+
+	mu           sync.Mutex
+	files        map[string]uint32 // file identity -> index in files
+	nextRow      uint32
+	procMaps     map[int][]target.Mapping                // what each process was described with
+	gen          map[int]int                             // descriptions of each process made
+	fed          map[*profiles.Collector]map[int]int     // descriptions handed to each collector by Feed
+	comms        map[int]string                          // each process's command name when described
+	named        map[*profiles.Collector]map[[2]int]bool // threads (PID, TID) named to each collector
+	exited       map[int]bool                            // processes that exited since the last Read
+	exitedBefore map[int]bool                            // ... before the last Read: forgotten at the next
+	notes        map[string]int                          // period-line notes: files too big, maps full
+	active       uint32
+}
+
+// Load loads the BPF programs and creates their maps. Its error says in one
+// line why the kernel cannot walk stacks (no privilege, no BTF, a verifier
+// refusal), for the caller's fallback to user-space unwinding.
+func Load(opt Options) (*Unwinder, error) {
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return nil, errors.New("no kernel BTF (/sys/kernel/btf/vmlinux)")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil && errors.Is(err, unix.EPERM) {
+		return nil, errors.New("not permitted to load BPF programs (needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)")
+	} else if err != nil {
+		return nil, fmt.Errorf("raising the locked-memory limit: %w", err)
+	}
+	if opt.Objects == nil {
+		opt.Objects = &target.Objects{}
+	}
+	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
+		notes: map[string]int{}, done: make(chan struct{})}
+	if opt.Sizes == (Sizes{}) {
+		opt.Sizes = Host
+	}
+	u.opt.Sizes = opt.Sizes
+	if err := u.loadObjects(); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel's verifier refused the unwinder: %v", firstLine(ve.Error()))
+		}
+		if errors.Is(err, unix.EPERM) {
+			return nil, errors.New("not permitted to load BPF programs (needs root, or CAP_BPF and CAP_PERFMON)")
+		}
+		return nil, fmt.Errorf("loading the BPF unwinder: %v", firstLine(err.Error()))
+	}
+	cfg := config{}
+	if len(opt.PIDs) > 0 || opt.Filter {
+		cfg.Filter = 1
+		for _, pid := range opt.PIDs {
+			one := uint8(1)
+			if err := u.objs.Pids.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
+				u.Close()
+				return nil, fmt.Errorf("bpf pids map: %w", err)
+			}
+		}
+	}
+	if err := u.objs.Config.Update(uint32(0), cfg, ebpf.UpdateAny); err != nil {
+		u.Close()
+		return nil, fmt.Errorf("bpf config map: %w", err)
+	}
+	var err error
+	if u.notices, err = ringbuf.NewReader(u.objs.Notices); err != nil {
+		u.Close()
+		return nil, err
+	}
+	for _, p := range []*ebpf.Program{u.objs.OnFork, u.objs.OnExec, u.objs.OnExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			u.Close()
+			return nil, fmt.Errorf("attaching %v: %w", p, err)
+		}
+		u.links = append(u.links, l)
+	}
+	// The programs' CPU time is charged to the tasks they run on, not to
+	// this process: the kernel's statistics tell it (ProgramTime).
+	u.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	go u.serve()
+	for _, pid := range opt.PIDs {
+		u.Describe(pid)
+	}
+	return u, nil
+}
+
+func firstLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// OnCPU samples every CPU freq times a second of CPU time (cpu-clock) and
+// counts the sampled stacks.
+func (u *Unwinder) OnCPU(freq int) error {
+	ncpu, err := possibleCPUs()
+	if err != nil {
+		return err
+	}
+	for cpu := 0; cpu < ncpu; cpu++ {
+		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+			Sample: uint64(freq), Bits: unix.PerfBitFreq | unix.PerfBitDisabled}
+		attr.Size = uint32(binary.Size(attr))
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EINVAL) && cpu > 0 {
+				continue // an offline CPU
+			}
+			return fmt.Errorf("perf_event_open (cpu-clock, CPU %d): %w", cpu, err)
+		}
+		u.perfFDs = append(u.perfFDs, fd)
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, u.objs.OnCpu.FD()); err != nil {
+			return fmt.Errorf("attaching the BPF unwinder to CPU %d's perf event: %w", cpu, err)
+		}
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OffCPU counts the time threads spend blocked (not preempted), per stack,
+// from the sched_switch tracepoint; intervals shorter than minBlock are not
+// counted.
+func (u *Unwinder) OffCPU(minBlock time.Duration) error {
+	cfg := config{Active: u.active, MinBlock: uint64(minBlock)}
+	if len(u.opt.PIDs) > 0 || u.opt.Filter {
+		cfg.Filter = 1
+	}
+	if err := u.objs.Config.Update(uint32(0), cfg, ebpf.UpdateAny); err != nil {
+		return err
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: u.objs.OffCpu})
+	if err != nil {
+		return fmt.Errorf("attaching to sched_switch: %w", err)
+	}
+	u.links = append(u.links, l)
+	return nil
+}
+
+func possibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return 0, err
+	}
+	var lo, hi int
+	if n, _ := fmt.Sscanf(string(b), "%d-%d", &lo, &hi); n == 2 {
+		return hi + 1, nil
+	}
+	return 1, nil
+}
+
+// Close detaches the programs and frees the maps.
+func (u *Unwinder) Close() error {
+	for _, fd := range u.perfFDs {
+		unix.Close(fd)
+	}
+	u.perfFDs = nil
+	for _, l := range u.links {
+		l.Close()
+	}
+	u.links = nil
+	if u.stats != nil {
+		u.stats.Close()
+		u.stats = nil
+	}
+	if u.notices != nil {
+		u.notices.Close()
+		<-u.done
+		u.notices = nil
+	}
+	return u.objs.Close()
+}
+
+// serve answers the program's notices until Close.
+func (u *Unwinder) serve() {
+	defer close(u.done)
+	for {
+		rec, err := u.notices.Read()
+		if err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if len(rec.RawSample) < 8 {
+			continue
+		}
+		n := notice{binary.LittleEndian.Uint32(rec.RawSample), binary.LittleEndian.Uint32(rec.RawSample[4:])}
+		switch n.Kind {
+		case 1:
+			u.Describe(int(n.PID))
+		case 2:
+			u.objs.Procs.Delete(n.PID)
+			u.mu.Lock()
+			u.exited[int(n.PID)] = true
+			u.mu.Unlock()
+		}
+	}
+}
+
+// ProgramTime is the CPU time the walking programs (on-CPU and off-CPU)
+// have taken so far, in the tasks they ran on, and how often they ran;
+// zero when the kernel keeps no statistics.
+func (u *Unwinder) ProgramTime() (time.Duration, uint64) {
+	var d time.Duration
+	var n uint64
+	for _, p := range []*ebpf.Program{u.objs.OnCpu, u.objs.OffCpu} {
+		if st, err := p.Stats(); err == nil {
+			d += st.Runtime
+			n += st.RunCount
+		}
+	}
+	return d, n
+}
+
+// loadObjects loads the programs with the maps sized by Options.Sizes.
+func (u *Unwinder) loadObjects() error {
+	spec, err := loadUnwind()
+	if err != nil {
+		return err
+	}
+	z := u.opt.Sizes
+	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
+		"counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
+		if m := spec.Maps[name]; m != nil && n > 0 {
+			m.MaxEntries = n
+		}
+	}
+	return spec.LoadAndAssign(&u.objs, nil)
+}

@@ -1,0 +1,230 @@
+package bpfunwind
+
+import (
+	"sort"
+
+	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/target"
+	"github.com/rewindstack/rewind/unwindtable"
+)
+
+// Rule kinds of a Row, as bpf/unwind.bpf.c applies them.
+const (
+	CFANone        = 0 // no row: the walk falls back to frame pointers
+	CFASP          = 1 // CFA = SP + CFAOffset
+	CFAFP          = 2 // CFA = FP + CFAOffset
+	CFAPLT         = 3 // CFA = SP + CFAOffset (+8 past the PLT threshold)
+	CFASignal      = 4 // the kernel's rt_sigreturn frame: restored from the ucontext at SP
+	CFAUnsupported = 5 // a rule the BPF walk cannot apply: the walk ends there
+
+	RegSame      = 0
+	RegUndefined = 1
+	RegAtCFA     = 2
+
+	RowRoot   = 1 // a thread's entry function: its frame is the last
+	RowGoTop  = 2 // a Go top frame (runtime.goexit, runtime.mstart): the last frame
+	RowGoFP   = 4 // a Go stack switch: the walk follows the frame pointer from it
+	RowSignal = 8 // a signal restorer whose CFI does not say so: the kernel's signal frame is at SP
+)
+
+// Mark flags the rows of one function's extent (in the file's own
+// addresses).
+type Mark struct {
+	Start, End uint64
+	Flags      uint8 // Row* flags
+}
+
+// goSwitchFuncs are the Go runtime's functions that move between a
+// goroutine's stack and g0's: their CFI describes the stack they were
+// entered on, while the frame pointer leads back across the switch (as
+// package unwind's goSwitch explains). runtime.mcall leaves its goroutine
+// for good: the walk ends there, as the runtime's traceback of g0 does;
+// it ends at runtime.morestack too (g0's frames below it are the thread's
+// start, which package unwind follows and this walk does not).
+var goSwitchFuncs = map[string]uint8{
+	"runtime.systemstack": RowGoFP, "runtime.morestack": RowGoTop, "runtime.nanotime1": RowGoFP,
+	"runtime.walltime": RowGoFP, "runtime.walltime1": RowGoFP, "time.now": RowGoFP,
+	"runtime.vgetrandom1": RowGoFP, "gogo": RowGoFP, "runtime.gogo": RowGoFP,
+	"runtime.mcall": RowGoTop, "runtime.clone": RowRoot,
+	"runtime.sigreturn__sigaction": RowSignal,
+}
+
+// Marks returns the marks of a module: its thread roots, Go top frames and
+// Go stack switches.
+func Marks(mod *target.Module) []Mark {
+	var out []Mark
+	for _, r := range symbolize.RootRanges(mod) {
+		f := uint8(RowRoot)
+		if r.Kind == symbolize.GoTopFrame {
+			f = RowGoTop
+		}
+		out = append(out, Mark{r.Start, r.End, f})
+	}
+	if mod != nil && mod.File != nil && mod.File.Go {
+		for name, f := range goSwitchFuncs {
+			for _, n := range []string{name, name + ".abi0"} {
+				if lo, hi, ok := mod.File.SymbolExtent(n); ok && hi > lo {
+					if f == RowSignal && lo > 0 {
+						// The kernel plants the restorer's first
+						// byte as the return address; the walk
+						// looks up the byte before it.
+						lo--
+					}
+					out = append(out, Mark{lo, hi, f})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// Row is one unwind rule from PC on, in a file's own addresses, in the
+// layout of the BPF program's struct row (24 bytes).
+type Row struct {
+	PC     uint64
+	CFAOff int32
+	RAOff  int32
+	FPOff  int32
+	CFA    uint8
+	RA     uint8
+	FP     uint8
+	Flags  uint8 // Row* flags; for CFAPLT the threshold in the high nibble
+}
+
+// DWARF numbers of the x86-64 stack and frame pointers.
+const (
+	dwarfSP = 7
+	dwarfFP = 6
+)
+
+// CompileRows turns a file's unwind table into rows the BPF walk applies,
+// marking the extents of its thread-root functions. Rows are sorted by PC
+// and merged where consecutive rows are equal; a row of kind CFANone
+// starts a gap. Only x86-64 tables are compiled (nil for others).
+func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
+	if t == nil || t.Arch() != regs.AMD64 {
+		return nil
+	}
+	var rows []Row
+	t.Rows(func(start, end uint64, r *unwindtable.Rule) {
+		row := convert(r)
+		row.PC = start
+		if n := len(rows); n > 0 && rows[n-1].PC == start {
+			rows[n-1] = row
+		} else {
+			rows = append(rows, row)
+		}
+		gap := Row{PC: end}
+		rows = append(rows, gap) // replaced by the next row when it starts here
+	})
+	rows = markRows(rows, marks)
+	return merge(rows)
+}
+
+func convert(r *unwindtable.Rule) Row {
+	var out Row
+	switch {
+	case r.CFABase == unwindtable.CFANone:
+		return out
+	case r.Flags&unwindtable.FlagSignal != 0:
+		out.CFA = CFASignal
+		return out
+	case r.CFABase == unwindtable.CFASP:
+		out.CFA = CFASP
+	case r.CFABase == unwindtable.CFAFP:
+		out.CFA = CFAFP
+	case r.CFABase == unwindtable.CFAReg && r.CFAReg == dwarfSP:
+		out.CFA = CFASP
+	case r.CFABase == unwindtable.CFAReg && r.CFAReg == dwarfFP:
+		out.CFA = CFAFP
+	case r.CFABase == unwindtable.CFAPLT && r.CFAReg < 16:
+		out.CFA = CFAPLT
+		out.Flags = r.CFAReg << 4
+	default:
+		out.CFA = CFAUnsupported
+		return out
+	}
+	out.CFAOff = r.CFAOffset
+	switch r.RAKind {
+	case unwindtable.RegAtCFA:
+		out.RA, out.RAOff = RegAtCFA, r.RAOffset
+	case unwindtable.RegUndefined:
+		out.RA = RegUndefined
+	default:
+		out.CFA = CFAUnsupported
+	}
+	switch r.FPKind {
+	case unwindtable.RegSame:
+	case unwindtable.RegAtCFA:
+		out.FP, out.FPOff = RegAtCFA, r.FPOffset
+	default:
+		out.CFA = CFAUnsupported
+	}
+	return out
+}
+
+// markRows splits rows at the marked functions' extents and flags the rows
+// inside them.
+func markRows(rows []Row, roots []Mark) []Row {
+	if len(roots) == 0 {
+		return rows
+	}
+	rule := func(pc uint64) Row {
+		i := sort.Search(len(rows), func(i int) bool { return rows[i].PC > pc })
+		if i == 0 {
+			return Row{PC: pc}
+		}
+		r := rows[i-1]
+		r.PC = pc
+		return r
+	}
+	var extra []Row
+	for _, rr := range roots {
+		extra = append(extra, rule(rr.Start), rule(rr.End))
+	}
+	rows = append(rows, extra...)
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].PC < rows[j].PC })
+	for i := range rows {
+		for _, rr := range roots {
+			if rows[i].PC >= rr.Start && rows[i].PC < rr.End {
+				rows[i].Flags |= rr.Flags
+			}
+		}
+	}
+	return rows
+}
+
+// merge keeps, of rows starting at the same PC, the last, and drops rows
+// equal to the one before them.
+func merge(rows []Row) []Row {
+	out := rows[:0]
+	for _, r := range rows {
+		n := len(out)
+		if n > 0 && out[n-1].PC == r.PC {
+			out[n-1] = r
+			continue
+		}
+		if n > 0 && sameRule(out[n-1], r) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func sameRule(a, b Row) bool {
+	a.PC, b.PC = 0, 0
+	return a == b
+}
+
+// Lookup returns the row covering pc in sorted rows, as the BPF program
+// finds it, and whether there is one.
+func Lookup(rows []Row, pc uint64) (Row, bool) {
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].PC > pc })
+	if i == 0 {
+		return Row{}, false
+	}
+	return rows[i-1], true
+}
