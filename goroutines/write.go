@@ -2,7 +2,6 @@ package goroutines
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -124,9 +123,7 @@ func groupEntries(r *Report, labels bool) [][]*Entry {
 // {"id", "status", "wait_reason", "wait_minutes", "thread", "labels",
 // "created_by", "frames"}.
 func WriteJSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return output.NewJSONEncoder(w).Encode(r)
 }
 
 // Group is goroutines with identical stacks and labels, as WriteGroupedJSON
@@ -178,9 +175,7 @@ func WriteGroupedJSON(w io.Writer, r *Report) error {
 		}
 		doc.Groups = append(doc.Groups, out)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return output.NewJSONEncoder(w).Encode(doc)
 }
 
 func idList(ids []int64) string {

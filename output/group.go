@@ -2,7 +2,6 @@ package output
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -184,9 +183,7 @@ func WriteGroupedJSON(w io.Writer, r *Report) error {
 		}
 		doc.FiberGroups = append(doc.FiberGroups, fg)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return NewJSONEncoder(w).Encode(doc)
 }
 
 // stackKey identifies a stack for grouping: its PCs, inlined marks and end.
@@ -225,6 +222,11 @@ func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 			name := f.Function
 			if name == "" {
 				name = "(unnamed)"
+			}
+			if f.Method == "python" {
+				// As py-spy dump prints them: qualname (file:line).
+				fmt.Fprintf(bw, "#%-2d %-18s %s (%s:%d) [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
+				continue
 			}
 			fmt.Fprintf(bw, "#%-2d %-18s %s %s:%d [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
 			continue

@@ -5,6 +5,7 @@ package output
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -116,13 +117,13 @@ func (f *Frame) Interpreted() bool { return f.Method == "lua" || f.Method == "py
 func (f Frame) MarshalJSON() ([]byte, error) {
 	type plain Frame // the same fields, without this method
 	if !f.Interpreted() {
-		return json.Marshal(plain(f))
+		return marshalVerbatim(plain(f))
 	}
 	var fn *string
 	if f.Function != "" {
 		fn = &f.Function
 	}
-	return json.Marshal(struct {
+	return marshalVerbatim(struct {
 		PC       *uint64 `json:"pc"`
 		Function *string `json:"function"`
 		Offset   *uint64 `json:"offset"`
@@ -147,9 +148,29 @@ func (f *Frame) Name() string {
 
 // WriteJSON writes the report as one JSON object.
 func WriteJSON(w io.Writer, r *Report) error {
+	return NewJSONEncoder(w).Encode(r)
+}
+
+// NewJSONEncoder returns the encoder of every JSON document rewind
+// writes: indented, and with names such as Python's "<module>" or C++'s
+// "operator<" written as they are rather than as \u003c escapes.
+func NewJSONEncoder(w io.Writer) *json.Encoder {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+// marshalVerbatim is json.Marshal without HTML escaping (an encoder
+// compacts a Marshaler's output but does not undo its escapes).
+func marshalVerbatim(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // WriteText writes the report in eu-stack's layout, with the module and the

@@ -150,7 +150,7 @@ func TestInterpretedFrameJSON(t *testing.T) {
 	w := bufio.NewWriter(&txt)
 	writeFrames(w, fs[:2], "outermost", "")
 	w.Flush()
-	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler app.py:12 [python]") {
+	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler (app.py:12) [python]") {
 		t.Errorf("text:\n%s", txt.String())
 	}
 }
@@ -179,5 +179,28 @@ func TestGroupedJSON(t *testing.T) {
 	if len(doc.Groups) != 2 || doc.Groups[0].Count != 2 || doc.Groups[0].TIDs[1] != 3 || doc.Groups[0].Names[0] != "pool" || len(doc.Groups[0].Frames) != 2 ||
 		len(doc.FiberGroups) != 1 || doc.FiberGroups[0].Count != 2 || *doc.FiberGroups[0].Thread != 1 || doc.FiberGroups[0].Contexts[1] != 0x20 {
 		t.Errorf("grouped JSON:\n%s", b.String())
+	}
+}
+
+// TestJSONVerbatimNames: names with <, > and & (Python's "<module>",
+// C++'s "operator<") are written as they are, in frames of both kinds,
+// not as \u003c escapes that grep and jq users would not recognize.
+func TestJSONVerbatimNames(t *testing.T) {
+	r := &Report{Threads: []Thread{{TID: 1, Frames: []Frame{
+		{Function: "<module>", File: "<string>", Line: 1, Method: "python"},
+		{PC: 0x401000, Function: "operator<<(std::ostream&, int)", Module: "/bin/x", Method: "cfi"},
+	}}}}
+	var b bytes.Buffer
+	if err := WriteJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"function": "<module>"`, `"file": "<string>"`, `"function": "operator<<(std::ostream&, int)"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, b.String())
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Threads[0].Frames[0].Function != "<module>" {
+		t.Errorf("read back: %+v %v", back, err)
 	}
 }

@@ -26,6 +26,9 @@ type Walked struct {
 	// Fiber is the fiber's context (nil for a thread); its Err is set when
 	// the context could not be read, and Stack is then empty.
 	Fiber *target.Context
+	// Context is a thread's context (nil for a fiber): its interpreted
+	// frames (Context.Interp) are spliced into the thread's stack.
+	Context *target.Context
 }
 
 // Walk unwinds every selected thread, and every fiber (target.KindFiber
@@ -51,7 +54,7 @@ func Walk(t *target.Target, opt Options) []Walked {
 		if c.Kind != target.KindThread || c.Err != nil || (len(want) > 0 && !want[c.TID]) {
 			continue
 		}
-		out = append(out, Walked{TID: c.TID, Name: c.Name, Stack: opt.Unwinder.Walk(c.Regs, t.Memory(c), t.Space)})
+		out = append(out, Walked{TID: c.TID, Name: c.Name, Stack: opt.Unwinder.Walk(c.Regs, t.Memory(c), t.Space), Context: c})
 	}
 	return out
 }
@@ -72,6 +75,10 @@ func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output
 		w := &walks[i]
 		th := Symbolize(w.TID, w.Name, &w.Stack, sym)
 		if w.Fiber == nil {
+			if w.Context != nil {
+				c := w.Context
+				th.Frames = withInterp(th.Frames, c.Interp, c.InterpBefore, anchoredFrames(&w.Stack, th.Frames, c.Interp))
+			}
 			rep.Threads = append(rep.Threads, th)
 			continue
 		}
@@ -164,7 +171,7 @@ func Complete(r *output.Report) int {
 // its stack from th.
 func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail,
-		Frames: withInterp(th.Frames, c.Interp, c.InterpBefore), NeverRan: c.NeverRan}
+		Frames: withInterp(th.Frames, c.Interp, c.InterpBefore, nil), NeverRan: c.NeverRan}
 	if c.TID != 0 {
 		tid := c.TID
 		f.Thread = &tid
@@ -183,23 +190,88 @@ func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 	return f
 }
 
-// withInterp inserts interpreted frames before the first native frame of
-// function before (all of them at the end when there is none).
-func withInterp(frames []output.Frame, interp []target.InterpFrame, before string) []output.Frame {
+// withInterp inserts interpreted frames before native frames: the
+// frames of activation k before the frame at anchored[k] (the native
+// frame whose stack holds the activation's anchor) when every
+// activation has one, else before the k-th physical frame of function
+// before (counted from 0, innermost first); those of activations with no
+// such frame at the end.
+func withInterp(frames []output.Frame, interp []target.InterpFrame, before string, anchored map[int]int) []output.Frame {
 	if len(interp) == 0 {
 		return frames
 	}
-	at := len(frames)
-	for i, f := range frames {
-		if f.Function == before {
-			at = i
+	// Activations beyond the native frames have none to go before.
+	acts := max(min(interp[len(interp)-1].Activation+1, len(frames)+1), 1)
+	entry := make([]int, acts)
+	byName := false
+	for k := range entry {
+		at, ok := anchored[k]
+		if !ok || (k > 0 && at <= entry[k-1]) {
+			byName = true
 			break
+		}
+		entry[k] = at
+	}
+	if byName {
+		k := 0
+		for i := range entry {
+			entry[i] = len(frames)
+		}
+		for i, f := range frames {
+			if f.Function == before && !f.Inlined && k < acts {
+				entry[k] = i
+				k++
+			}
 		}
 	}
 	out := make([]output.Frame, 0, len(frames)+len(interp))
-	out = append(out, frames[:at]...)
-	for _, in := range interp {
+	j := 0
+	add := func(upTo int) {
+		for ; j < len(interp); j++ {
+			in := &interp[j]
+			if in.Activation < 0 || in.Activation >= acts || entry[in.Activation] > upTo {
+				break
+			}
+			out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
+		}
+	}
+	for i, f := range frames {
+		add(i)
+		out = append(out, f)
+	}
+	// No native entry frame left for them (a walk cut short, an
+	// interpreter without symbols): after the native frames, in order.
+	for ; j < len(interp); j++ {
+		in := &interp[j]
 		out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
 	}
-	return append(out, frames[at:]...)
+	return out
+}
+
+// anchoredFrames finds, for each activation of interp with an anchor,
+// the output frame (of frames, symbolized from st) of the physical frame
+// whose stack holds the anchor: between its SP and its caller's.
+func anchoredFrames(st *unwind.Stack, frames []output.Frame, interp []target.InterpFrame) map[int]int {
+	phys := make([]int, 0, len(st.Frames))
+	for i := range frames {
+		if frames[i].Method != unwind.MethodTailCall.String() && !frames[i].Inlined {
+			phys = append(phys, i)
+		}
+	}
+	if len(phys) != len(st.Frames) {
+		return nil
+	}
+	m := map[int]int{}
+	for _, in := range interp {
+		if _, ok := m[in.Activation]; ok || in.Anchor == 0 {
+			continue
+		}
+		for i := 0; i+1 < len(st.Frames); i++ {
+			if sp := st.Frames[i].SP; sp != 0 && sp <= in.Anchor && in.Anchor < st.Frames[i+1].SP {
+				m[in.Activation] = phys[i]
+				break
+			}
+		}
+	}
+	return m
 }

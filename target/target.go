@@ -74,9 +74,10 @@ type Context struct {
 	// its runtime's start-up frame.
 	NeverRan bool
 	// Interp are frames of an interpreted language running on the
-	// context (Lua on a Tarantool fiber), innermost first; outputs show
-	// them before the first native frame of function InterpBefore (the
-	// interpreter's entry), as the runtime's own backtraces do.
+	// context (Lua on a Tarantool fiber, Python on a thread), innermost
+	// first; outputs show them before the native frame of function
+	// InterpBefore (the interpreter's entry) of their Activation, as the
+	// runtime's own backtraces do.
 	Interp       []InterpFrame
 	InterpBefore string
 	// Mem, when not nil, is the memory this context's walk reads instead
@@ -191,6 +192,17 @@ func (t *Target) Threads() []Context {
 type InterpFrame struct {
 	Function, File string
 	Line           int
-	// Method names where the frame came from ("lua").
+	// Method names where the frame came from ("lua", "python").
 	Method string
+	// Activation is the interpreter entry (the native frame of function
+	// Context.InterpBefore, counted from the innermost) that runs the
+	// frame: 0 for the innermost. Python runs a thread's frames in
+	// several evaluation-loop activations; Lua frames are all 0.
+	Activation int
+	// Anchor, when not 0, is an address on the native stack inside the
+	// frame of the activation's entry function (Python 3.12+: the entry
+	// frame the evaluation loop keeps among its locals): outputs place
+	// the frame above the native frame whose stack holds it, which needs
+	// no symbol.
+	Anchor uint64
 }

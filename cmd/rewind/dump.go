@@ -7,8 +7,10 @@ import (
 	"strconv"
 
 	"github.com/rewindstack/rewind/corefile"
+	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/fibers"
 	"github.com/rewindstack/rewind/internal/fileerr"
+	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
@@ -62,6 +64,15 @@ mangled registers demangled with the process's pointer guard), or
 regs@pc=ADDR,sp=ADDR[,fp=ADDR]. A live target's contexts and the used part
 of each fiber's stack are copied in the same pause as the threads.
 
+A CPython 3.11-3.14 process (python3.N or libpython3.N.so mapped; a
+live one through /proc/PID/root, so in a container too) or core has
+every thread's Python frames shown where they run: the frames one
+evaluation-loop activation runs, innermost first, just above its
+_PyEval_EvalFrameDefault frame, as "qualname (file:line) [python]"
+(--json: method "python", null pc, module and offset). A live target's
+frame chains are read in the threads' pause. --no-python leaves them out;
+an unknown version or build is a one-line note, native frames only.
+
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for processes of the same user.
 ` + locateHelp
@@ -88,6 +99,7 @@ func runDump(args []string) error {
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
+	noPython := fs.Bool("no-python", false, "do not show the Python frames of a CPython 3.11-3.14 process")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
@@ -119,7 +131,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -127,7 +139,7 @@ func runDump(args []string) error {
 		if err != nil {
 			return err
 		}
-		if rep, lf.inputErr = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}}, sym, tm); rep == nil {
+		if rep, lf.inputErr = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); rep == nil {
 			return lf.inputErr
 		}
 	case *core != "" && len(pos) > 0:
@@ -207,6 +219,8 @@ type fiberReq struct {
 	auto  bool
 	scan  bool
 	lim   fibers.ScanLimits
+	// python: the Python frames of a CPython process too (not --no-python).
+	python bool
 }
 
 func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
@@ -240,6 +254,9 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	preload(sym, tg) // on the other core, while unwinding
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
+	}
+	if fr.python {
+		corePython(tg)
 	}
 	walks := fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 	tm.mark("unwind")
@@ -284,10 +301,12 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
 		fc.Apply(&lopt)
 	}
+	py := livePython(pid, fr.python, &lopt)
 	addFibers := func(tg *target.Target) {
 		if fc != nil {
 			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, warn)...)
 		}
+		attachPython(tg, py)
 	}
 	var tg *target.Target
 	var walks []stacks.Walked
@@ -298,6 +317,9 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			snap = s
 			if fc != nil {
 				fc.During(s.Reader()) // WithStopped has no During: the threads are stopped now
+			}
+			if py != nil {
+				py.During(s.Reader())
 			}
 			tg = s.Target(objs, warn)
 			addFibers(tg)
@@ -387,4 +409,64 @@ func warnUnreadable(space *target.AddressSpace, walks []stacks.Walked) {
 func notELF(err error) bool {
 	var fe *fileerr.FormatError
 	return errors.As(err, &fe) && fe.Pkg == "elfobj" && fe.Section == "ELF header" && fe.Offset == 0
+}
+
+// livePython finds CPython in process pid (unless !want), walks its
+// Python stacks before the capture and has lopt re-read them in the
+// pause (after any During already set); nil when there is none to read.
+func livePython(pid int, want bool, lopt *live.Options) *cpython.Live {
+	if !want {
+		return nil
+	}
+	maps, err := procmaps.Read(pid)
+	if err != nil {
+		return nil // the capture says why
+	}
+	rt, err := cpython.Find(maps, live.NewReader(pid), cpython.ProcessFile(pid))
+	if rt == nil {
+		pythonNote(err)
+		return nil
+	}
+	py := cpython.NewLive(pid, rt)
+	py.Prepare()
+	if prev := lopt.During; prev != nil {
+		lopt.During = func(r *live.Reader) { prev(r); py.During(r) }
+	} else {
+		lopt.During = py.During
+	}
+	return py
+}
+
+// attachPython gives tg's threads the Python frames py read.
+func attachPython(tg *target.Target, py *cpython.Live) {
+	if py == nil {
+		return
+	}
+	s, err := py.Stacks()
+	if s != nil {
+		cpython.Attach(tg, s, warn)
+	}
+	pythonNote(err)
+}
+
+// corePython gives a core's threads their Python frames, when it ran
+// CPython.
+func corePython(tg *target.Target) {
+	rt, err := cpython.Find(cpython.Maps(tg.Space), tg.Mem, cpython.CoreFiles(tg.Space))
+	if rt == nil {
+		pythonNote(err)
+		return
+	}
+	s, err := rt.Read(tg.Mem)
+	if s != nil {
+		cpython.Attach(tg, s, warn)
+	}
+	pythonNote(err)
+}
+
+// pythonNote says, in one line, why Python frames are missing.
+func pythonNote(err error) {
+	if err != nil {
+		warn("Python frames: " + err.Error())
+	}
 }

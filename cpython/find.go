@@ -1,0 +1,208 @@
+package cpython
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+
+	"github.com/rewindstack/rewind/target"
+)
+
+// Runtime is a CPython interpreter found in a process or core.
+type Runtime struct {
+	// Version is "3.11", "3.12", "3.13".
+	Version string
+	// Path is the object that holds _PyRuntime: the executable or
+	// libpython.
+	Path string
+	// Addr is _PyRuntime's address in the process.
+	Addr uint64
+
+	l layout
+}
+
+// pyName matches the interpreter's file names: python3.11, python3.13t,
+// libpython3.12.so.1.0, libpython3.14t.so.
+var pyName = regexp.MustCompile(`^(lib)?python3\.(\d+)(t?)(d?)(\.so.*)?$`)
+
+// Find looks for CPython among the mappings of a process or core: the
+// object named python3.N or libpython3.N.so that defines _PyRuntime.
+// file gives the path to open for a mapping (the live process's file
+// through /proc/PID/root, a core's as the locator found it; "" when
+// there is none). It returns nil and no error when no CPython is
+// mapped, an *UnsupportedError when its version or build is unknown
+// here, and an error naming the file when the runtime cannot be found
+// or read. mem is read for 3.13's _Py_DebugOffsets.
+func Find(maps []target.Mapping, mem target.Memory, file func(*target.Mapping) string) (*Runtime, error) {
+	var firstErr error
+	seen := map[string]bool{}
+	// libpython first: an executable linked against it holds no runtime.
+	for _, wantLib := range []bool{true, false} {
+		for i := range maps {
+			m := &maps[i]
+			sm := pyName.FindStringSubmatch(filepath.Base(m.Path))
+			if sm == nil || (sm[1] == "lib") != wantLib || seen[m.Path] {
+				continue
+			}
+			seen[m.Path] = true
+			rt, err := open(maps, m, sm, mem, file(m))
+			if rt != nil || err != nil {
+				if _, ok := err.(*UnsupportedError); ok || err == nil {
+					return rt, err
+				}
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+	}
+	return nil, firstErr
+}
+
+// open reads the runtime of the object mapped at m (sm: its name's
+// parts) from path; nil, nil when it defines no _PyRuntime.
+func open(maps []target.Mapping, m *target.Mapping, sm []string, mem target.Memory, path string) (*Runtime, error) {
+	minor, _ := strconv.Atoi(sm[2])
+	version := "3." + sm[2]
+	if path == "" {
+		return nil, fmt.Errorf("%s: not readable", m.Path)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	vaddr, ok := runtimeSymbol(f)
+	if !ok {
+		return nil, nil
+	}
+	bias, ok := loadBias(f, maps, m.Path)
+	if !ok {
+		return nil, fmt.Errorf("%s: no mapping of its first loadable segment", path)
+	}
+	switch {
+	case sm[3] == "t":
+		return nil, &UnsupportedError{Version: version + "t", Why: "free-threaded builds are not supported"}
+	case minor < 11:
+		return nil, &UnsupportedError{Version: version, Why: "only 3.11 and later are read"}
+	}
+	rt := &Runtime{Version: version, Path: path, Addr: vaddr + bias}
+	switch minor {
+	case 11:
+		rt.l = layout311
+	case 12:
+		rt.l = layout312
+	default:
+		b := make([]byte, debugOffsetsSize)
+		if err := mem.ReadMemory(rt.Addr, b); err != nil {
+			return nil, fmt.Errorf("%s: _PyRuntime at %#x: %w", path, rt.Addr, err)
+		}
+		if rt.l, err = fromDebugOffsets(b, minor); err != nil {
+			if _, ok := err.(*UnsupportedError); ok {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: _PyRuntime at %#x: %w", path, rt.Addr, err)
+		}
+	}
+	return rt, nil
+}
+
+// runtimeSymbol is _PyRuntime's address in f: the .PyRuntime section
+// that holds it alone from 3.12 on (found without reading a symbol
+// table), else its symbol (the dynamic table first: stripped
+// interpreters keep it).
+func runtimeSymbol(f *elf.File) (uint64, bool) {
+	if s := f.Section(".PyRuntime"); s != nil && s.Addr != 0 {
+		return s.Addr, true
+	}
+	for _, syms := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
+		list, _ := syms()
+		for _, s := range list {
+			if s.Name == "_PyRuntime" && s.Value != 0 {
+				return s.Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// loadBias is the load bias of the object mapped from path: the mapping
+// of file offset 0 holds its first PT_LOAD segment.
+func loadBias(f *elf.File, maps []target.Mapping, path string) (uint64, bool) {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		for i := range maps {
+			m := &maps[i]
+			if m.Path == path && m.Offset <= p.Off && p.Off < m.Offset+(m.End-m.Start) {
+				// The byte at file offset p.Off is at p.Vaddr in the object.
+				return m.Start + (p.Off - m.Offset) - p.Vaddr, true
+			}
+		}
+		break
+	}
+	// The first segment's mapping is not listed (a core's notes cut
+	// short): the bias the target computed for the object's code.
+	for i := range maps {
+		if m := &maps[i]; m.Path == path && m.Module != nil {
+			return m.Bias, true
+		}
+	}
+	return 0, false
+}
+
+// ProcessFile is Find's file for live process pid, found as package
+// live finds a mapped object: /proc/PID/map_files (the very file that
+// is mapped), else the path in the process's root directory
+// (/proc/PID/root: a process in a container), else the path as this
+// process sees it (a chrooted process's maps show host paths); a file
+// found by path whose inode is not the mapping's is skipped.
+func ProcessFile(pid int) func(*target.Mapping) string {
+	return func(m *target.Mapping) string {
+		if m.Path == "" || m.Path[0] != '/' {
+			return ""
+		}
+		mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
+		if _, err := os.Stat(mf); err == nil {
+			return mf
+		}
+		for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path} {
+			st, err := os.Stat(cand)
+			if err != nil {
+				continue
+			}
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && m.Inode != 0 && sys.Ino != m.Inode {
+				continue
+			}
+			return cand
+		}
+		return ""
+	}
+}
+
+// CoreFiles is Find's file for a core's target: the object a mapping of
+// the same file was opened from (as --exe, --sysroot or debuginfod found
+// it; only executable mappings have a module).
+func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
+	paths := map[string]string{}
+	for _, m := range space.Mappings() {
+		if m.Module != nil && m.Module.File != nil {
+			paths[m.Path] = m.Module.File.Path
+		}
+	}
+	return func(m *target.Mapping) string { return paths[m.Path] }
+}
+
+// Maps returns the mappings of a target's address space, for Find.
+func Maps(space *target.AddressSpace) []target.Mapping {
+	var out []target.Mapping
+	for _, m := range space.Mappings() {
+		out = append(out, *m)
+	}
+	return out
+}
