@@ -128,6 +128,9 @@ type Stack struct {
 	Events uint64
 	// OffCPU marks a blocked stack (Value in nanoseconds).
 	OffCPU bool
+	// Interp are the CPython frames the thread ran, innermost first,
+	// each with the evaluation-loop activation running it (python.go).
+	Interp []target.InterpFrame
 }
 
 type mapping struct {
@@ -202,6 +205,8 @@ type Unwinder struct {
 	exited   map[int]bool             // processes that exited, forgotten after the next Feed
 	notes    map[string]int           // period-line notes: files too big, maps full
 	active   uint32
+
+	py pyState // CPython processes (python.go)
 }
 
 // Load loads the BPF programs and creates their maps. Its error says in one
@@ -409,7 +414,7 @@ func (u *Unwinder) loadObjects() error {
 	}
 	z := u.opt.Sizes
 	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
-		"counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
+		"pystacks": min(z.Stacks, MaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
 		if m := spec.Maps[name]; m != nil && n > 0 {
 			m.MaxEntries = n
 		}

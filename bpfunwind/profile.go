@@ -52,7 +52,8 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		if len(s.User) == 0 {
 			end = ""
 		}
-		col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
+		smp := col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
+		smp.Interp = s.Interp
 	}
 	u.forgetExited()
 }
@@ -67,6 +68,7 @@ func (u *Unwinder) forgetExited() {
 		return
 	}
 	for pid := range u.exited {
+		u.forgetPython(pid)
 		delete(u.procMaps, pid)
 		delete(u.gen, pid)
 		delete(u.fed, pid)
