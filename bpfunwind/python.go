@@ -40,8 +40,8 @@ type pyFrameVal struct {
 	Code     uint64
 	Qualname uint64
 	Instr    uint32
-	Act   uint16
-	_     uint16
+	Act      uint16
+	_        uint16
 }
 
 type pyStackVal struct {
