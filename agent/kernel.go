@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -53,6 +54,16 @@ func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
 // copies.
 func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 	defer u.Close()
+	// The processes already running are described up front (their
+	// files' rows loaded once, from the table cache when warm); new ones
+	// as the program meets them.
+	if len(a.cfg.Scope.PIDs) == 0 {
+		for _, pid := range allPIDs() {
+			if pid != os.Getpid() {
+				u.Describe(pid)
+			}
+		}
+	}
 	if err := u.OnCPU(a.cfg.Freq); err != nil {
 		return err
 	}
@@ -63,6 +74,12 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 		}
 	}
 	a.startQueues()
+	if a.cfg.DropPrivileges {
+		// The maps are read through the descriptors already open.
+		if err := DropPrivileges(KeptCapabilities); err != nil {
+			a.cfg.Warn(err.Error())
+		}
+	}
 	if a.cfg.Ready != nil {
 		a.cfg.Ready()
 	}

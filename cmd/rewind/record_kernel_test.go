@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -58,8 +60,8 @@ func inclusiveShares(t *testing.T, folded string, fns []string) map[string]float
 	return out
 }
 
-// TestRecordUnwindInKernelMatchesUser records the same CPU-bound programs
-// with --unwind-in kernel and --unwind-in user: C built without frame
+// TestRecordUnwindInKernelMatchesUser records the same runs of CPU-bound
+// programs with --unwind-in kernel and --unwind-in user at once: C built without frame
 // pointers in Debian's libc (qsort), C++ throwing and catching exceptions
 // (libgcc's unwinder), and a garbage-collecting Go program. At least 99%
 // of the kernel walks must reach the thread's root, and the hot
@@ -91,19 +93,48 @@ func TestRecordUnwindInKernelMatchesUser(t *testing.T) {
 				t.Fatalf("%v: %v\n%s", c.build, err, out)
 			}
 			exe := filepath.Join(dir, c.name)
+			// Both recordings watch the same run of the program, at
+			// once (-p), so that its phases (the Go program's garbage
+			// collections) weigh the same in both.
+			prog := exec.Command(exe)
+			prog.Stdout = io.Discard
+			if err := prog.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { prog.Process.Kill(); prog.Wait() }()
+			pid := strconv.Itoa(prog.Process.Pid)
 			shares := map[string]map[string]float64{}
+			stderrs := map[string]string{}
+			var wg sync.WaitGroup
+			var mu sync.Mutex
 			for _, mode := range []string{"kernel", "user"} {
 				out := filepath.Join(dir, c.name+"-"+mode+".folded")
-				_, stderr, code := run(t, "record", "--unwind-in", mode, "-F", "999", "-d", "6", "-o", out, "--", exe)
-				if code != 0 {
-					t.Fatalf("record --unwind-in %s: exit %d\n%s", mode, code, stderr)
-				}
-				method, pct := fidelityRow(t, stderr)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cmd := exec.Command(rewindBin, "record", "--unwind-in", mode, "-F", "999", "-d", "8", "-o", out, "-p", pid)
+					var e strings.Builder
+					cmd.Stderr = &e
+					err := cmd.Run()
+					mu.Lock()
+					stderrs[mode] = e.String()
+					mu.Unlock()
+					if err != nil {
+						t.Errorf("record --unwind-in %s: %v\n%s", mode, err, e.String())
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			for _, mode := range []string{"kernel", "user"} {
+				method, pct := fidelityRow(t, stderrs[mode])
 				t.Logf("--unwind-in %s: %s %.2f%% complete", mode, method, pct)
 				if mode == "kernel" && (method != "kernel" || pct < 99) {
-					t.Errorf("--unwind-in kernel: %s %.2f%% of the stacks reach the root, want kernel >= 99%%\n%s", method, pct, stderr)
+					t.Errorf("--unwind-in kernel: %s %.2f%% of the stacks reach the root, want kernel >= 99%%\n%s", method, pct, stderrs[mode])
 				}
-				shares[mode] = inclusiveShares(t, out, c.hot)
+				shares[mode] = inclusiveShares(t, filepath.Join(dir, c.name+"-"+mode+".folded"), c.hot)
 			}
 			for _, fn := range c.hot {
 				k, u := shares["kernel"][fn], shares["user"][fn]
