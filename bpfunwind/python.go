@@ -14,7 +14,7 @@ import (
 // PyMaxFrames is the most CPython frames the kernel walk keeps per stack
 // (PY_MAX_FRAMES in bpf/python.h); deeper Python stacks end with
 // PyEndDepth after the innermost ones.
-const PyMaxFrames = 64
+const PyMaxFrames = 128
 
 // Why a kernel walk of CPython frames stopped early (py_stack.end).
 const (

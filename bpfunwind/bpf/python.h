@@ -20,8 +20,8 @@
 // native_thread_id is the sampled thread's, so a stale entry gives no
 // frames rather than another thread's.
 
-#define PY_MAX_FRAMES 64 // Python frames kept per stack
-#define PY_MAX_STEPS 96  // interpreter frames followed (entry frames too)
+#define PY_MAX_FRAMES 128 // Python frames kept per stack
+#define PY_MAX_STEPS 160 // interpreter frames followed (entry frames too)
 
 // Where the walk finds what it needs (package cpython's layout).
 struct py_proc {
