@@ -248,6 +248,9 @@ static __always_inline void py_store(__u64 key)
 	struct py_walk *pw = bpf_map_lookup_elem(&pyscratch, &zero);
 	if (!pw || !pw->has)
 		return;
-	if (bpf_map_update_elem(&pystacks, &key, &pw->ps, BPF_ANY) != 0)
+	// A stack kept already has these frames (its key hashes them): not
+	// copied again.
+	long r = bpf_map_update_elem(&pystacks, &key, &pw->ps, BPF_NOEXIST);
+	if (r != 0 && r != -17) // -EEXIST
 		bump(1);
 }
