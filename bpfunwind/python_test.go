@@ -12,22 +12,32 @@ import (
 	"time"
 )
 
-// debianPython is the interpreter the CPython walk is held to.
-const debianPython = "/usr/bin/python3.11"
+// pythons are the interpreters the CPython walk is held to: Debian's
+// 3.11 (the issue's), and pyenv's 3.12 (libpython, entry frames) and
+// 3.13 (_Py_DebugOffsets) where the machine has them.
+var pythons = []string{"/usr/bin/python3.11", "/root/.pyenv/versions/3.12.1/bin/python3.12", "/root/.pyenv/versions/3.13.0/bin/python3.13"}
 
-// TestPythonFrames samples two CPU-bound threads of Debian's Python 3.11,
-// each spinning in a known call chain that the program reports itself
-// (traceback: function, file, line): the kernel's walk of the interpreter
+// TestPythonFrames samples two CPU-bound threads of each Python, each
+// spinning in a known call chain that the program reports itself (from its
+// frame objects: co_qualname, file, line): the kernel's walk of the interpreter
 // frames must show each thread's spinning function in at least 90% of
 // that thread's samples, and every Python stack it gives must be the
 // program's own view (the leaf's line anywhere in the spinning function's
 // loop, the callers' lines exactly).
 func TestPythonFrames(t *testing.T) {
-	if _, err := os.Stat(debianPython); err != nil {
-		t.Skipf("%s not installed", debianPython)
+	for _, py := range pythons {
+		t.Run(filepath.Base(py), func(t *testing.T) {
+			if _, err := os.Stat(py); err != nil {
+				t.Skipf("%s not installed", py)
+			}
+			pythonFrames(t, py)
+		})
 	}
+}
+
+func pythonFrames(t *testing.T, python string) {
 	script, _ := filepath.Abs("testdata/pyhot.py")
-	cmd := exec.Command(debianPython, script)
+	cmd := exec.Command(python, script)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
