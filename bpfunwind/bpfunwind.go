@@ -216,7 +216,9 @@ func Load(opt Options) (*Unwinder, error) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, errors.New("no kernel BTF (/sys/kernel/btf/vmlinux)")
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
+	if err := rlimit.RemoveMemlock(); err != nil && errors.Is(err, unix.EPERM) {
+		return nil, errors.New("not permitted to load BPF programs (needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)")
+	} else if err != nil {
 		return nil, fmt.Errorf("raising the locked-memory limit: %w", err)
 	}
 	if opt.Objects == nil {
@@ -232,6 +234,9 @@ func Load(opt Options) (*Unwinder, error) {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel's verifier refused the unwinder: %v", firstLine(ve.Error()))
+		}
+		if errors.Is(err, unix.EPERM) {
+			return nil, errors.New("not permitted to load BPF programs (needs root, or CAP_BPF and CAP_PERFMON)")
 		}
 		return nil, fmt.Errorf("loading the BPF unwinder: %v", firstLine(err.Error()))
 	}

@@ -46,7 +46,7 @@ func inclusiveShares(t *testing.T, folded string, fns []string) map[string]float
 		frames := strings.Split(l[:sp], ";")
 		for _, fn := range fns {
 			for _, f := range frames {
-				if f == fn || strings.HasPrefix(f, fn+".") {
+				if f == fn || strings.HasPrefix(f, fn+".") || strings.HasPrefix(f, fn+" [clone") {
 					in[fn] += n
 					break
 				}
