@@ -387,6 +387,8 @@ func (u *Unwinder) serve() {
 		switch n.Kind {
 		case 1:
 			u.Describe(int(n.PID))
+		case 3:
+			u.refreshPython(int(n.PID))
 		case 2:
 			u.objs.Procs.Delete(n.PID)
 			u.mu.Lock()

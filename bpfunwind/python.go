@@ -150,6 +150,17 @@ func (u *Unwinder) pyThreads(p *pyProc) {
 	}
 }
 
+// refreshPython reads process pid's thread states again: the program met
+// a thread running Python it has none for (notice kind 3).
+func (u *Unwinder) refreshPython(pid int) {
+	u.py.mu.Lock()
+	p := u.py.procs[pid]
+	u.py.mu.Unlock()
+	if p != nil {
+		u.pyThreads(p)
+	}
+}
+
 // forgetPython drops what is kept of process pid's interpreter.
 func (u *Unwinder) forgetPython(pid int) {
 	u.py.mu.Lock()

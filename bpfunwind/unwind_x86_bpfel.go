@@ -28,6 +28,7 @@ const (
 	unwindMapOffcpu    = "offcpu"
 	unwindMapPids      = "pids"
 	unwindMapProcs     = "procs"
+	unwindMapPyasked   = "pyasked"
 	unwindMapPyprocs   = "pyprocs"
 	unwindMapPyscratch = "pyscratch"
 	unwindMapPystacks  = "pystacks"
@@ -107,6 +108,7 @@ type unwindMapSpecs struct {
 	Offcpu    *ebpf.MapSpec `ebpf:"offcpu"`
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
 	Procs     *ebpf.MapSpec `ebpf:"procs"`
+	Pyasked   *ebpf.MapSpec `ebpf:"pyasked"`
 	Pyprocs   *ebpf.MapSpec `ebpf:"pyprocs"`
 	Pyscratch *ebpf.MapSpec `ebpf:"pyscratch"`
 	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
@@ -154,6 +156,7 @@ type unwindMaps struct {
 	Offcpu    *ebpf.Map `ebpf:"offcpu"`
 	Pids      *ebpf.Map `ebpf:"pids"`
 	Procs     *ebpf.Map `ebpf:"procs"`
+	Pyasked   *ebpf.Map `ebpf:"pyasked"`
 	Pyprocs   *ebpf.Map `ebpf:"pyprocs"`
 	Pyscratch *ebpf.Map `ebpf:"pyscratch"`
 	Pystacks  *ebpf.Map `ebpf:"pystacks"`
@@ -177,6 +180,7 @@ func (m *unwindMaps) Close() error {
 		m.Offcpu,
 		m.Pids,
 		m.Procs,
+		m.Pyasked,
 		m.Pyprocs,
 		m.Pyscratch,
 		m.Pystacks,

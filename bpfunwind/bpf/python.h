@@ -14,11 +14,12 @@
 //
 // The thread state: user space keeps tid -> thread state in `pythreads`
 // (read from the interpreter's thread list when it describes the process,
-// and again when a Python process's stacks are read); 3.11 also names the
-// thread holding the GIL in _PyRuntime.gilstate.tstate_current, which
-// covers threads started since. Either is taken only when its
-// native_thread_id is the sampled thread's, so a stale entry gives no
-// frames rather than another thread's.
+// again when a Python process's stacks are read, and when this program
+// meets a thread it has no state for: notice kind 3, at most every
+// 100 ms per process); 3.11 also names the thread holding the GIL in
+// _PyRuntime.gilstate.tstate_current, which covers threads started since.
+// Either is taken only when its native_thread_id is the sampled thread's,
+// so a stale entry gives no frames rather than another thread's.
 
 #define PY_MAX_FRAMES 128 // Python frames kept per stack
 #define PY_MAX_STEPS 160 // interpreter frames followed (entry frames too)
@@ -82,6 +83,27 @@ struct {
 	__type(key, __u64);
 	__type(value, struct py_stack);
 } pystacks SEC(".maps");
+
+// When each Python process was last asked to read its thread list again.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} pyasked SEC(".maps");
+
+// py_notify asks user space to read process tgid's thread states again.
+static __always_inline void py_notify(__u32 tgid)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&pyasked, &tgid);
+	if (last && now - *last < 100000000ULL)
+		return;
+	bpf_map_update_elem(&pyasked, &tgid, &now, BPF_ANY);
+	struct notice n = {.pid = tgid, .kind = 3};
+	if (bpf_ringbuf_output(&notices, &n, sizeof(n), 0) != 0)
+		bump(3);
+}
 
 struct py_walk {
 	__u64 frame;
@@ -230,6 +252,8 @@ static __always_inline void py_walk_stack(struct walk *w)
 	if (ts == 0 || py_read(&frame, 8, ts + pp->ts_frame) != 0 ||
 	    (pp->via_cframe && frame && py_read(&frame, 8, frame + pp->cframe_current) != 0)) {
 		pw->ps.end = 3;
+		if (ts == 0)
+			py_notify(tgid);
 		w->hash = (w->hash ^ 0x5079) * 0x100000001b3ULL;
 		return;
 	}
