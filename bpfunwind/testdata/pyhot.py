@@ -1,7 +1,8 @@
 # CPU-bound Python for bpfunwind's TestPythonFrames: two threads each
 # spinning in a known call chain. Each prints its own view of its stack
 # (co_qualname, file, line, innermost first, from its frame objects), then
-# "ready" once both have.
+# "ready" once both have. With "late", it starts its second thread (and
+# spins) only after reading a line.
 import sys
 import threading
 
@@ -54,6 +55,9 @@ def busy_b():
     spin_b(10000)
 
 
+if sys.argv[1:] == ["late"]:
+    # Threads started after the profiler looked: wait for its word.
+    sys.stdin.readline()
 t = threading.Thread(target=busy_b, daemon=True)
 t.start()
 busy_a()
