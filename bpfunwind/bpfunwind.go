@@ -421,7 +421,7 @@ func (u *Unwinder) loadObjects() error {
 	}
 	z := u.opt.Sizes
 	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
-		"pystacks": min(z.Stacks, MaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
+		"pystacks": min(z.Stacks, PyMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
 		if m := spec.Maps[name]; m != nil && n > 0 {
 			m.MaxEntries = n
 		}

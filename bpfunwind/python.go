@@ -16,6 +16,11 @@ import (
 // PyEndDepth after the innermost ones.
 const PyMaxFrames = 128
 
+// PyMaxStacks bounds the Python stacks kept between two reads (3 KiB
+// each, allocated as they come: at most 24 MiB); a stack that finds the
+// map full is counted in Errors.StacksFull and has no Python frames.
+const PyMaxStacks = 8192
+
 // Why a kernel walk of CPython frames stopped early (py_stack.end).
 const (
 	pyEndComplete   = 0
