@@ -260,7 +260,7 @@ func Run(ctx context.Context, cfg Config) error {
 	close(a.jobs)
 	<-built
 	a.drainQueues(drainLimit)
-	a.logStop()
+	a.logStop("")
 	return nil
 }
 
@@ -273,12 +273,12 @@ func (a *Agent) startQueues() {
 	}
 }
 
-// logStop prints the agent's last line.
-func (a *Agent) logStop() {
+// logStop prints the agent's last line, ending with more.
+func (a *Agent) logStop(more string) {
 	if a.cfg.Log != nil {
 		sent, dropped, failed, unsent := a.queueStats()
-		fmt.Fprintf(a.cfg.Log, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d\n",
-			a.periods, sent, dropped, failed, unsent)
+		fmt.Fprintf(a.cfg.Log, "rewind agent: stopped after %d periods; profiles sent %d, dropped %d, failed sends %d, unsent %d%s\n",
+			a.periods, sent, dropped, failed, unsent, more)
 	}
 }
 

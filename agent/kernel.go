@@ -107,10 +107,11 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 	close(a.jobs)
 	<-built
 	a.drainQueues(drainLimit)
-	if d, n := u.ProgramTime(); n > 0 && a.cfg.Log != nil {
-		fmt.Fprintf(a.cfg.Log, "rewind agent: the BPF unwinder ran %d times, %.1f ms of CPU in all (%.1f µs each)\n", n, float64(d)/1e6, float64(d)/1e3/float64(n))
+	bpf := ""
+	if d, n := u.ProgramTime(); n > 0 {
+		bpf = fmt.Sprintf("; the BPF unwinder ran %d times, %.1f ms of CPU in all (%.1f µs each)", n, float64(d)/1e6, float64(d)/1e3/float64(n))
 	}
-	a.logStop()
+	a.logStop(bpf)
 	return nil
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -195,16 +196,18 @@ type Unwinder struct {
 	done    chan struct{}
 	stats   io.Closer // keeps the kernel's BPF run-time statistics on
 
-	mu       sync.Mutex
-	files    map[string]uint32 // file identity -> index in files
-	nextRow  uint32
-	procMaps map[int][]target.Mapping // what each process was described with
-	gen, fed map[int]int              // descriptions of each process made, and handed to Feed
-	comms    map[int]string           // each process's command name when described
-	named    map[[2]int]bool          // threads (PID, TID) named to Feed's collector
-	exited   map[int]bool             // processes that exited, forgotten after the next Feed
-	notes    map[string]int           // period-line notes: files too big, maps full
-	active   uint32
+	mu           sync.Mutex
+	files        map[string]uint32 // file identity -> index in files
+	nextRow      uint32
+	procMaps     map[int][]target.Mapping                // what each process was described with
+	gen          map[int]int                             // descriptions of each process made
+	fed          map[*profiles.Collector]map[int]int     // descriptions handed to each collector by Feed
+	comms        map[int]string                          // each process's command name when described
+	named        map[*profiles.Collector]map[[2]int]bool // threads (PID, TID) named to each collector
+	exited       map[int]bool                            // processes that exited since the last Read
+	exitedBefore map[int]bool                            // ... before the last Read: forgotten at the next
+	notes        map[string]int                          // period-line notes: files too big, maps full
+	active       uint32
 
 	py pyState // CPython processes (python.go)
 }
@@ -224,7 +227,7 @@ func Load(opt Options) (*Unwinder, error) {
 	if opt.Objects == nil {
 		opt.Objects = &target.Objects{}
 	}
-	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[int]int{}, comms: map[int]string{}, named: map[[2]int]bool{}, exited: map[int]bool{},
+	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
 		notes: map[string]int{}, done: make(chan struct{})}
 	if opt.Sizes == (Sizes{}) {
 		opt.Sizes = Host

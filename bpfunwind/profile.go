@@ -28,15 +28,22 @@ func (u *Unwinder) Trace(pid int) error {
 // (profiles.Collector.AddStack). An on-CPU stack's count n is weighted
 // n*periodNS nanoseconds; an off-CPU stack's value is its time off CPU.
 func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uint64) {
+	u.mu.Lock()
+	if u.fed[col] == nil {
+		u.fed[col] = map[int]int{}
+		u.named[col] = map[[2]int]bool{}
+	}
+	fedTo, namedTo := u.fed[col], u.named[col]
+	u.mu.Unlock()
 	for _, s := range stacks {
 		u.mu.Lock()
-		gen, fed := u.gen[s.PID], u.fed[s.PID]
+		gen, fed := u.gen[s.PID], fedTo[s.PID]
 		thread := [2]int{s.PID, s.TID}
-		maps, comm, named := u.procMaps[s.PID], u.comms[s.PID], u.named[thread]
+		maps, comm, named := u.procMaps[s.PID], u.comms[s.PID], namedTo[thread]
 		if gen != fed {
-			u.fed[s.PID] = gen
+			fedTo[s.PID] = gen
 		}
-		u.named[thread] = true
+		namedTo[thread] = true
 		u.mu.Unlock()
 		if gen != fed {
 			col.AddMappings(s.PID, maps)
@@ -55,31 +62,32 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		smp := col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
 		smp.Interp = s.Interp
 	}
-	u.forgetExited()
 }
 
-// forgetExited drops what is kept of the processes that exited (their
-// last stacks were just fed), so that a long-running agent keeps bounded
-// state.
+// forgetExited drops what is kept of the processes that exited before
+// the previous Read (their last stacks were fed since), so that a
+// long-running agent keeps bounded state. Read calls it.
 func (u *Unwinder) forgetExited() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.exited) == 0 {
-		return
-	}
-	for pid := range u.exited {
+	gone := u.exitedBefore
+	u.exitedBefore, u.exited = u.exited, map[int]bool{}
+	for pid := range gone {
 		u.forgetPython(pid)
 		delete(u.procMaps, pid)
 		delete(u.gen, pid)
-		delete(u.fed, pid)
 		delete(u.comms, pid)
-	}
-	for th := range u.named {
-		if u.exited[th[0]] {
-			delete(u.named, th)
+		for _, fed := range u.fed {
+			delete(fed, pid)
 		}
 	}
-	clear(u.exited)
+	for _, named := range u.named {
+		for th := range named {
+			if gone[th[0]] {
+				delete(named, th)
+			}
+		}
+	}
 }
 
 // threadComm names a thread: its own name while it runs, else its

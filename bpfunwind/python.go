@@ -129,21 +129,27 @@ func (u *Unwinder) describePython(pid int, maps []target.Mapping) {
 }
 
 // pyThreads tells the program the thread states of p's threads: the ones
-// started since are read again at every Read.
+// started since are read again at every Read. (u.mu is taken after
+// u.py.mu, never while holding it: forgetExited holds u.mu.)
 func (u *Unwinder) pyThreads(p *pyProc) {
+	if !u.pyThreadsLocked(p) {
+		u.note("the BPF Python thread map is full")
+	}
+}
+
+func (u *Unwinder) pyThreadsLocked(p *pyProc) bool {
 	u.py.mu.Lock()
 	defer u.py.mu.Unlock()
 	ts, err := p.rt.ThreadStates(p.mem)
 	if err != nil {
-		return
+		return true
 	}
 	for tid, addr := range ts {
 		if p.threads[tid] == addr {
 			continue
 		}
 		if err := u.objs.Pythreads.Update(uint32(tid), addr, ebpf.UpdateAny); err != nil {
-			u.note("the BPF Python thread map is full")
-			return
+			return false
 		}
 		p.threads[tid] = addr
 	}
@@ -153,6 +159,7 @@ func (u *Unwinder) pyThreads(p *pyProc) {
 			delete(p.threads, tid)
 		}
 	}
+	return true
 }
 
 // refreshPython reads process pid's thread states again: the program met
@@ -169,9 +176,9 @@ func (u *Unwinder) refreshPython(pid int) {
 // forgetPython drops what is kept of process pid's interpreter.
 func (u *Unwinder) forgetPython(pid int) {
 	u.py.mu.Lock()
+	defer u.py.mu.Unlock()
 	p := u.py.procs[pid]
 	delete(u.py.procs, pid)
-	u.py.mu.Unlock()
 	if p == nil {
 		return
 	}

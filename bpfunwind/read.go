@@ -34,6 +34,7 @@ const SwapGrace = 5 * time.Millisecond
 // the one it counted in, and returns its stacks. Each count is taken with
 // an atomic lookup-and-delete, so none is read twice or dropped.
 func (u *Unwinder) Read() ([]Stack, error) {
+	u.forgetExited()
 	var cfg config
 	if err := u.objs.Config.Lookup(uint32(0), &cfg); err != nil {
 		return nil, err

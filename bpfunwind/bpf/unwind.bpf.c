@@ -399,6 +399,8 @@ static __always_inline void notify(__u32 pid, __u32 kind)
 	__u64 *last = bpf_map_lookup_elem(&asked, &pid);
 	if (kind == 1 && last && now - *last < 10000000ULL)
 		return;
+	if (kind == 3)
+		kind = 1; // an exec: always told
 	bpf_map_update_elem(&asked, &pid, &now, BPF_ANY);
 	struct notice n = {.pid = pid, .kind = kind};
 	if (bpf_ringbuf_output(&notices, &n, sizeof(n), 0) != 0)
@@ -760,7 +762,7 @@ int on_exec(__u64 *ctx)
 	active_counts(&cfg);
 	if (wanted(cfg, tgid)) {
 		bpf_map_delete_elem(&procs, &tgid);
-		notify(tgid, 1);
+		notify(tgid, 3);
 	}
 	return 0;
 }
