@@ -129,6 +129,9 @@ type Stack struct {
 	Events uint64
 	// OffCPU marks a blocked stack (Value in nanoseconds).
 	OffCPU bool
+	// Interp are the CPython frames the thread ran, innermost first,
+	// each with the evaluation-loop activation running it (python.go).
+	Interp []target.InterpFrame
 }
 
 type mapping struct {
@@ -205,6 +208,8 @@ type Unwinder struct {
 	exitedBefore map[int]bool                            // ... before the last Read: forgotten at the next
 	notes        map[string]int                          // period-line notes: files too big, maps full
 	active       uint32
+
+	py pyState // CPython processes (python.go)
 }
 
 // Load loads the BPF programs and creates their maps. Its error says in one
@@ -385,6 +390,8 @@ func (u *Unwinder) serve() {
 		switch n.Kind {
 		case 1:
 			u.Describe(int(n.PID))
+		case 3:
+			u.refreshPython(int(n.PID))
 		case 2:
 			u.objs.Procs.Delete(n.PID)
 			u.mu.Lock()
@@ -417,7 +424,7 @@ func (u *Unwinder) loadObjects() error {
 	}
 	z := u.opt.Sizes
 	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
-		"counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
+		"pystacks": min(z.Stacks, PyMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
 		if m := spec.Maps[name]; m != nil && n > 0 {
 			m.MaxEntries = n
 		}

@@ -58,6 +58,7 @@ func (u *Unwinder) Describe(pid int) error {
 		u.note("the BPF process map is full")
 		return err
 	}
+	u.describePython(pid, maps)
 	return nil
 }
 

@@ -59,7 +59,8 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		if len(s.User) == 0 {
 			end = ""
 		}
-		col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
+		smp := col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
+		smp.Interp = s.Interp
 	}
 }
 
@@ -72,6 +73,7 @@ func (u *Unwinder) forgetExited() {
 	gone := u.exitedBefore
 	u.exitedBefore, u.exited = u.exited, map[int]bool{}
 	for pid := range gone {
+		u.forgetPython(pid)
 		delete(u.procMaps, pid)
 		delete(u.gen, pid)
 		delete(u.comms, pid)

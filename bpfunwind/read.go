@@ -56,6 +56,8 @@ func (u *Unwinder) Read() ([]Stack, error) {
 	var out []Stack
 	kstacks := map[int32][]uint64{}
 	var sv stackVal
+	py := u.pyReader()
+	defer py.done()
 	for _, k := range keys {
 		if err := old.LookupAndDelete(&k, &v); err != nil {
 			continue
@@ -66,6 +68,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 				n := min(int(sv.N), MaxFrames)
 				s.User = append([]uint64(nil), sv.PCs[:n]...)
 				s.FP, s.End = sv.FPMask, End(sv.End)
+				s.Interp = py.frames(s.PID, k.Stack)
 			} else {
 				s.End = EndStackLost
 			}

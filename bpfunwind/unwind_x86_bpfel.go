@@ -16,26 +16,31 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	unwindMapAsked   = "asked"
-	unwindMapConfig  = "config"
-	unwindMapCounts0 = "counts0"
-	unwindMapCounts1 = "counts1"
-	unwindMapErrors  = "errors"
-	unwindMapFiles   = "files"
-	unwindMapInodes  = "inodes"
-	unwindMapKstacks = "kstacks"
-	unwindMapNotices = "notices"
-	unwindMapOffcpu  = "offcpu"
-	unwindMapPids    = "pids"
-	unwindMapProcs   = "procs"
-	unwindMapRows    = "rows"
-	unwindMapScratch = "scratch"
-	unwindMapStacks  = "stacks"
-	unwindProgOffCpu = "off_cpu"
-	unwindProgOnCpu  = "on_cpu"
-	unwindProgOnExec = "on_exec"
-	unwindProgOnExit = "on_exit"
-	unwindProgOnFork = "on_fork"
+	unwindMapAsked     = "asked"
+	unwindMapConfig    = "config"
+	unwindMapCounts0   = "counts0"
+	unwindMapCounts1   = "counts1"
+	unwindMapErrors    = "errors"
+	unwindMapFiles     = "files"
+	unwindMapInodes    = "inodes"
+	unwindMapKstacks   = "kstacks"
+	unwindMapNotices   = "notices"
+	unwindMapOffcpu    = "offcpu"
+	unwindMapPids      = "pids"
+	unwindMapProcs     = "procs"
+	unwindMapPyasked   = "pyasked"
+	unwindMapPyprocs   = "pyprocs"
+	unwindMapPyscratch = "pyscratch"
+	unwindMapPystacks  = "pystacks"
+	unwindMapPythreads = "pythreads"
+	unwindMapRows      = "rows"
+	unwindMapScratch   = "scratch"
+	unwindMapStacks    = "stacks"
+	unwindProgOffCpu   = "off_cpu"
+	unwindProgOnCpu    = "on_cpu"
+	unwindProgOnExec   = "on_exec"
+	unwindProgOnExit   = "on_exit"
+	unwindProgOnFork   = "on_fork"
 )
 
 // loadUnwind returns the embedded CollectionSpec for unwind.
@@ -91,21 +96,26 @@ type unwindProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type unwindMapSpecs struct {
-	Asked   *ebpf.MapSpec `ebpf:"asked"`
-	Config  *ebpf.MapSpec `ebpf:"config"`
-	Counts0 *ebpf.MapSpec `ebpf:"counts0"`
-	Counts1 *ebpf.MapSpec `ebpf:"counts1"`
-	Errors  *ebpf.MapSpec `ebpf:"errors"`
-	Files   *ebpf.MapSpec `ebpf:"files"`
-	Inodes  *ebpf.MapSpec `ebpf:"inodes"`
-	Kstacks *ebpf.MapSpec `ebpf:"kstacks"`
-	Notices *ebpf.MapSpec `ebpf:"notices"`
-	Offcpu  *ebpf.MapSpec `ebpf:"offcpu"`
-	Pids    *ebpf.MapSpec `ebpf:"pids"`
-	Procs   *ebpf.MapSpec `ebpf:"procs"`
-	Rows    *ebpf.MapSpec `ebpf:"rows"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Stacks  *ebpf.MapSpec `ebpf:"stacks"`
+	Asked     *ebpf.MapSpec `ebpf:"asked"`
+	Config    *ebpf.MapSpec `ebpf:"config"`
+	Counts0   *ebpf.MapSpec `ebpf:"counts0"`
+	Counts1   *ebpf.MapSpec `ebpf:"counts1"`
+	Errors    *ebpf.MapSpec `ebpf:"errors"`
+	Files     *ebpf.MapSpec `ebpf:"files"`
+	Inodes    *ebpf.MapSpec `ebpf:"inodes"`
+	Kstacks   *ebpf.MapSpec `ebpf:"kstacks"`
+	Notices   *ebpf.MapSpec `ebpf:"notices"`
+	Offcpu    *ebpf.MapSpec `ebpf:"offcpu"`
+	Pids      *ebpf.MapSpec `ebpf:"pids"`
+	Procs     *ebpf.MapSpec `ebpf:"procs"`
+	Pyasked   *ebpf.MapSpec `ebpf:"pyasked"`
+	Pyprocs   *ebpf.MapSpec `ebpf:"pyprocs"`
+	Pyscratch *ebpf.MapSpec `ebpf:"pyscratch"`
+	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
+	Pythreads *ebpf.MapSpec `ebpf:"pythreads"`
+	Rows      *ebpf.MapSpec `ebpf:"rows"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 }
 
 // unwindVariableSpecs contains global variables before they are loaded into the kernel.
@@ -134,21 +144,26 @@ func (o *unwindObjects) Close() error {
 //
 // It can be passed to loadUnwindObjects or ebpf.CollectionSpec.LoadAndAssign.
 type unwindMaps struct {
-	Asked   *ebpf.Map `ebpf:"asked"`
-	Config  *ebpf.Map `ebpf:"config"`
-	Counts0 *ebpf.Map `ebpf:"counts0"`
-	Counts1 *ebpf.Map `ebpf:"counts1"`
-	Errors  *ebpf.Map `ebpf:"errors"`
-	Files   *ebpf.Map `ebpf:"files"`
-	Inodes  *ebpf.Map `ebpf:"inodes"`
-	Kstacks *ebpf.Map `ebpf:"kstacks"`
-	Notices *ebpf.Map `ebpf:"notices"`
-	Offcpu  *ebpf.Map `ebpf:"offcpu"`
-	Pids    *ebpf.Map `ebpf:"pids"`
-	Procs   *ebpf.Map `ebpf:"procs"`
-	Rows    *ebpf.Map `ebpf:"rows"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Stacks  *ebpf.Map `ebpf:"stacks"`
+	Asked     *ebpf.Map `ebpf:"asked"`
+	Config    *ebpf.Map `ebpf:"config"`
+	Counts0   *ebpf.Map `ebpf:"counts0"`
+	Counts1   *ebpf.Map `ebpf:"counts1"`
+	Errors    *ebpf.Map `ebpf:"errors"`
+	Files     *ebpf.Map `ebpf:"files"`
+	Inodes    *ebpf.Map `ebpf:"inodes"`
+	Kstacks   *ebpf.Map `ebpf:"kstacks"`
+	Notices   *ebpf.Map `ebpf:"notices"`
+	Offcpu    *ebpf.Map `ebpf:"offcpu"`
+	Pids      *ebpf.Map `ebpf:"pids"`
+	Procs     *ebpf.Map `ebpf:"procs"`
+	Pyasked   *ebpf.Map `ebpf:"pyasked"`
+	Pyprocs   *ebpf.Map `ebpf:"pyprocs"`
+	Pyscratch *ebpf.Map `ebpf:"pyscratch"`
+	Pystacks  *ebpf.Map `ebpf:"pystacks"`
+	Pythreads *ebpf.Map `ebpf:"pythreads"`
+	Rows      *ebpf.Map `ebpf:"rows"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
+	Stacks    *ebpf.Map `ebpf:"stacks"`
 }
 
 func (m *unwindMaps) Close() error {
@@ -165,6 +180,11 @@ func (m *unwindMaps) Close() error {
 		m.Offcpu,
 		m.Pids,
 		m.Procs,
+		m.Pyasked,
+		m.Pyprocs,
+		m.Pyscratch,
+		m.Pystacks,
+		m.Pythreads,
 		m.Rows,
 		m.Scratch,
 		m.Stacks,

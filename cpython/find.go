@@ -22,7 +22,8 @@ type Runtime struct {
 	// Addr is _PyRuntime's address in the process.
 	Addr uint64
 
-	l layout
+	l    layout
+	bias uint64 // Path's load bias in the process
 }
 
 // pyName matches the interpreter's file names: python3.11, python3.13t,
@@ -90,7 +91,7 @@ func open(maps []target.Mapping, m *target.Mapping, sm []string, mem target.Memo
 	case minor < 11:
 		return nil, &UnsupportedError{Version: version, Why: "only 3.11 and later are read"}
 	}
-	rt := &Runtime{Version: version, Path: path, Addr: vaddr + bias}
+	rt := &Runtime{Version: version, Path: path, Addr: vaddr + bias, bias: bias}
 	switch minor {
 	case 11:
 		rt.l = layout311

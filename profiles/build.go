@@ -218,7 +218,9 @@ type Builder struct {
 	lines map[symKey][]symbolize.Location
 	locs  map[locKey]*Location
 	kern  map[uint64]*Location
-	maps  map[mapKey]*Mapping
+	// interp are the interpreted frames' locations (interp.go).
+	interp map[interpKey]*Location
+	maps   map[mapKey]*Mapping
 	// mapPtr caches maps by the address space's own mapping.
 	mapPtr map[*target.Mapping]*Mapping
 	prof   *Profile
@@ -502,6 +504,9 @@ func (b *Builder) fpLocs(s *Sample) []*Location {
 	f.Frames += n * len(b.userLocs)
 	if reachesRoot(b.userLocs) {
 		f.Complete += n
+	}
+	if len(s.Interp) > 0 {
+		b.userLocs = b.spliceInterp(b.userLocs, s.Interp)
 	}
 	return b.userLocs
 }

@@ -59,6 +59,10 @@ type Sample struct {
 	walkEnd string
 	// walkCount is how many events AddStack's stack stands for.
 	walkCount int
+	// Interp are interpreted frames the kernel walk found (CPython's),
+	// innermost first, spliced above the native frames of the
+	// activations that ran them (interp.go).
+	Interp []target.InterpFrame
 }
 
 // space is one generation of a process's address space: the mappings as

@@ -594,6 +594,8 @@ static long walk_one(__u32 i, struct loop_ctx *c)
 	return 0;
 }
 
+#include "python.h"
+
 // walk_user unwinds the current task's user stack from regs into the
 // scratch, stores it in stacks and returns its key (0: none).
 static __always_inline __u64 walk_user(__u64 ip, __u64 sp, __u64 bp, __u32 tgid)
@@ -618,11 +620,13 @@ static __always_inline __u64 walk_user(__u64 ip, __u64 sp, __u64 bp, __u32 tgid)
 		notify(tgid, 1);
 	struct loop_ctx c = {.w = w, .p = p};
 	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
+	py_walk_stack(w);
 	__u64 key = (w->hash ^ w->st.end) | 1;
 	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
 		bump(1);
 		return 0;
 	}
+	py_store(key);
 	return key;
 }
 

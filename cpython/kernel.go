@@ -1,0 +1,164 @@
+package cpython
+
+import (
+	"debug/elf"
+	"fmt"
+
+	"github.com/rewindstack/rewind/target"
+)
+
+// runtimeTStateCurrent311 is the offset of _PyRuntime.gilstate.tstate_current
+// in 3.11 (the thread state of the thread holding the GIL, NULL while no
+// thread holds it): after the runtime's ceval state with its GIL, checked
+// on Debian's 3.11 by reading it with the GIL held and released.
+const runtimeTStateCurrent311 = 576
+
+// Probe is what a walker of the interpreter frames inside the kernel
+// (package bpfunwind) needs of one process's interpreter: where the
+// evaluation loop's code is, how to find a thread's state, and the
+// offsets of the fields it follows.
+type Probe struct {
+	// EvalStart and EvalEnd bound _PyEval_EvalFrameDefault in the
+	// process (both 0 when the interpreter does not name it).
+	EvalStart, EvalEnd uint64
+	// TStateCurrent is the address of the word naming the thread state
+	// of the thread that holds the GIL (3.11), 0 when there is none.
+	TStateCurrent uint64
+	// TSNativeTID and TSFrame are PyThreadState's native_thread_id and
+	// current frame (a _PyCFrame whose current_frame is at CFrameCurrent
+	// when ViaCFrame: 3.11, 3.12).
+	TSNativeTID, TSFrame, CFrameCurrent uint32
+	ViaCFrame                           bool
+	// The _PyInterpreterFrame fields: previous, code object,
+	// instruction pointer, owner, and 3.11's is_entry (-1 otherwise).
+	FramePrev, FrameCode, FrameInstr, FrameOwner uint32
+	FrameIsEntry                                 int32
+	// CodeQualname is PyCodeObject.co_qualname.
+	CodeQualname uint32
+	// OwnerCStack and OwnerCStack2 are the owner values of the entry
+	// frames an activation keeps on the C stack (3.12+; 0xff: none).
+	OwnerCStack, OwnerCStack2 uint8
+}
+
+// Probe returns the process's Probe; its error names the interpreter's
+// file when that cannot be read.
+func (rt *Runtime) Probe() (Probe, error) {
+	l := &rt.l
+	p := Probe{TSNativeTID: uint32(l.tsNativeTID), TSFrame: uint32(l.tsFrame), CFrameCurrent: uint32(l.cframeCurrent), ViaCFrame: l.viaCFrame,
+		FramePrev: uint32(l.framePrev), FrameCode: uint32(l.frameCode), FrameInstr: uint32(l.frameInstr), FrameOwner: uint32(l.frameOwner),
+		FrameIsEntry: int32(l.frameIsEntry), CodeQualname: uint32(l.codeQualname), OwnerCStack: l.ownerCStack, OwnerCStack2: l.ownerCStack2}
+	if l.minor == 11 {
+		p.TStateCurrent = rt.Addr + runtimeTStateCurrent311
+	}
+	f, err := elf.Open(rt.Path)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", rt.Path, err)
+	}
+	defer f.Close()
+	for _, syms := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
+		list, _ := syms()
+		for _, s := range list {
+			if s.Name == "_PyEval_EvalFrameDefault" && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				p.EvalStart, p.EvalEnd = s.Value+rt.bias, s.Value+rt.bias+max(s.Size, 1)
+				return p, nil
+			}
+		}
+	}
+	return p, nil
+}
+
+// ThreadStates returns the address of every thread state of the
+// process, by native thread id.
+func (rt *Runtime) ThreadStates(mem target.Memory) (map[int]uint64, error) {
+	w := walker{l: &rt.l, mem: mem}
+	l := &rt.l
+	out := map[int]uint64{}
+	interp, err := w.ptr(rt.Addr + l.runtimeInterps)
+	if err != nil {
+		return nil, fmt.Errorf("_PyRuntime.interpreters.head: %w", err)
+	}
+	seen := map[uint64]bool{}
+	for n := 0; interp != 0 && n < maxInterps; n++ {
+		ts, err := w.ptr(interp + l.interpThreads)
+		if err != nil {
+			return out, fmt.Errorf("interpreter state at %#x: %w", interp, err)
+		}
+		for ts != 0 && !seen[ts] && len(seen) < maxThreads {
+			seen[ts] = true
+			tid, err := w.ptr(ts + l.tsNativeTID)
+			if err != nil {
+				return out, fmt.Errorf("thread state at %#x: %w", ts, err)
+			}
+			out[int(int32(tid))] = ts
+			if ts, err = w.ptr(ts + l.tsNext); err != nil {
+				return out, fmt.Errorf("thread state at %#x: %w", ts, err)
+			}
+		}
+		if interp, err = w.ptr(interp + l.interpNext); err != nil {
+			return out, fmt.Errorf("interpreter state at %#x: %w", interp, err)
+		}
+	}
+	return out, nil
+}
+
+// Codes symbolizes the (code object, instruction) pairs a walk inside the
+// kernel recorded, reading each code object once; it keeps them, so that
+// pairs read after the process exited are still named when their code
+// objects were read before.
+type Codes struct {
+	w     walker
+	names map[uint64]uint64 // code object -> its co_qualname when read
+}
+
+// NewCodes returns a symbolizer of rt's code objects in mem.
+func (rt *Runtime) NewCodes(mem target.Memory) *Codes {
+	return &Codes{w: walker{l: &rt.l, mem: mem, codes: map[uint64]*code{}, types: map[uint64]bool{}}, names: map[uint64]uint64{}}
+}
+
+// SetMemory replaces the memory the code objects are read from.
+func (c *Codes) SetMemory(mem target.Memory) { c.w.mem = mem }
+
+// Frame names the frame running code object co, whose co_qualname was
+// qualname when it ran, at instr bytes from the object's start, or says
+// why it cannot be read: a code object whose co_qualname is not that
+// one any more was freed, and its memory reused. show is false for a
+// frame CPython does not show (just pushed, before its code's first
+// traceable instruction).
+func (c *Codes) Frame(co, qualname uint64, instr uint32, activation int) (f Frame, show bool, err error) {
+	if name, ok := c.names[co]; ok && name != qualname {
+		// Another object at that address than the one read: read
+		// again.
+		delete(c.w.codes, co)
+		delete(c.names, co)
+	}
+	if _, ok := c.names[co]; !ok {
+		name, err := c.w.ptr(co + c.w.l.codeQualname)
+		if err != nil {
+			return Frame{Activation: activation, Line: -1}, true, fmt.Errorf("code object at %#x: %w", co, err)
+		}
+		if name != qualname {
+			return Frame{Activation: activation, Line: -1}, true, fmt.Errorf("code object at %#x was freed", co)
+		}
+		c.names[co] = name
+	}
+	cd, err := c.w.code(co)
+	if err != nil {
+		return Frame{Activation: activation, Line: -1}, true, err
+	}
+	unit := (int64(instr) - int64(c.w.l.codeAdaptive)) / 2
+	if cd.firstTraceable >= 0 && unit < int64(cd.firstTraceable) {
+		return Frame{}, false, nil
+	}
+	line := cd.firstLine
+	if unit >= 0 && unit < 1<<31 {
+		line = Line(cd.linetable, cd.firstLine, int(unit))
+	}
+	return Frame{Function: cd.qualname, File: cd.file, Line: line, Activation: activation}, true, nil
+}
+
+// Forget drops the code objects read so far (the process exited or
+// exec'd, or too many are kept).
+func (c *Codes) Forget() { clear(c.w.codes); clear(c.w.types); clear(c.names) }
+
+// Len is the number of code objects kept.
+func (c *Codes) Len() int { return len(c.w.codes) }
