@@ -243,14 +243,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		return ""
 	}
-	a.jobs = make(chan buildJob, 4)
-	built := make(chan struct{})
-	go func() {
-		defer close(built)
-		for j := range a.jobs {
-			a.export(j)
-		}
-	}()
+	built := a.startExports()
 	cpu.Run(ctx)
 	if offPump != nil {
 		a.offRec.Disable()
@@ -506,4 +499,19 @@ func allPIDs() []int {
 		}
 	}
 	return out
+}
+
+// startExports starts the goroutine that builds and exports each period's
+// profiles in order, fed through a.jobs; the returned channel closes once
+// a.jobs is closed and the last job is done.
+func (a *Agent) startExports() <-chan struct{} {
+	a.jobs = make(chan buildJob, 4)
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		for j := range a.jobs {
+			a.export(j)
+		}
+	}()
+	return built
 }

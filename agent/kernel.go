@@ -83,14 +83,7 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 	if a.cfg.Ready != nil {
 		a.cfg.Ready()
 	}
-	a.jobs = make(chan buildJob, 4)
-	built := make(chan struct{})
-	go func() {
-		defer close(built)
-		for j := range a.jobs {
-			a.export(j)
-		}
-	}()
+	built := a.startExports()
 	start := time.Now()
 	tick := time.NewTicker(a.cfg.Period)
 	defer tick.Stop()

@@ -86,6 +86,22 @@ func (u *Unwinder) Notes() map[string]int {
 	return n
 }
 
+// fileIndex returns the index of the file with this key in the program's
+// files map, loading its rows on first use (a file whose rows cannot be
+// loaded is noted for the period line).
+func (u *Unwinder) fileIndex(key string, mod *target.Module) uint32 {
+	u.mu.Lock()
+	idx, ok := u.files[key]
+	u.mu.Unlock()
+	if !ok {
+		var err error
+		if idx, err = u.loadRows(key, mod); err != nil {
+			u.note(err.Error())
+		}
+	}
+	return idx
+}
+
 // fileOf returns the index of a mapping's file in the program's files map,
 // loading its rows on first use, and the mapping's load bias.
 func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
@@ -102,16 +118,7 @@ func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
 	if mod == nil || mod.File == nil {
 		return 0, 0, false
 	}
-	key := fileKey(mod, m)
-	u.mu.Lock()
-	idx, ok := u.files[key]
-	u.mu.Unlock()
-	if !ok {
-		var err error
-		if idx, err = u.loadRows(key, mod); err != nil {
-			u.note(err.Error())
-		}
-	}
+	idx := u.fileIndex(fileKey(mod, m), mod)
 	// A file without rows: its stacks end file-not-loaded.
 	if dev, ok := kernelDev(m.Dev); ok && m.Inode != 0 {
 		u.registerInode(dev, m.Inode, idx, int64(m.Start-m.Offset-bias))
@@ -271,16 +278,7 @@ func (u *Unwinder) Prewarm(program string) {
 		if mod.File == nil {
 			continue
 		}
-		key := fileKey(mod, &target.Mapping{Path: p})
-		u.mu.Lock()
-		idx, ok := u.files[key]
-		u.mu.Unlock()
-		if !ok {
-			var err error
-			if idx, err = u.loadRows(key, mod); err != nil {
-				u.note(err.Error())
-			}
-		}
+		idx := u.fileIndex(fileKey(mod, &target.Mapping{Path: p}), mod)
 		var st unix.Stat_t
 		delta, dok := execDelta(p)
 		if dok && unix.Stat(p, &st) == nil {
