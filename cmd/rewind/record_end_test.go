@@ -33,17 +33,25 @@ func TestRecordDurationEndsCommand(t *testing.T) {
 	}
 }
 
-// TestRecordFailingCommand: a command that fails at once makes record fail
-// and leaves no empty profile behind.
+// TestRecordFailingCommand: a command that fails before any sample makes
+// record fail and leaves no empty profile behind. At 1 Hz `false` is
+// almost never sampled; when a loaded machine does sample it (the kernel
+// walk counts its exit too), the profile of those samples is written as
+// for any command, and record says how many it took.
 func TestRecordFailingCommand(t *testing.T) {
 	perftest.RequirePerfEvent(t)
-	out := filepath.Join(t.TempDir(), "p.folded")
-	_, errOut, code := run(t, "record", "-q", "-o", out, "--", "false")
-	if code == 0 {
-		t.Errorf("record -- false exited 0\n%s", errOut)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Errorf("record -- false wrote %s", out)
+	for _, in := range []string{"user", "auto"} {
+		out := filepath.Join(t.TempDir(), "p.folded")
+		_, errOut, code := run(t, "record", "-q", "-F", "1", "--unwind-in", in, "-o", out, "--", "false")
+		_, statErr := os.Stat(out)
+		switch {
+		case code != 0 && statErr == nil:
+			t.Errorf("--unwind-in %s: record -- false failed (exit %d) but wrote %s", in, code, out)
+		case code != 0 && !strings.Contains(errOut, "before any sample: no profile written"):
+			t.Errorf("--unwind-in %s: record -- false exited %d without saying why:\n%s", in, code, errOut)
+		case code == 0 && (statErr != nil || strings.Contains(errOut, ": 0 samples")):
+			t.Errorf("--unwind-in %s: record -- false exited 0 with no sample taken:\n%s", in, errOut)
+		}
 	}
 }
 
