@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,10 +120,23 @@ func checkFixtures(t *testing.T, got []flatSample, cpuPID, sleepPID int, period 
 		t.Errorf("kernel frames are permitted, but only %v of the sleeper's %v off CPU has schedule above nanosleep", time.Duration(offKernel), time.Duration(offValue))
 	}
 	full := 0
+	first := int64(math.MaxInt64)
+	for start := range offByStart {
+		first = min(first, start)
+	}
 	for start, v := range offByStart {
 		d := durations[start]
 		if d < int64(period)*9/10 {
 			continue // the last, partial period
+		}
+		if start == first && len(offByStart) > 2 {
+			// The first period misses the interval the sleeper began
+			// before the programs were attached, and in the kernel's
+			// count (an interval counts when it ends) more under load
+			// (1.4 s of 2 s seen at load 6, while the process was being
+			// described): the full periods after it are held to the
+			// period.
+			continue
 		}
 		full++
 		if float64(v) < 0.85*float64(d) || float64(v) > 1.05*float64(d) {
