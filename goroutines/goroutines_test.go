@@ -765,18 +765,25 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 				}
 			}
 		}
-		if pair == nil {
-			// The pair by their ids, from the frames of one dump: the
-			// other dumps need no walks.
-			pair = map[int64]bool{}
+		if len(pair) < 2 {
+			// The pair by their ids, from the frames of the first dumps
+			// (one of the two may be caught where its frames do not
+			// show main.pingpong, as it enters the runtime): the other
+			// dumps need no walks.
+			if pair == nil {
+				pair = map[int64]bool{}
+			}
 			rep := set.Report(snap.Target(objs, nil), u, sym)
 			for _, g := range rep.Goroutines {
 				if slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
 					pair[g.ID] = true
 				}
 			}
-			if len(pair) != 2 {
-				t.Fatalf("%d goroutines in main.pingpong, want 2", len(pair))
+			if len(pair) > 2 || len(pair) < 2 && i == 9 {
+				t.Fatalf("%d goroutines in main.pingpong in the first %d dumps, want 2", len(pair), i+1)
+			}
+			if len(pair) < 2 {
+				continue
 			}
 		}
 		for j := range set.Goroutines {
