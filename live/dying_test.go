@@ -534,18 +534,6 @@ func TestStuckThreadRecaptured(t *testing.T) {
 		t.Fatalf("thread %d missing", stuck)
 	}
 	t.Logf("thread %d: %v", stuck, th.Err)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		ts, _ := tasks(tg.pid)
-		traced := false
-		for _, x := range ts {
-			traced = traced || x.tracer != 0
-		}
-		if !traced {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still traced a minute later:%s", describe(ts))
-		}
-	}
+	waitUntraced(t, tg.pid, time.Minute)
 	checkReleased(t, tg.pid, "SDR")
 }

@@ -232,3 +232,22 @@ func mustCapture(t testing.TB, pid int, opt Options) *Snapshot {
 }
 
 func isGone(err error) bool { return errors.Is(err, errThreadGone) }
+
+// waitUntraced waits until no thread of pid has a tracer, failing the
+// test if one still has after within.
+func waitUntraced(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		ts, _ := tasks(pid)
+		traced := false
+		for _, x := range ts {
+			traced = traced || x.tracer != 0
+		}
+		if !traced {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still traced %v later:%s", within, describe(ts))
+		}
+	}
+}

@@ -472,21 +472,7 @@ func TestStopTimeout(t *testing.T) {
 	}
 	// The child sleeps 1.5 s; then the thread stops and the tracer lets
 	// it go.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ts, _ := tasks(tg.pid)
-		traced := false
-		for _, x := range ts {
-			traced = traced || x.tracer != 0
-		}
-		if !traced {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still traced 5s later:%s", describe(ts))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntraced(t, tg.pid, 5*time.Second)
 	checkReleased(t, tg.pid, "SDR")
 	// And it goes on vforking: it is not stuck in a stop.
 	time.Sleep(1600 * time.Millisecond)

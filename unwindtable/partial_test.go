@@ -193,11 +193,7 @@ func FuzzUnmarshalPartial(f *testing.F) {
 	f.Add(uint32(len(enc)/2), []byte{0xff, 0xff})
 	f.Add(uint32(len(enc)-1), []byte{1})
 	f.Fuzz(func(t *testing.T, off uint32, patch []byte) {
-		b := append([]byte(nil), enc...)
-		copy(b[int(off)%len(b):], patch)
-		if len(patch) == 1 {
-			b = b[:int(off)%len(b)]
-		}
+		b := damaged(enc, off, patch)
 		got, err := unwindtable.UnmarshalPartial(b, hdr, eh)
 		if err != nil {
 			return

@@ -136,11 +136,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(uint32(len(enc)/2), []byte{0xff, 0xff})
 	f.Add(uint32(len(enc)-1), []byte{1})
 	f.Fuzz(func(t *testing.T, off uint32, patch []byte) {
-		b := append([]byte(nil), enc...)
-		copy(b[int(off)%len(b):], patch)
-		if len(patch) == 1 {
-			b = b[:int(off)%len(b)]
-		}
+		b := damaged(enc, off, patch)
 		got := &unwindtable.Table{}
 		if got.UnmarshalBinary(b) != nil {
 			return
@@ -153,4 +149,15 @@ func FuzzUnmarshal(f *testing.F) {
 			got.Lookup(pc)
 		}
 	})
+}
+
+// damaged is a fuzz input's copy of enc: patch written at off (wrapped to
+// the length), and a one-byte patch cuts the copy there instead.
+func damaged(enc []byte, off uint32, patch []byte) []byte {
+	b := append([]byte(nil), enc...)
+	copy(b[int(off)%len(b):], patch)
+	if len(patch) == 1 {
+		b = b[:int(off)%len(b)]
+	}
+	return b
 }
