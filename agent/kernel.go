@@ -188,8 +188,8 @@ func (k *kernelStats) unfinished(u *bpfunwind.Unwinder) string {
 	for note, n := range u.Notes() {
 		s += fmt.Sprintf("; %s (%d)", note, n)
 	}
-	if e := u.Errors(); e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost > 0 {
-		s += fmt.Sprintf("; maps full since start: %d counts, %d stacks, %d off-CPU starts, %d notices", e.CountsFull, e.StacksFull, e.OffCPUFull, e.NoticesLost)
+	if e := u.Errors(); e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost+e.KStacksFull > 0 {
+		s += fmt.Sprintf("; maps full since start: %d counts, %d stacks, %d off-CPU starts, %d notices, %d kernel stacks", e.CountsFull, e.StacksFull, e.OffCPUFull, e.NoticesLost, e.KStacksFull)
 	}
 	return s
 }

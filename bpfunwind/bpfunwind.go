@@ -19,12 +19,16 @@
 // mappings per process; 8,192 processes; 4,096 files; up to 1,048,576 rows
 // of 24 bytes (24 MiB) for all files; up to 32,768 distinct user stacks
 // (least recently used evicted); up to 65,536 counted (thread, stack) pairs
-// per period in each of two count maps; up to 16,384 kernel stacks. A file
+// per period in each of two count maps; up to 16,384 kernel stacks in
+// each of two kernel-stack maps, one per count map (emptied once its
+// period is read; a kernel stack whose hash bucket is taken is counted in
+// Errors.KStacksFull and its samples have no kernel frames). A file
 // whose rows do not fit, a full map, or a rule the program cannot apply
 // ends the affected stacks with a reason (End) instead of wrong frames.
 //
-// The walk is x86-64 only for now. It needs BTF, bpf_loop (Linux 5.17) and
-// bpf_task_pt_regs (5.15).
+// The walk is x86-64 only for now. It needs Linux 5.17 or later: BTF,
+// bpf_loop and bpf_find_vma (5.17), bpf_task_pt_regs (5.15), the task's
+// __state field (5.14), BTF tracepoints and ring buffers (5.5, 5.8).
 package bpfunwind
 
 import (
@@ -271,6 +275,20 @@ func Load(opt Options) (*Unwinder, error) {
 		}
 		u.links = append(u.links, l)
 	}
+	// Unmapping is followed through the syscall tracepoints (kernels
+	// built without them: a mapping replaced in place keeps its old
+	// file until the process is described again).
+	for _, t := range []struct {
+		name string
+		p    *ebpf.Program
+	}{{"sys_enter_munmap", u.objs.OnMunmap}, {"sys_exit_munmap", u.objs.OnMunmapExit}, {"sys_enter_mmap", u.objs.OnMmap}, {"sys_exit_mmap", u.objs.OnMmapExit}} {
+		l, err := link.Tracepoint("syscalls", t.name, t.p, nil)
+		if err != nil {
+			u.note("munmap is not followed: no syscalls:" + t.name + " tracepoint")
+			continue
+		}
+		u.links = append(u.links, l)
+	}
 	// The programs' CPU time is charged to the tasks they run on, not to
 	// this process: the kernel's statistics tell it (ProgramTime).
 	u.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
@@ -424,7 +442,7 @@ func (u *Unwinder) loadObjects() error {
 	}
 	z := u.opt.Sizes
 	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
-		"pystacks": min(z.Stacks, PyMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks": min(z.KStacks, MaxKStacks)} {
+		"pystacks": min(z.Stacks, PyMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks0": min(z.KStacks, MaxKStacks), "kstacks1": min(z.KStacks, MaxKStacks)} {
 		if m := spec.Maps[name]; m != nil && n > 0 {
 			m.MaxEntries = n
 		}

@@ -12,15 +12,16 @@ type Errors struct {
 	StacksFull  uint64 // stacks not kept (the stacks map refused them)
 	OffCPUFull  uint64 // blocked intervals not timed: the start map was full
 	NoticesLost uint64 // notices the ring buffer had no room for
+	KStacksFull uint64 // kernel stacks not kept (the period's kernel-stack map had no room)
 }
 
 // Errors reads the program's error counters.
 func (u *Unwinder) Errors() Errors {
-	var e [4]uint64
+	var e [5]uint64
 	for i := range e {
 		u.objs.Errors.Lookup(uint32(i), &e[i])
 	}
-	return Errors{e[0], e[1], e[2], e[3]}
+	return Errors{e[0], e[1], e[2], e[3], e[4]}
 }
 
 // SwapGrace is how long Read waits after switching the program to the
@@ -54,7 +55,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		keys = append(keys, k)
 	}
 	var out []Stack
-	kstacks := map[int32][]uint64{}
+	kstacks := map[kstackRef][]uint64{}
 	var sv stackVal
 	py := u.pyReader()
 	defer py.done()
@@ -62,7 +63,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		if err := old.LookupAndDelete(&k, &v); err != nil {
 			continue
 		}
-		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v.Value, Events: v.Events, OffCPU: k.Kind == 1, End: EndKernelThread}
+		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v.Value, Events: v.Events, OffCPU: k.Kind&0xff == kindOffCPU, End: EndKernelThread}
 		if k.Stack != 0 {
 			if err := u.objs.Stacks.Lookup(k.Stack, &sv); err == nil {
 				n := min(int(sv.N), MaxFrames)
@@ -74,10 +75,11 @@ func (u *Unwinder) Read() ([]Stack, error) {
 			}
 		}
 		if k.KStack >= 0 {
-			ks, ok := kstacks[k.KStack]
+			ref := kstackRef{k.Kind&kstacks1 != 0, k.KStack}
+			ks, ok := kstacks[ref]
 			if !ok {
 				var raw [127]uint64
-				if err := u.objs.Kstacks.Lookup(uint32(k.KStack), &raw); err == nil {
+				if err := u.kstackMap(ref.one).Lookup(uint32(k.KStack), &raw); err == nil {
 					for _, pc := range raw {
 						if pc == 0 {
 							break
@@ -85,12 +87,13 @@ func (u *Unwinder) Read() ([]Stack, error) {
 						ks = append(ks, pc)
 					}
 				}
-				kstacks[k.KStack] = ks
+				kstacks[ref] = ks
 			}
 			s.Kernel = ks
 		}
 		out = append(out, s)
 	}
+	u.pruneKStacks(cfg.Active^1 == 1)
 	return out, nil
 }
 

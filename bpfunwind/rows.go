@@ -17,10 +17,12 @@ const (
 	CFAPLT         = 3 // CFA = SP + CFAOffset (+8 past the PLT threshold)
 	CFASignal      = 4 // the kernel's rt_sigreturn frame: restored from the ucontext at SP
 	CFAUnsupported = 5 // a rule the BPF walk cannot apply: the walk ends there
+	CFADerefFP     = 6 // CFA = *(FP + CFAOffset): GCC's stack realignment (DRAP) body
 
 	RegSame      = 0
 	RegUndefined = 1
 	RegAtCFA     = 2
+	RegAtFP      = 3 // saved at FP + offset (the callee's FP): DRAP's frame pointer
 
 	RowRoot   = 1 // a thread's entry function: its frame is the last
 	RowGoTop  = 2 // a Go top frame (runtime.goexit, runtime.mstart): the last frame
@@ -109,7 +111,7 @@ func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
 	}
 	var rows []Row
 	t.Rows(func(start, end uint64, r *unwindtable.Rule) {
-		row := convert(r)
+		row := convert(t, r)
 		row.PC = start
 		if n := len(rows); n > 0 && rows[n-1].PC == start {
 			rows[n-1] = row
@@ -123,7 +125,13 @@ func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
 	return merge(rows)
 }
 
-func convert(r *unwindtable.Rule) Row {
+// convert compiles one rule. Beside the rules of registers and offsets,
+// two DWARF-expression patterns are compiled: x86-64 PLT stubs (the table
+// reads them as CFAPLT) and GCC's stack realignment through a DRAP
+// register (-mstackrealign, over-aligned locals with alloca), whose body
+// has CFA = *(rbp - 8) and the caller's rbp saved at rbp + 0 (DW_CFA_expression
+// DW_OP_breg6 0). Any other expression ends the walk (CFAUnsupported).
+func convert(t *unwindtable.Table, r *unwindtable.Rule) Row {
 	var out Row
 	switch {
 	case r.CFABase == unwindtable.CFANone:
@@ -142,6 +150,8 @@ func convert(r *unwindtable.Rule) Row {
 	case r.CFABase == unwindtable.CFAPLT && r.CFAReg < 16:
 		out.CFA = CFAPLT
 		out.Flags = r.CFAReg << 4
+	case r.CFABase == unwindtable.CFARegDeref && r.CFAReg == dwarfFP:
+		out.CFA = CFADerefFP
 	default:
 		out.CFA = CFAUnsupported
 		return out
@@ -159,10 +169,45 @@ func convert(r *unwindtable.Rule) Row {
 	case unwindtable.RegSame:
 	case unwindtable.RegAtCFA:
 		out.FP, out.FPOff = RegAtCFA, r.FPOffset
+	case unwindtable.RegExpr:
+		if off, ok := bregFP(t.Expr(r.FPOffset)); ok {
+			out.FP, out.FPOff = RegAtFP, off
+			break
+		}
+		out.CFA = CFAUnsupported
 	default:
 		out.CFA = CFAUnsupported
 	}
 	return out
+}
+
+// bregFP matches the expression DW_OP_breg6 (rbp) N: an address FP + N.
+func bregFP(e []byte) (int32, bool) {
+	if len(e) < 2 || e[0] != 0x70+dwarfFP {
+		return 0, false
+	}
+	var v int64
+	var shift uint
+	for i, b := range e[1:] {
+		if shift > 56 {
+			return 0, false
+		}
+		v |= int64(b&0x7f) << shift
+		shift += 7
+		if b&0x80 == 0 {
+			if i+2 != len(e) {
+				return 0, false // more operations follow
+			}
+			if shift < 64 && b&0x40 != 0 {
+				v |= -1 << shift
+			}
+			if v < -1<<31 || v >= 1<<31 {
+				return 0, false
+			}
+			return int32(v), true
+		}
+	}
+	return 0, false
 }
 
 // markRows splits rows at the marked functions' extents and flags the rows

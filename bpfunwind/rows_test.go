@@ -1,6 +1,7 @@
 package bpfunwind
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/rewindstack/rewind/target"
@@ -33,7 +34,7 @@ func TestCompileRowsLibc(t *testing.T) {
 	tab.Rows(func(start, end uint64, r *unwindtable.Rule) {
 		for _, pc := range []uint64{start, start + (end-start)/2, end - 1} {
 			got, ok := Lookup(rows, pc)
-			want := convert(r)
+			want := convert(tab, r)
 			if !ok {
 				t.Fatalf("%#x: no row", pc)
 			}
@@ -57,4 +58,96 @@ func TestCompileRowsLibc(t *testing.T) {
 		t.Errorf("no thread root marked in libc (clone, clone3)")
 	}
 	t.Logf("%d lookups agree", checked)
+}
+
+// TestCompileRowsKinds counts, in Debian's libc, libstdc++ and Python
+// 3.11, the table rows that are DWARF expressions and the rows the BPF
+// walk cannot apply: the PLT stubs' expression is compiled (one row per
+// file), the only others are libc's signal restorer (restored from the
+// ucontext) and a few rows of its context-switching functions, whose CFA
+// is in another register.
+func TestCompileRowsKinds(t *testing.T) {
+	for _, f := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/bin/python3.11"} {
+		mod := (&target.Objects{}).Module(f)
+		if mod.File == nil {
+			t.Logf("%s: %v", f, mod.Err)
+			continue
+		}
+		tab, err := mod.Table()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var expr, plt, unsupported, total int
+		tab.Rows(func(start, end uint64, r *unwindtable.Rule) {
+			total++
+			switch r.CFABase {
+			case unwindtable.CFAPLT, unwindtable.CFARegDeref, unwindtable.CFAExpr:
+				expr++
+			}
+			row := convert(tab, r)
+			if row.CFA == CFAPLT {
+				plt++
+			}
+			if row.CFA == CFAUnsupported {
+				unsupported++
+			}
+		})
+		t.Logf("%s: %d table rows, %d DWARF-expression CFAs (%d PLT), %d rows the walk cannot apply", f, total, expr, plt, unsupported)
+		if plt == 0 {
+			t.Errorf("%s: no PLT row compiled", f)
+		}
+		if unsupported > 10 {
+			t.Errorf("%s: %d rows the walk cannot apply", f, unsupported)
+		}
+	}
+}
+
+// TestCompileRowsRealign compiles GCC's stack realignment through a DRAP
+// register (an over-aligned local beside alloca): the function's body,
+// where CFA = *(rbp - 8) and rbp is saved at rbp + 0, compiles to rows the
+// walk applies.
+func TestCompileRowsRealign(t *testing.T) {
+	dir := t.TempDir()
+	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "realign", mustAbs(t, "testdata/realign.c"))
+	mod := (&target.Objects{}).Module(filepath.Join(dir, "realign"))
+	if mod.File == nil {
+		t.Fatal(mod.Err)
+	}
+	tab, err := mod.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi, ok := mod.File.SymbolExtent("realign")
+	if !ok {
+		t.Fatal("no symbol realign")
+	}
+	rows := CompileRows(tab, nil)
+	deref := 0
+	for pc := lo; pc < hi; pc++ {
+		r, ok := Lookup(rows, pc)
+		if !ok || r.CFA == CFAUnsupported && pc > lo+16 {
+			// (the prologue's CFA is in r10: only a leaf there
+			// ends the walk)
+			if rule, _ := tab.Lookup(pc); rule == nil || rule.CFABase != unwindtable.CFAReg {
+				t.Errorf("%#x: row %+v, rule %v", pc, r, rule)
+			}
+		}
+		if r.CFA == CFADerefFP {
+			deref++
+			if r.CFAOff != -8 || r.FP != RegAtFP || r.FPOff != 0 || r.RA != RegAtCFA || r.RAOff != -8 {
+				t.Errorf("%#x: DRAP row %+v", pc, r)
+			}
+		}
+	}
+	if deref < 16 {
+		t.Errorf("%d of realign's %d bytes have the DRAP row", deref, hi-lo)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

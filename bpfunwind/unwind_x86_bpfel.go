@@ -16,31 +16,37 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	unwindMapAsked     = "asked"
-	unwindMapConfig    = "config"
-	unwindMapCounts0   = "counts0"
-	unwindMapCounts1   = "counts1"
-	unwindMapErrors    = "errors"
-	unwindMapFiles     = "files"
-	unwindMapInodes    = "inodes"
-	unwindMapKstacks   = "kstacks"
-	unwindMapNotices   = "notices"
-	unwindMapOffcpu    = "offcpu"
-	unwindMapPids      = "pids"
-	unwindMapProcs     = "procs"
-	unwindMapPyasked   = "pyasked"
-	unwindMapPyprocs   = "pyprocs"
-	unwindMapPyscratch = "pyscratch"
-	unwindMapPystacks  = "pystacks"
-	unwindMapPythreads = "pythreads"
-	unwindMapRows      = "rows"
-	unwindMapScratch   = "scratch"
-	unwindMapStacks    = "stacks"
-	unwindProgOffCpu   = "off_cpu"
-	unwindProgOnCpu    = "on_cpu"
-	unwindProgOnExec   = "on_exec"
-	unwindProgOnExit   = "on_exit"
-	unwindProgOnFork   = "on_fork"
+	unwindMapAsked         = "asked"
+	unwindMapConfig        = "config"
+	unwindMapCounts0       = "counts0"
+	unwindMapCounts1       = "counts1"
+	unwindMapErrors        = "errors"
+	unwindMapFiles         = "files"
+	unwindMapInodes        = "inodes"
+	unwindMapKstacks0      = "kstacks0"
+	unwindMapKstacks1      = "kstacks1"
+	unwindMapNotices       = "notices"
+	unwindMapOffcpu        = "offcpu"
+	unwindMapPids          = "pids"
+	unwindMapProcs         = "procs"
+	unwindMapPyasked       = "pyasked"
+	unwindMapPyprocs       = "pyprocs"
+	unwindMapPyscratch     = "pyscratch"
+	unwindMapPystacks      = "pystacks"
+	unwindMapPythreads     = "pythreads"
+	unwindMapRows          = "rows"
+	unwindMapScratch       = "scratch"
+	unwindMapStacks        = "stacks"
+	unwindMapUnmapping     = "unmapping"
+	unwindProgOffCpu       = "off_cpu"
+	unwindProgOnCpu        = "on_cpu"
+	unwindProgOnExec       = "on_exec"
+	unwindProgOnExit       = "on_exit"
+	unwindProgOnFork       = "on_fork"
+	unwindProgOnMmap       = "on_mmap"
+	unwindProgOnMmapExit   = "on_mmap_exit"
+	unwindProgOnMunmap     = "on_munmap"
+	unwindProgOnMunmapExit = "on_munmap_exit"
 )
 
 // loadUnwind returns the embedded CollectionSpec for unwind.
@@ -85,11 +91,15 @@ type unwindSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type unwindProgramSpecs struct {
-	OffCpu *ebpf.ProgramSpec `ebpf:"off_cpu"`
-	OnCpu  *ebpf.ProgramSpec `ebpf:"on_cpu"`
-	OnExec *ebpf.ProgramSpec `ebpf:"on_exec"`
-	OnExit *ebpf.ProgramSpec `ebpf:"on_exit"`
-	OnFork *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OffCpu       *ebpf.ProgramSpec `ebpf:"off_cpu"`
+	OnCpu        *ebpf.ProgramSpec `ebpf:"on_cpu"`
+	OnExec       *ebpf.ProgramSpec `ebpf:"on_exec"`
+	OnExit       *ebpf.ProgramSpec `ebpf:"on_exit"`
+	OnFork       *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnMmap       *ebpf.ProgramSpec `ebpf:"on_mmap"`
+	OnMmapExit   *ebpf.ProgramSpec `ebpf:"on_mmap_exit"`
+	OnMunmap     *ebpf.ProgramSpec `ebpf:"on_munmap"`
+	OnMunmapExit *ebpf.ProgramSpec `ebpf:"on_munmap_exit"`
 }
 
 // unwindMapSpecs contains maps before they are loaded into the kernel.
@@ -103,7 +113,8 @@ type unwindMapSpecs struct {
 	Errors    *ebpf.MapSpec `ebpf:"errors"`
 	Files     *ebpf.MapSpec `ebpf:"files"`
 	Inodes    *ebpf.MapSpec `ebpf:"inodes"`
-	Kstacks   *ebpf.MapSpec `ebpf:"kstacks"`
+	Kstacks0  *ebpf.MapSpec `ebpf:"kstacks0"`
+	Kstacks1  *ebpf.MapSpec `ebpf:"kstacks1"`
 	Notices   *ebpf.MapSpec `ebpf:"notices"`
 	Offcpu    *ebpf.MapSpec `ebpf:"offcpu"`
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
@@ -116,6 +127,7 @@ type unwindMapSpecs struct {
 	Rows      *ebpf.MapSpec `ebpf:"rows"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
+	Unmapping *ebpf.MapSpec `ebpf:"unmapping"`
 }
 
 // unwindVariableSpecs contains global variables before they are loaded into the kernel.
@@ -151,7 +163,8 @@ type unwindMaps struct {
 	Errors    *ebpf.Map `ebpf:"errors"`
 	Files     *ebpf.Map `ebpf:"files"`
 	Inodes    *ebpf.Map `ebpf:"inodes"`
-	Kstacks   *ebpf.Map `ebpf:"kstacks"`
+	Kstacks0  *ebpf.Map `ebpf:"kstacks0"`
+	Kstacks1  *ebpf.Map `ebpf:"kstacks1"`
 	Notices   *ebpf.Map `ebpf:"notices"`
 	Offcpu    *ebpf.Map `ebpf:"offcpu"`
 	Pids      *ebpf.Map `ebpf:"pids"`
@@ -164,6 +177,7 @@ type unwindMaps struct {
 	Rows      *ebpf.Map `ebpf:"rows"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
+	Unmapping *ebpf.Map `ebpf:"unmapping"`
 }
 
 func (m *unwindMaps) Close() error {
@@ -175,7 +189,8 @@ func (m *unwindMaps) Close() error {
 		m.Errors,
 		m.Files,
 		m.Inodes,
-		m.Kstacks,
+		m.Kstacks0,
+		m.Kstacks1,
 		m.Notices,
 		m.Offcpu,
 		m.Pids,
@@ -188,6 +203,7 @@ func (m *unwindMaps) Close() error {
 		m.Rows,
 		m.Scratch,
 		m.Stacks,
+		m.Unmapping,
 	)
 }
 
@@ -201,11 +217,15 @@ type unwindVariables struct {
 //
 // It can be passed to loadUnwindObjects or ebpf.CollectionSpec.LoadAndAssign.
 type unwindPrograms struct {
-	OffCpu *ebpf.Program `ebpf:"off_cpu"`
-	OnCpu  *ebpf.Program `ebpf:"on_cpu"`
-	OnExec *ebpf.Program `ebpf:"on_exec"`
-	OnExit *ebpf.Program `ebpf:"on_exit"`
-	OnFork *ebpf.Program `ebpf:"on_fork"`
+	OffCpu       *ebpf.Program `ebpf:"off_cpu"`
+	OnCpu        *ebpf.Program `ebpf:"on_cpu"`
+	OnExec       *ebpf.Program `ebpf:"on_exec"`
+	OnExit       *ebpf.Program `ebpf:"on_exit"`
+	OnFork       *ebpf.Program `ebpf:"on_fork"`
+	OnMmap       *ebpf.Program `ebpf:"on_mmap"`
+	OnMmapExit   *ebpf.Program `ebpf:"on_mmap_exit"`
+	OnMunmap     *ebpf.Program `ebpf:"on_munmap"`
+	OnMunmapExit *ebpf.Program `ebpf:"on_munmap_exit"`
 }
 
 func (p *unwindPrograms) Close() error {
@@ -215,6 +235,10 @@ func (p *unwindPrograms) Close() error {
 		p.OnExec,
 		p.OnExit,
 		p.OnFork,
+		p.OnMmap,
+		p.OnMmapExit,
+		p.OnMunmap,
+		p.OnMunmapExit,
 	)
 }
 

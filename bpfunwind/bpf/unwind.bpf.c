@@ -120,7 +120,7 @@ struct bpf_perf_event_data {
 #define MAX_ROWS (1 << 20) // rows of all files (24 bytes each)
 #define MAX_STACKS 32768  // distinct user stacks kept
 #define MAX_COUNTS 65536  // distinct (thread, stack) counted per period
-#define MAX_KSTACKS 16384 // distinct kernel stacks
+#define MAX_KSTACKS 16384 // distinct kernel stacks, in each of two maps
 
 // Rule kinds (bpfunwind/rows.go writes them).
 #define CFA_SP 1
@@ -128,11 +128,13 @@ struct bpf_perf_event_data {
 #define CFA_PLT 3
 #define CFA_SIGNAL 4 // x86-64 rt_sigreturn frame: restore from the ucontext at SP
 #define CFA_UNSUPPORTED 5
+#define CFA_DEREF_FP 6 // CFA = *(FP + off): GCC's stack realignment (DRAP)
 #define CFA_NONE 0
 
 #define REG_SAME 0
 #define REG_UNDEFINED 1
 #define REG_AT_CFA 2
+#define REG_AT_FP 3 // saved at FP + off (DRAP's frame pointer)
 
 #define ROW_ROOT 1   // a thread's entry function: this is the last frame
 #define ROW_GOTOP 2  // a Go top frame (runtime.goexit, mstart): last frame
@@ -210,8 +212,11 @@ struct count_key {
 	__u32 pid, tid;
 	__u64 stack;   // hash of the user stack (key of stacks), 0: none
 	__s32 kstack;  // kernel stack id, < 0: none
-	__u32 kind;    // 0: on-CPU sample, 1: off-CPU interval
+	__u32 kind;    // KIND_*: 0 on-CPU sample, 1 off-CPU interval; KSTACKS1: kstack is in kstacks1
 };
+
+#define KIND_OFFCPU 1
+#define KSTACKS1 0x100
 
 struct notice {
 	__u32 pid;
@@ -272,12 +277,15 @@ struct {
 	__type(value, struct stack);
 } stacks SEC(".maps");
 
+// Kernel stacks, in the map of the period they were taken in (the count
+// map's twin): user space empties the map of a period once it has read
+// its counts, keeping the stacks of blocked intervals still open.
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, MAX_KSTACKS);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, 127 * sizeof(__u64));
-} kstacks SEC(".maps");
+} kstacks0 SEC(".maps"), kstacks1 SEC(".maps");
 
 // A count: the sum of the values (1 per sample, or nanoseconds off CPU)
 // and the number of events.
@@ -301,10 +309,11 @@ struct {
 } offcpu SEC(".maps");
 
 // Counters of what could not be counted: 0 count map full, 1 stacks map
-// update failed, 2 off-CPU start map full, 3 notices dropped.
+// update failed, 2 off-CPU start map full, 3 notices dropped, 4 kernel
+// stacks not kept (their hash bucket was taken: the map is too small).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, __u64);
 } errors SEC(".maps");
@@ -526,6 +535,10 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	case CFA_FP:
 		cfa = w->fp + (__s64)r->cfa_off;
 		break;
+	case CFA_DEREF_FP:
+		if (read_u64(w->fp + (__s64)r->cfa_off, &cfa))
+			return END_UNREADABLE;
+		break;
 	case CFA_PLT:
 		cfa = w->sp + (__s64)r->cfa_off + (((lookup & 15) >= (__u64)(r->flags >> 4)) ? 8 : 0);
 		break;
@@ -553,6 +566,9 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 		return END_UNREADABLE;
 	if (r->fp == REG_AT_CFA) {
 		if (read_u64(cfa + (__s64)r->fp_off, &fp))
+			return END_UNREADABLE;
+	} else if (r->fp == REG_AT_FP) {
+		if (read_u64(w->fp + (__s64)r->fp_off, &fp))
 			return END_UNREADABLE;
 	} else if (r->fp != REG_SAME) {
 		return END_UNSUPPORTED;
@@ -667,10 +683,20 @@ static __always_inline bool wanted(struct config *cfg, __u32 tgid)
 	return bpf_map_lookup_elem(&pids, &tgid) != NULL;
 }
 
-// fill_key walks the current task's stacks into k.
-static __always_inline void fill_key(void *ctx, struct task_struct *task, struct count_key *k, __u64 skip)
+#define EEXIST 17
+
+// fill_key walks the current task's stacks into k, the kernel stack into
+// the period's kernel-stack map.
+static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_struct *task, struct count_key *k, __u64 skip)
 {
-	k->kstack = bpf_get_stackid(ctx, &kstacks, skip);
+	if (cfg && cfg->active == 1) {
+		k->kstack = bpf_get_stackid(ctx, &kstacks1, skip);
+		k->kind |= KSTACKS1;
+	} else {
+		k->kstack = bpf_get_stackid(ctx, &kstacks0, skip);
+	}
+	if (k->kstack == -EEXIST)
+		bump(4);
 	k->stack = 0;
 	// A kernel thread has no user stack, nor has an exiting task whose
 	// memory is being torn down.
@@ -694,7 +720,7 @@ int on_cpu(struct bpf_perf_event_data *ctx)
 	if (!wanted(cfg, k.pid))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	fill_key(ctx, task, &k, 0);
+	fill_key(ctx, cfg, task, &k, 0);
 	add(counts, &k, 1);
 	return 0; // nothing for the perf ring buffer
 }
@@ -729,10 +755,10 @@ int off_cpu(__u64 *ctx)
 	struct offstart s = {.ts = now};
 	s.key.pid = ptgid;
 	s.key.tid = ptid;
-	s.key.kind = 1;
+	s.key.kind = KIND_OFFCPU;
 	// The kernel stack starts at __schedule: the program's own frame
 	// and the tracepoint's trampoline are skipped.
-	fill_key(ctx, prev, &s.key, 2);
+	fill_key(ctx, cfg, prev, &s.key, 2);
 	if (bpf_map_update_elem(&offcpu, &ptid, &s, BPF_ANY) != 0)
 		bump(2);
 	return 0;
@@ -779,6 +805,93 @@ int on_exit(__u64 *ctx)
 	active_counts(&cfg);
 	if (wanted(cfg, tid))
 		notify(tid, 2);
+	return 0;
+}
+
+// Unmapping. A described mapping that a munmap (or a MAP_FIXED mmap over
+// it) removes must not keep resolving to its old file: at the syscall's
+// entry the process's description is dropped (its walks find their files
+// through the VMAs meanwhile), and at its exit, once the mapping is gone,
+// user space is told to describe the process again.
+struct sys_enter_mem {
+	__u64 common;
+	__s64 nr;
+	__u64 addr, len, prot, flags;
+};
+
+struct sys_exit_mem {
+	__u64 common;
+	__s64 nr;
+	__s64 ret;
+};
+
+#define MAP_FIXED 0x10
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} unmapping SEC(".maps");
+
+static __always_inline void unmap_enter(__u64 addr, __u64 len)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p || len == 0 || addr + len < addr)
+		return;
+	// The last mapping starting in [addr, addr+len) or before it is the
+	// only one that can overlap it (they are sorted and disjoint).
+	struct msearch c = {.p = p, .key = addr + len - 1, .lo = 0, .hi = p->n};
+	if (c.hi > MAX_MAPS)
+		c.hi = MAX_MAPS;
+	bpf_loop(10, msearch_step, &c, 0);
+	if (c.lo == 0 || c.lo > MAX_MAPS)
+		return;
+	if (p->m[(c.lo - 1) & (MAX_MAPS - 1)].end <= addr)
+		return;
+	bpf_map_delete_elem(&procs, &tgid);
+	bpf_map_update_elem(&unmapping, &tid, &tgid, BPF_ANY);
+}
+
+static __always_inline void unmap_exit(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 *tgid = bpf_map_lookup_elem(&unmapping, &tid);
+	if (!tgid)
+		return;
+	__u32 pid = *tgid;
+	bpf_map_delete_elem(&unmapping, &tid);
+	notify(pid, 3);
+}
+
+SEC("tracepoint/syscalls/sys_enter_munmap")
+int on_munmap(struct sys_enter_mem *ctx)
+{
+	unmap_enter(ctx->addr, ctx->len);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_munmap")
+int on_munmap_exit(struct sys_exit_mem *ctx)
+{
+	unmap_exit();
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int on_mmap(struct sys_enter_mem *ctx)
+{
+	if (ctx->flags & MAP_FIXED)
+		unmap_enter(ctx->addr, ctx->len);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int on_mmap_exit(struct sys_exit_mem *ctx)
+{
+	unmap_exit();
 	return 0;
 }
 

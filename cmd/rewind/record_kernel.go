@@ -252,8 +252,8 @@ func (kr *kernelRecording) notes() {
 		warn(fmt.Sprintf("%s (%d times)", s, n))
 	}
 	e := kr.u.Errors()
-	if e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost > 0 {
-		warn(fmt.Sprintf("the kernel's maps were full: %d counts, %d stacks, %d off-CPU starts, %d notices not kept",
-			e.CountsFull, e.StacksFull, e.OffCPUFull, e.NoticesLost))
+	if e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost+e.KStacksFull > 0 {
+		warn(fmt.Sprintf("the kernel's maps were full: %d counts, %d stacks, %d off-CPU starts, %d notices, %d kernel stacks not kept",
+			e.CountsFull, e.StacksFull, e.OffCPUFull, e.NoticesLost, e.KStacksFull))
 	}
 }
