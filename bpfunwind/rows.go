@@ -18,6 +18,7 @@ const (
 	CFASignal      = 4 // the kernel's rt_sigreturn frame: restored from the ucontext at SP
 	CFAUnsupported = 5 // a rule the BPF walk cannot apply: the walk ends there
 	CFADerefFP     = 6 // CFA = *(FP + CFAOffset): GCC's stack realignment (DRAP) body
+	CFAReg         = 7 // CFA = r10 or r13 (in the flags' high nibble) + CFAOffset: DRAP's prologue, in the leaf frame only
 
 	RegSame      = 0
 	RegUndefined = 1
@@ -92,13 +93,16 @@ type Row struct {
 	CFA    uint8
 	RA     uint8
 	FP     uint8
-	Flags  uint8 // Row* flags; for CFAPLT the threshold in the high nibble
+	Flags  uint8 // Row* flags; the high nibble: CFAPLT's threshold, CFAReg's register
 }
 
 // DWARF numbers of the x86-64 stack and frame pointers.
 const (
 	dwarfSP = 7
 	dwarfFP = 6
+	// GCC's DRAP registers: r10, or r13 where r10 is taken.
+	dwarfR10 = 10
+	dwarfR13 = 13
 )
 
 // CompileRows turns a file's unwind table into rows the BPF walk applies,
@@ -130,7 +134,9 @@ func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
 // reads them as CFAPLT) and GCC's stack realignment through a DRAP
 // register (-mstackrealign, over-aligned locals with alloca), whose body
 // has CFA = *(rbp - 8) and the caller's rbp saved at rbp + 0 (DW_CFA_expression
-// DW_OP_breg6 0). Any other expression ends the walk (CFAUnsupported).
+// DW_OP_breg6 0), and whose prologue and epilogue have CFA = r10 (or r13),
+// which the walk knows in the sampled frame only. Any other expression
+// ends the walk (CFAUnsupported).
 func convert(t *unwindtable.Table, r *unwindtable.Rule) Row {
 	var out Row
 	switch {
@@ -149,6 +155,9 @@ func convert(t *unwindtable.Table, r *unwindtable.Rule) Row {
 		out.CFA = CFAFP
 	case r.CFABase == unwindtable.CFAPLT && r.CFAReg < 16:
 		out.CFA = CFAPLT
+		out.Flags = r.CFAReg << 4
+	case r.CFABase == unwindtable.CFAReg && (r.CFAReg == dwarfR10 || r.CFAReg == dwarfR13):
+		out.CFA = CFAReg
 		out.Flags = r.CFAReg << 4
 	case r.CFABase == unwindtable.CFARegDeref && r.CFAReg == dwarfFP:
 		out.CFA = CFADerefFP

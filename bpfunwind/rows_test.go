@@ -104,8 +104,8 @@ func TestCompileRowsKinds(t *testing.T) {
 
 // TestCompileRowsRealign compiles GCC's stack realignment through a DRAP
 // register (an over-aligned local beside alloca): the function's body,
-// where CFA = *(rbp - 8) and rbp is saved at rbp + 0, compiles to rows the
-// walk applies.
+// where CFA = *(rbp - 8) and rbp is saved at rbp + 0, and its prologue and
+// epilogue, where CFA = r10, compile to rows the walk applies.
 func TestCompileRowsRealign(t *testing.T) {
 	dir := t.TempDir()
 	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "realign", mustAbs(t, "testdata/realign.c"))
@@ -122,15 +122,15 @@ func TestCompileRowsRealign(t *testing.T) {
 		t.Fatal("no symbol realign")
 	}
 	rows := CompileRows(tab, nil)
-	deref := 0
+	deref, prologue := 0, 0
 	for pc := lo; pc < hi; pc++ {
 		r, ok := Lookup(rows, pc)
-		if !ok || r.CFA == CFAUnsupported && pc > lo+16 {
-			// (the prologue's CFA is in r10: only a leaf there
-			// ends the walk)
-			if rule, _ := tab.Lookup(pc); rule == nil || rule.CFABase != unwindtable.CFAReg {
-				t.Errorf("%#x: row %+v, rule %v", pc, r, rule)
-			}
+		if !ok || r.CFA == CFAUnsupported || r.CFA == CFANone {
+			rule, _ := tab.Lookup(pc)
+			t.Errorf("%#x: row %+v, rule %v", pc, r, rule)
+		}
+		if r.CFA == CFAReg {
+			prologue++ // CFA = r10: the prologue and epilogue
 		}
 		if r.CFA == CFADerefFP {
 			deref++
@@ -139,8 +139,8 @@ func TestCompileRowsRealign(t *testing.T) {
 			}
 		}
 	}
-	if deref < 16 {
-		t.Errorf("%d of realign's %d bytes have the DRAP row", deref, hi-lo)
+	if deref < 16 || prologue == 0 {
+		t.Errorf("of realign's %d bytes, %d have the DRAP body's row, %d the prologue's", hi-lo, deref, prologue)
 	}
 }
 

@@ -60,7 +60,9 @@ static long (*bpf_find_vma)(void *task, __u64 addr, void *callback_fn, void *cal
 
 // Kernel types, only the fields used; CO-RE finds them by name.
 struct pt_regs {
+	unsigned long r13;
 	unsigned long bp;
+	unsigned long r10;
 	unsigned long ip;
 	unsigned long cs;
 	unsigned long sp;
@@ -129,6 +131,7 @@ struct bpf_perf_event_data {
 #define CFA_SIGNAL 4 // x86-64 rt_sigreturn frame: restore from the ucontext at SP
 #define CFA_UNSUPPORTED 5
 #define CFA_DEREF_FP 6 // CFA = *(FP + off): GCC's stack realignment (DRAP)
+#define CFA_REG 7       // CFA = r10 or r13 (DWARF number in the flags' high nibble) + off: DRAP's prologue, leaf frame only
 #define CFA_NONE 0
 
 #define REG_SAME 0
@@ -166,7 +169,7 @@ struct row {
 	__u8 cfa;       // CFA_*
 	__u8 ra;        // REG_*
 	__u8 fp;        // REG_*
-	__u8 flags;     // ROW_*; the PLT threshold in the high nibble for CFA_PLT
+	__u8 flags;     // ROW_*; the high nibble: CFA_PLT's threshold, CFA_REG's register
 };
 
 struct file_rows {
@@ -339,6 +342,7 @@ struct {
 
 struct walk {
 	__u64 pc, sp, fp;
+	__u64 r10, r13; // the sampled registers: known in the leaf frame only
 	__u32 tgid;
 	__u32 _pad;
 	__u64 hash;
@@ -535,6 +539,12 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	case CFA_FP:
 		cfa = w->fp + (__s64)r->cfa_off;
 		break;
+	case CFA_REG:
+		if (i != 0)
+			return END_UNSUPPORTED;
+		cfa = (r->flags >> 4) == 10 ? w->r10 : w->r13;
+		cfa += (__s64)r->cfa_off;
+		break;
 	case CFA_DEREF_FP:
 		if (read_u64(w->fp + (__s64)r->cfa_off, &cfa))
 			return END_UNREADABLE;
@@ -614,15 +624,17 @@ static long walk_one(__u32 i, struct loop_ctx *c)
 
 // walk_user unwinds the current task's user stack from regs into the
 // scratch, stores it in stacks and returns its key (0: none).
-static __always_inline __u64 walk_user(__u64 ip, __u64 sp, __u64 bp, __u32 tgid)
+static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 {
 	__u32 zero = 0;
 	struct walk *w = bpf_map_lookup_elem(&scratch, &zero);
 	if (!w)
 		return 0;
-	w->pc = ip;
-	w->sp = sp;
-	w->fp = bp;
+	w->pc = regs->ip;
+	w->sp = regs->sp;
+	w->fp = regs->bp;
+	w->r10 = regs->r10;
+	w->r13 = regs->r13;
 	w->tgid = tgid;
 	w->hash = 0xcbf29ce484222325ULL;
 	w->st.n = 0;
@@ -705,7 +717,7 @@ static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_
 	struct pt_regs *regs = bpf_task_pt_regs(task);
 	if (!regs)
 		return;
-	k->stack = walk_user(regs->ip, regs->sp, regs->bp, k->pid);
+	k->stack = walk_user(regs, k->pid);
 }
 
 SEC("perf_event")

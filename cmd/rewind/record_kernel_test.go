@@ -63,7 +63,8 @@ func inclusiveShares(t *testing.T, folded string, fns []string) map[string]float
 // TestRecordUnwindInKernelMatchesUser records the same runs of CPU-bound
 // programs with --unwind-in kernel and --unwind-in user at once: C built without frame
 // pointers in Debian's libc (qsort), C++ throwing and catching exceptions
-// (libgcc's unwinder), and a garbage-collecting Go program. At least 99%
+// (libgcc's unwinder), a garbage-collecting Go program, C whose stack GCC
+// realigns (DWARF-expression CFAs) and C calling through PLT stubs. At least 99%
 // of the kernel walks must reach the thread's root, and the hot
 // functions' shares of the samples must agree within 5 points with the
 // user-space unwinding of stack copies.
@@ -75,22 +76,33 @@ func TestRecordUnwindInKernelMatchesUser(t *testing.T) {
 	src, _ := filepath.Abs("../../bpfunwind/testdata")
 	cases := []struct {
 		name  string
-		build []string
+		build [][]string
 		hot   []string
 	}{
-		{"c-nofp-libc", []string{"gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "c-nofp-libc", src + "/spin.c"},
+		{"c-nofp-libc", [][]string{{"gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "c-nofp-libc", src + "/spin.c"}},
 			[]string{"inner", "__GI___qsort_r", "msort_with_tmp", "cmp", "main"}},
-		{"cxx-throw", []string{"g++", "-O2", "-g", "-o", "cxx-throw", src + "/throw.cc"},
+		{"cxx-throw", [][]string{{"g++", "-O2", "-g", "-o", "cxx-throw", src + "/throw.cc"}},
 			[]string{"catcher(int)", "thrower(int)", "__cxa_throw", "_Unwind_RaiseException", "main"}},
-		{"go-gc", []string{"go", "build", "-o", "go-gc", src + "/spin.go"},
+		{"go-gc", [][]string{{"go", "build", "-o", "go-gc", src + "/spin.go"}},
 			[]string{"main.hot", "runtime.mallocgc", "main.main", "runtime.gcBgMarkWorker"}},
+		// GCC's stack realignment: the CFA is a DWARF expression in
+		// realign's body and r10 in its prologue.
+		{"c-realign", [][]string{{"gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "c-realign", src + "/realign.c"}},
+			[]string{"inner", "realign", "main"}},
+		// Calls through a PLT stub (its CFA is the PLT expression)
+		// into a shared library.
+		{"c-plt", [][]string{{"gcc", "-O2", "-g", "-shared", "-fPIC", "-DLIB", "-o", "libpltnop.so", src + "/plt.c"},
+			{"gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "c-plt", src + "/plt.c", "-L.", "-lpltnop", "-Wl,-rpath,$ORIGIN"}},
+			[]string{"nop", "nop@plt", "calls", "main"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(c.build[0], c.build[1:]...)
-			cmd.Dir = dir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("%v: %v\n%s", c.build, err, out)
+			for _, b := range c.build {
+				cmd := exec.Command(b[0], b[1:]...)
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%v: %v\n%s", b, err, out)
+				}
 			}
 			exe := filepath.Join(dir, c.name)
 			// Both recordings watch the same run of the program, at
