@@ -238,14 +238,7 @@ func Load(opt Options) (*Unwinder, error) {
 	}
 	u.opt.Sizes = opt.Sizes
 	if err := u.loadObjects(); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("the kernel's verifier refused the unwinder: %v", firstLine(ve.Error()))
-		}
-		if errors.Is(err, unix.EPERM) {
-			return nil, errors.New("not permitted to load BPF programs (needs root, or CAP_BPF and CAP_PERFMON)")
-		}
-		return nil, fmt.Errorf("loading the BPF unwinder: %v", firstLine(err.Error()))
+		return nil, loadError(err)
 	}
 	cfg := config{}
 	if len(opt.PIDs) > 0 || opt.Filter {
@@ -297,6 +290,18 @@ func Load(opt Options) (*Unwinder, error) {
 		u.Describe(pid)
 	}
 	return u, nil
+}
+
+// loadError says in one line why the programs did not load.
+func loadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("the kernel's verifier refused the unwinder: %v", firstLine(ve.Error()))
+	}
+	if errors.Is(err, unix.EPERM) {
+		return errors.New("not permitted to load BPF programs (needs root, or CAP_BPF and CAP_PERFMON)")
+	}
+	return fmt.Errorf("loading the BPF unwinder: %v", firstLine(err.Error()))
 }
 
 func firstLine(s string) string {
