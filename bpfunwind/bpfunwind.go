@@ -133,6 +133,9 @@ type Stack struct {
 	Events uint64
 	// OffCPU marks a blocked stack (Value in nanoseconds).
 	OffCPU bool
+	// Gen is the description of the process the walk found its files
+	// with (Describe's count; 0: none), which Feed names the PCs with.
+	Gen int
 	// Interp are the CPython frames the thread ran, innermost first,
 	// each with the evaluation-loop activation running it (python.go).
 	Interp []target.InterpFrame
@@ -146,7 +149,7 @@ type mapping struct {
 
 type proc struct {
 	N    uint32
-	_    uint32
+	Gen  uint32
 	Maps [MaxMaps]mapping
 }
 
@@ -154,6 +157,8 @@ type stackVal struct {
 	N      uint32
 	End    uint8
 	_      [3]uint8
+	Gen    uint32
+	_      uint32
 	FPMask [2]uint64
 	PCs    [MaxFrames]uint64
 }
@@ -205,6 +210,7 @@ type Unwinder struct {
 	nextRow      uint32
 	procMaps     map[int][]target.Mapping                // what each process was described with
 	gen          map[int]int                             // descriptions of each process made
+	history      map[int]map[int][]target.Mapping        // the last descriptions of each process, by gen
 	fed          map[*profiles.Collector]map[int]int     // descriptions handed to each collector by Feed
 	comms        map[int]string                          // each process's command name when described
 	named        map[*profiles.Collector]map[[2]int]bool // threads (PID, TID) named to each collector
@@ -231,7 +237,7 @@ func Load(opt Options) (*Unwinder, error) {
 	if opt.Objects == nil {
 		opt.Objects = &target.Objects{}
 	}
-	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
+	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, history: map[int]map[int][]target.Mapping{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
 		notes: map[string]int{}, done: make(chan struct{})}
 	if opt.Sizes == (Sizes{}) {
 		opt.Sizes = Host

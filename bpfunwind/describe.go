@@ -53,6 +53,14 @@ func (u *Unwinder) Describe(pid int) error {
 	u.procMaps[pid] = kept
 	u.comms[pid] = strings.TrimSpace(string(comm))
 	u.gen[pid]++
+	p.Gen = uint32(u.gen[pid])
+	h := u.history[pid]
+	if h == nil {
+		h = map[int][]target.Mapping{}
+		u.history[pid] = h
+	}
+	h[u.gen[pid]] = kept
+	delete(h, u.gen[pid]-historyLen)
 	u.mu.Unlock()
 	if err := u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny); err != nil {
 		u.note("the BPF process map is full")
@@ -61,6 +69,12 @@ func (u *Unwinder) Describe(pid int) error {
 	u.describePython(pid, maps)
 	return nil
 }
+
+// historyLen is how many descriptions of a process are kept for naming
+// the stacks walked with them: a period's stacks span the descriptions
+// made in it (a process that maps and unmaps libraries more often than
+// that between two reads has its older stacks named with the newest).
+const historyLen = 16
 
 // Maps returns the executable mappings a process was last described with.
 func (u *Unwinder) Maps(pid int) []target.Mapping {

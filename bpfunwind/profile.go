@@ -3,6 +3,7 @@ package bpfunwind
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -35,18 +36,31 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 	}
 	fedTo, namedTo := u.fed[col], u.named[col]
 	u.mu.Unlock()
-	for _, s := range stacks {
+	for _, i := range u.byGen(stacks) {
+		s := stacks[i]
 		u.mu.Lock()
-		gen, fed := u.gen[s.PID], fedTo[s.PID]
+		latest, fed := u.gen[s.PID], fedTo[s.PID]
+		// A stack is named with the description its walk used, fed at
+		// a time of its own just before t (a nanosecond per newer
+		// description), so that the collector replays it between them.
+		gen, maps := latest, u.procMaps[s.PID]
+		if old, ok := u.history[s.PID][s.Gen]; ok && s.Gen != latest {
+			gen, maps = s.Gen, old
+		}
+		at := t - min(uint64(latest-gen), t)
 		thread := [2]int{s.PID, s.TID}
-		maps, comm, named := u.procMaps[s.PID], u.comms[s.PID], namedTo[thread]
+		comm, named := u.comms[s.PID], namedTo[thread]
 		if gen != fed {
 			fedTo[s.PID] = gen
 		}
 		namedTo[thread] = true
 		u.mu.Unlock()
 		if gen != fed {
-			col.AddMappings(s.PID, maps)
+			if fed == 0 {
+				col.AddMappings(s.PID, maps)
+			} else {
+				col.AddMappingsAt(s.PID, at, maps)
+			}
 		}
 		if !named {
 			col.AddComm(s.PID, s.TID, threadComm(s.PID, s.TID, comm))
@@ -59,9 +73,42 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		if len(s.User) == 0 {
 			end = ""
 		}
-		smp := col.AddStack(s.PID, s.TID, t, value, count, s.User, s.Kernel, end)
+		smp := col.AddStack(s.PID, s.TID, at, value, count, s.User, s.Kernel, end)
 		smp.Interp = s.Interp
 	}
+}
+
+// byGen returns the order Feed takes stacks in: the stacks of each
+// process by the description their walks used, oldest first (walks that
+// used none, and those whose description is forgotten, with the newest).
+func (u *Unwinder) byGen(stacks []Stack) []int {
+	idx := make([]int, len(stacks))
+	for i := range idx {
+		idx[i] = i
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	key := func(s *Stack) int {
+		if _, ok := u.history[s.PID][s.Gen]; ok {
+			return s.Gen
+		}
+		return u.gen[s.PID]
+	}
+	sorted := true
+	for i := 1; i < len(stacks) && sorted; i++ {
+		a, b := &stacks[i-1], &stacks[i]
+		sorted = a.PID != b.PID || key(a) <= key(b)
+	}
+	if !sorted {
+		sort.SliceStable(idx, func(i, j int) bool {
+			a, b := &stacks[idx[i]], &stacks[idx[j]]
+			if a.PID != b.PID {
+				return a.PID < b.PID
+			}
+			return key(a) < key(b)
+		})
+	}
+	return idx
 }
 
 // forgetExited drops what is kept of the processes that exited before
@@ -76,6 +123,7 @@ func (u *Unwinder) forgetExited() {
 		u.forgetPython(pid)
 		delete(u.procMaps, pid)
 		delete(u.gen, pid)
+		delete(u.history, pid)
 		delete(u.comms, pid)
 		for _, fed := range u.fed {
 			delete(fed, pid)

@@ -307,11 +307,15 @@ func (c *Collector) AddProcess(pid int) error {
 // source kept (as if recorded before time 0), as AddProcess does from
 // /proc: rewind's in-kernel unwinder describes processes while they run,
 // and their stacks are built when they may have exited.
-func (c *Collector) AddMappings(pid int, maps []target.Mapping) {
+func (c *Collector) AddMappings(pid int, maps []target.Mapping) { c.AddMappingsAt(pid, 0, maps) }
+
+// AddMappingsAt is AddMappings at time t (perf clock): samples from t on
+// are named with these mappings, where they replace others.
+func (c *Collector) AddMappingsAt(pid int, t uint64, maps []target.Mapping) {
 	for i := range maps {
 		if m := maps[i]; m.Executable() {
 			m.Module, m.Bias = nil, 0
-			c.add(event{kind: perfdata.RecordMmap2, pid: pid, mmap: &m})
+			c.add(event{time: t, kind: perfdata.RecordMmap2, pid: pid, mmap: &m})
 		}
 	}
 }

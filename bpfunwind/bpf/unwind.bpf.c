@@ -199,7 +199,7 @@ struct mapping {
 
 struct proc {
 	__u32 n;
-	__u32 _pad;
+	__u32 gen; // user space's count of the process's descriptions
 	struct mapping m[MAX_MAPS]; // sorted by start, not overlapping
 };
 
@@ -207,6 +207,8 @@ struct stack {
 	__u32 n;       // PCs
 	__u8 end;      // enum end_reason
 	__u8 _pad[3];
+	__u32 gen;     // the description the walk used (0: none): user space names the PCs with it
+	__u32 _pad2;
 	__u64 fpmask[2]; // bit i: frame i was found by frame pointers
 	__u64 pcs[MAX_FRAMES];
 };
@@ -646,10 +648,13 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		notify(tgid, 1);
+	// Stacks of the same PCs walked under different descriptions (a
+	// library unmapped and another mapped in its place) are kept apart.
+	w->st.gen = p ? p->gen : 0;
 	struct loop_ctx c = {.w = w, .p = p};
 	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
 	py_walk_stack(w);
-	__u64 key = (w->hash ^ w->st.end) | 1;
+	__u64 key = (((w->hash ^ w->st.gen) * 0x100000001b3ULL) ^ w->st.end) | 1;
 	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
 		bump(1);
 		return 0;
