@@ -218,6 +218,7 @@ type Unwinder struct {
 	exitedBefore map[int]bool                            // ... before the last Read: forgotten at the next
 	notes        map[string]int                          // period-line notes: files too big, maps full
 	active       uint32
+	lastPrune    [2]int // kernel stacks kept and deleted by the last Read
 
 	py pyState // CPython processes (python.go)
 }

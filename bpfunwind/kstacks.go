@@ -29,8 +29,9 @@ func (u *Unwinder) kstackMap(one bool) *ebpf.Map {
 }
 
 // pruneKStacks deletes the kernel stacks of the map the period just read
-// used (one: kstacks1), but those of blocked intervals still open.
-func (u *Unwinder) pruneKStacks(one bool) {
+// used (one: kstacks1), but those of blocked intervals still open, and
+// returns how many it kept and deleted.
+func (u *Unwinder) pruneKStacks(one bool) (kept, deleted int) {
 	keep := map[int32]bool{}
 	var tid uint32
 	var os struct {
@@ -65,8 +66,11 @@ func (u *Unwinder) pruneKStacks(one bool) {
 		}
 	}
 	for _, id := range ids {
-		if !keep[int32(id)] {
-			m.Delete(id)
+		if keep[int32(id)] {
+			kept++
+		} else if m.Delete(id) == nil {
+			deleted++
 		}
 	}
+	return kept, deleted
 }

@@ -93,7 +93,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		}
 		out = append(out, s)
 	}
-	u.pruneKStacks(cfg.Active^1 == 1)
+	u.lastPrune[0], u.lastPrune[1] = u.pruneKStacks(cfg.Active^1 == 1)
 	return out, nil
 }
 

@@ -1,0 +1,128 @@
+package bpfunwind
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestKernelStacksPruned counts a program blocking 500 times a second
+// over several periods: once a period is read, its kernel-stack map holds
+// no more than the stacks of the intervals still open (and some were
+// deleted over the periods), while the
+// blocked stacks of every period, those of intervals that began in the
+// period before included, keep their kernel frames.
+func TestKernelStacksPruned(t *testing.T) {
+	dir := t.TempDir()
+	src, _ := filepath.Abs("testdata/block.c")
+	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "block", src)
+	cmd := exec.Command(filepath.Join(dir, "block"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("block: %q", lines.Text())
+	}
+	pid := cmd.Process.Pid
+	u := load(t, pid)
+	if err := u.OffCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	var total, withKernel uint64
+	pruned := 0
+	for period := 0; period < 6; period++ {
+		// A period: the program prints a line every 100 sleeps.
+		if !lines.Scan() {
+			t.Fatal("block ended")
+		}
+		stacks, err := u.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stacks {
+			if s.PID == pid && s.OffCPU {
+				total += s.Events
+				if len(s.Kernel) > 0 {
+					withKernel += s.Events
+				}
+			}
+		}
+		read := u.kstackMap(u.active == 0)
+		left := 0
+		var k uint32
+		it := read.Iterate()
+		var raw [127]uint64
+		for it.Next(&k, &raw) {
+			left++
+		}
+		kept, deleted := u.lastPrune[0], u.lastPrune[1]
+		pruned += deleted
+		if left > kept {
+			t.Errorf("period %d: %d kernel stacks left in the map read, %d kept for open intervals", period, left, kept)
+		}
+	}
+	if pruned == 0 {
+		t.Errorf("no kernel stack pruned in 6 periods")
+	}
+	t.Logf("%d of %d blocked intervals have kernel frames", withKernel, total)
+	if total < 100 || withKernel*100 < total*99 {
+		t.Errorf("%d of %d blocked intervals have kernel frames, want >= 99%% of >= 100", withKernel, total)
+	}
+}
+
+// TestKernelStacksFull samples dd copying zeros (most of its time in the
+// kernel, in several call paths) with room for one kernel stack: the
+// kernel stacks that find no room are counted (the period line's "kernel
+// stacks"), and their samples are still counted, without kernel frames.
+func TestKernelStacksFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("BPF needs root (or CAP_BPF and CAP_PERFMON)")
+	}
+	dd, err := exec.LookPath("dd")
+	if err != nil {
+		t.Skip("no dd")
+	}
+	cmd := exec.Command(dd, "if=/dev/zero", "of=/dev/null", "bs=256k")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	u, err := Load(Options{PIDs: []int{cmd.Process.Pid}, Sizes: Sizes{Rows: 1 << 16, Stacks: 256, Counts: 1024, KStacks: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if err := u.OnCPU(999); err != nil {
+		t.Fatal(err)
+	}
+	var samples, without uint64
+	deadline := time.Now().Add(time.Minute)
+	for (u.Errors().KStacksFull == 0 || without == 0) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		stacks, err := u.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stacks {
+			if s.PID == cmd.Process.Pid {
+				samples += s.Value
+				if len(s.Kernel) == 0 {
+					without += s.Value
+				}
+			}
+		}
+	}
+	t.Logf("%d samples, %d without kernel frames; %d kernel stacks refused", samples, without, u.Errors().KStacksFull)
+	if u.Errors().KStacksFull == 0 || without == 0 {
+		t.Errorf("no kernel stack refused by a one-stack map in a minute of dd (%d samples)", samples)
+	}
+}
