@@ -73,11 +73,13 @@ type Sizes struct {
 }
 
 // Host sizes serve a whole host (the agent): 24 MiB of rows, 32,768
-// stacks (34 MiB), 65,536 counts per period, 16,384 kernel stacks.
+// stacks (34 MiB), 65,536 counts per period, 16,384 kernel stacks in each
+// of two maps (16 MiB each).
 var Host = Sizes{Rows: MaxRows, Stacks: MaxStacks, Counts: MaxCounts, KStacks: MaxKStacks}
 
 // Process sizes serve one process tree (record): 6 MiB of rows (262,144:
-// libc has 28,000), 4,096 stacks, 16,384 counts, 4,096 kernel stacks.
+// libc has 28,000), 4,096 stacks, 16,384 counts, 4,096 kernel stacks in
+// each of two maps.
 var Process = Sizes{Rows: 1 << 18, Stacks: 4096, Counts: 16384, KStacks: 4096}
 
 // End says why the kernel walk of a user stack stopped.
