@@ -28,7 +28,8 @@
 //
 // The walk is x86-64 only for now. It needs Linux 5.17 or later: BTF,
 // bpf_loop and bpf_find_vma (5.17), bpf_task_pt_regs (5.15), the task's
-// __state field (5.14), BTF tracepoints and ring buffers (5.5, 5.8).
+// __state field (5.14), BTF tracepoints and ring buffers (5.5, 5.8); before
+// 6.1 its hash maps are preallocated and smaller (prealloc.go).
 package bpfunwind
 
 import (
@@ -459,6 +460,11 @@ func (u *Unwinder) loadObjects() error {
 		"pystacks": min(z.Stacks, PyMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks0": min(z.KStacks, MaxKStacks), "kstacks1": min(z.KStacks, MaxKStacks)} {
 		if m := spec.Maps[name]; m != nil && n > 0 {
 			m.MaxEntries = n
+		}
+	}
+	if forcePrealloc || kernelBefore(6, 1) {
+		if note := preallocate(spec); note != "" {
+			u.note(note)
 		}
 	}
 	return spec.LoadAndAssign(&u.objs, nil)

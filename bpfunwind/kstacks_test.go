@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,5 +125,40 @@ func TestKernelStacksFull(t *testing.T) {
 	t.Logf("%d samples, %d without kernel frames; %d kernel stacks refused", samples, without, u.Errors().KStacksFull)
 	if u.Errors().KStacksFull == 0 || without == 0 {
 		t.Errorf("no kernel stack refused by a one-stack map in a minute of dd (%d samples)", samples)
+	}
+}
+
+// TestPreallocated loads the programs as on a kernel older than 6.1
+// (every hash map preallocated, the large ones smaller) and walks a C
+// program's stacks with them.
+func TestPreallocated(t *testing.T) {
+	forcePrealloc = true
+	defer func() { forcePrealloc = false }()
+	dir := t.TempDir()
+	src, _ := filepath.Abs("testdata/spin.c")
+	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "spin", src)
+	cmd := startReady(t, filepath.Join(dir, "spin"))
+	pid := cmd.Process.Pid
+	u := load(t, pid)
+	notes := u.Notes()
+	t.Log(notes)
+	found := false
+	for n := range notes {
+		found = found || strings.HasPrefix(n, "Linux before 6.1: BPF hash maps preallocated")
+	}
+	if !found {
+		t.Errorf("no note of the preallocated maps: %v", notes)
+	}
+	stacks := collect(t, u, pid, 200)
+	var total, complete uint64
+	for _, s := range stacks {
+		total += s.Value
+		if s.End.Complete() {
+			complete += s.Value
+		}
+	}
+	t.Logf("%d of %d samples complete", complete, total)
+	if complete*100 < total*99 {
+		t.Errorf("%d of %d samples complete", complete, total)
 	}
 }
