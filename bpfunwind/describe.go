@@ -52,7 +52,12 @@ func (u *Unwinder) Describe(pid int) error {
 	u.mu.Lock()
 	u.procMaps[pid] = kept
 	u.comms[pid] = strings.TrimSpace(string(comm))
-	u.gen[pid]++
+	// A description like the last keeps its generation, so that the
+	// stacks walked with either stay one (a process with code outside
+	// its files is described again whenever the walk meets it).
+	if prev, ok := u.history[pid][u.gen[pid]]; !ok || !sameMappings(prev, kept) {
+		u.gen[pid]++
+	}
 	p.Gen = uint32(u.gen[pid])
 	h := u.history[pid]
 	if h == nil {
@@ -68,6 +73,21 @@ func (u *Unwinder) Describe(pid int) error {
 	}
 	u.describePython(pid, maps)
 	return nil
+}
+
+// sameMappings reports whether two descriptions map the same files at the
+// same addresses.
+func sameMappings(a, b []target.Mapping) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Start != y.Start || x.End != y.End || x.Offset != y.Offset || x.Path != y.Path || x.Dev != y.Dev || x.Inode != y.Inode {
+			return false
+		}
+	}
+	return true
 }
 
 // historyLen is how many descriptions of a process are kept for naming

@@ -162,3 +162,32 @@ func TestPreallocated(t *testing.T) {
 		t.Errorf("%d of %d samples complete", complete, total)
 	}
 }
+
+// TestDescribeKeepsGeneration: describing a process whose mappings did
+// not change keeps its generation (its stacks stay one), and a new
+// mapping makes a new one.
+func TestDescribeKeepsGeneration(t *testing.T) {
+	dir := t.TempDir()
+	src, _ := filepath.Abs("testdata/spin.c")
+	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "spin", src)
+	cmd := startReady(t, filepath.Join(dir, "spin"))
+	pid := cmd.Process.Pid
+	u := load(t, pid)
+	gen := func() int { u.mu.Lock(); defer u.mu.Unlock(); return u.gen[pid] }
+	g := gen()
+	for i := 0; i < 3; i++ {
+		if err := u.Describe(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gen() != g || g == 0 {
+		t.Errorf("generation %d after describing an unchanged process again, was %d", gen(), g)
+	}
+	u.mu.Lock()
+	u.history[pid][g] = u.history[pid][g][1:] // as if a mapping were new
+	u.mu.Unlock()
+	u.Describe(pid)
+	if gen() != g+1 {
+		t.Errorf("generation %d after a changed description, want %d", gen(), g+1)
+	}
+}
