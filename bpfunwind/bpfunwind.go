@@ -278,16 +278,25 @@ func Load(opt Options) (*Unwinder, error) {
 		}
 		u.links = append(u.links, l)
 	}
-	// Unmapping is followed through the syscall tracepoints (kernels
-	// built without them: a mapping replaced in place keeps its old
-	// file until the process is described again).
-	for _, t := range []struct {
-		name string
-		p    *ebpf.Program
-	}{{"sys_enter_munmap", u.objs.OnMunmap}, {"sys_exit_munmap", u.objs.OnMunmapExit}, {"sys_enter_mmap", u.objs.OnMmap}, {"sys_exit_mmap", u.objs.OnMmapExit}} {
-		l, err := link.Tracepoint("syscalls", t.name, t.p, nil)
+	// Unmapping is followed where a new mapping takes an unmapped
+	// range (mmap:vm_unmapped_area), and, for a process tree (record),
+	// at munmap and MAP_FIXED mmap too: the syscall tracepoints slow
+	// every system call of the host down, too much for the agent.
+	hooks := []struct {
+		group, name string
+		p           *ebpf.Program
+	}{{"mmap", "vm_unmapped_area", u.objs.OnUnmappedArea}}
+	if len(opt.PIDs) > 0 || opt.Filter {
+		hooks = append(hooks, []struct {
+			group, name string
+			p           *ebpf.Program
+		}{{"syscalls", "sys_enter_munmap", u.objs.OnMunmap}, {"syscalls", "sys_exit_munmap", u.objs.OnMunmapExit},
+			{"syscalls", "sys_enter_mmap", u.objs.OnMmap}, {"syscalls", "sys_exit_mmap", u.objs.OnMmapExit}}...)
+	}
+	for _, h := range hooks {
+		l, err := link.Tracepoint(h.group, h.name, h.p, nil)
 		if err != nil {
-			u.note("munmap is not followed: no syscalls:" + t.name + " tracepoint")
+			u.note("unmapping is not followed: no " + h.group + ":" + h.name + " tracepoint")
 			continue
 		}
 		u.links = append(u.links, l)

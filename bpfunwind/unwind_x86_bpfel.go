@@ -16,37 +16,38 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	unwindMapAsked         = "asked"
-	unwindMapConfig        = "config"
-	unwindMapCounts0       = "counts0"
-	unwindMapCounts1       = "counts1"
-	unwindMapErrors        = "errors"
-	unwindMapFiles         = "files"
-	unwindMapInodes        = "inodes"
-	unwindMapKstacks0      = "kstacks0"
-	unwindMapKstacks1      = "kstacks1"
-	unwindMapNotices       = "notices"
-	unwindMapOffcpu        = "offcpu"
-	unwindMapPids          = "pids"
-	unwindMapProcs         = "procs"
-	unwindMapPyasked       = "pyasked"
-	unwindMapPyprocs       = "pyprocs"
-	unwindMapPyscratch     = "pyscratch"
-	unwindMapPystacks      = "pystacks"
-	unwindMapPythreads     = "pythreads"
-	unwindMapRows          = "rows"
-	unwindMapScratch       = "scratch"
-	unwindMapStacks        = "stacks"
-	unwindMapUnmapping     = "unmapping"
-	unwindProgOffCpu       = "off_cpu"
-	unwindProgOnCpu        = "on_cpu"
-	unwindProgOnExec       = "on_exec"
-	unwindProgOnExit       = "on_exit"
-	unwindProgOnFork       = "on_fork"
-	unwindProgOnMmap       = "on_mmap"
-	unwindProgOnMmapExit   = "on_mmap_exit"
-	unwindProgOnMunmap     = "on_munmap"
-	unwindProgOnMunmapExit = "on_munmap_exit"
+	unwindMapAsked           = "asked"
+	unwindMapConfig          = "config"
+	unwindMapCounts0         = "counts0"
+	unwindMapCounts1         = "counts1"
+	unwindMapErrors          = "errors"
+	unwindMapFiles           = "files"
+	unwindMapInodes          = "inodes"
+	unwindMapKstacks0        = "kstacks0"
+	unwindMapKstacks1        = "kstacks1"
+	unwindMapNotices         = "notices"
+	unwindMapOffcpu          = "offcpu"
+	unwindMapPids            = "pids"
+	unwindMapProcs           = "procs"
+	unwindMapPyasked         = "pyasked"
+	unwindMapPyprocs         = "pyprocs"
+	unwindMapPyscratch       = "pyscratch"
+	unwindMapPystacks        = "pystacks"
+	unwindMapPythreads       = "pythreads"
+	unwindMapRows            = "rows"
+	unwindMapScratch         = "scratch"
+	unwindMapStacks          = "stacks"
+	unwindMapUnmapping       = "unmapping"
+	unwindProgOffCpu         = "off_cpu"
+	unwindProgOnCpu          = "on_cpu"
+	unwindProgOnExec         = "on_exec"
+	unwindProgOnExit         = "on_exit"
+	unwindProgOnFork         = "on_fork"
+	unwindProgOnMmap         = "on_mmap"
+	unwindProgOnMmapExit     = "on_mmap_exit"
+	unwindProgOnMunmap       = "on_munmap"
+	unwindProgOnMunmapExit   = "on_munmap_exit"
+	unwindProgOnUnmappedArea = "on_unmapped_area"
 )
 
 // loadUnwind returns the embedded CollectionSpec for unwind.
@@ -91,15 +92,16 @@ type unwindSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type unwindProgramSpecs struct {
-	OffCpu       *ebpf.ProgramSpec `ebpf:"off_cpu"`
-	OnCpu        *ebpf.ProgramSpec `ebpf:"on_cpu"`
-	OnExec       *ebpf.ProgramSpec `ebpf:"on_exec"`
-	OnExit       *ebpf.ProgramSpec `ebpf:"on_exit"`
-	OnFork       *ebpf.ProgramSpec `ebpf:"on_fork"`
-	OnMmap       *ebpf.ProgramSpec `ebpf:"on_mmap"`
-	OnMmapExit   *ebpf.ProgramSpec `ebpf:"on_mmap_exit"`
-	OnMunmap     *ebpf.ProgramSpec `ebpf:"on_munmap"`
-	OnMunmapExit *ebpf.ProgramSpec `ebpf:"on_munmap_exit"`
+	OffCpu         *ebpf.ProgramSpec `ebpf:"off_cpu"`
+	OnCpu          *ebpf.ProgramSpec `ebpf:"on_cpu"`
+	OnExec         *ebpf.ProgramSpec `ebpf:"on_exec"`
+	OnExit         *ebpf.ProgramSpec `ebpf:"on_exit"`
+	OnFork         *ebpf.ProgramSpec `ebpf:"on_fork"`
+	OnMmap         *ebpf.ProgramSpec `ebpf:"on_mmap"`
+	OnMmapExit     *ebpf.ProgramSpec `ebpf:"on_mmap_exit"`
+	OnMunmap       *ebpf.ProgramSpec `ebpf:"on_munmap"`
+	OnMunmapExit   *ebpf.ProgramSpec `ebpf:"on_munmap_exit"`
+	OnUnmappedArea *ebpf.ProgramSpec `ebpf:"on_unmapped_area"`
 }
 
 // unwindMapSpecs contains maps before they are loaded into the kernel.
@@ -217,15 +219,16 @@ type unwindVariables struct {
 //
 // It can be passed to loadUnwindObjects or ebpf.CollectionSpec.LoadAndAssign.
 type unwindPrograms struct {
-	OffCpu       *ebpf.Program `ebpf:"off_cpu"`
-	OnCpu        *ebpf.Program `ebpf:"on_cpu"`
-	OnExec       *ebpf.Program `ebpf:"on_exec"`
-	OnExit       *ebpf.Program `ebpf:"on_exit"`
-	OnFork       *ebpf.Program `ebpf:"on_fork"`
-	OnMmap       *ebpf.Program `ebpf:"on_mmap"`
-	OnMmapExit   *ebpf.Program `ebpf:"on_mmap_exit"`
-	OnMunmap     *ebpf.Program `ebpf:"on_munmap"`
-	OnMunmapExit *ebpf.Program `ebpf:"on_munmap_exit"`
+	OffCpu         *ebpf.Program `ebpf:"off_cpu"`
+	OnCpu          *ebpf.Program `ebpf:"on_cpu"`
+	OnExec         *ebpf.Program `ebpf:"on_exec"`
+	OnExit         *ebpf.Program `ebpf:"on_exit"`
+	OnFork         *ebpf.Program `ebpf:"on_fork"`
+	OnMmap         *ebpf.Program `ebpf:"on_mmap"`
+	OnMmapExit     *ebpf.Program `ebpf:"on_mmap_exit"`
+	OnMunmap       *ebpf.Program `ebpf:"on_munmap"`
+	OnMunmapExit   *ebpf.Program `ebpf:"on_munmap_exit"`
+	OnUnmappedArea *ebpf.Program `ebpf:"on_unmapped_area"`
 }
 
 func (p *unwindPrograms) Close() error {
@@ -239,6 +242,7 @@ func (p *unwindPrograms) Close() error {
 		p.OnMmapExit,
 		p.OnMunmap,
 		p.OnMunmapExit,
+		p.OnUnmappedArea,
 	)
 }
 

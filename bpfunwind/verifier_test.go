@@ -34,7 +34,7 @@ func TestVerifierHeadroom(t *testing.T) {
 	defer objs.Close()
 	re := regexp.MustCompile(`processed (\d+) insns`)
 	progs := map[string]*ebpf.Program{"on_cpu": objs.OnCpu, "off_cpu": objs.OffCpu, "on_fork": objs.OnFork, "on_exec": objs.OnExec,
-		"on_exit": objs.OnExit, "on_munmap": objs.OnMunmap, "on_munmap_exit": objs.OnMunmapExit, "on_mmap": objs.OnMmap, "on_mmap_exit": objs.OnMmapExit}
+		"on_exit": objs.OnExit, "on_munmap": objs.OnMunmap, "on_munmap_exit": objs.OnMunmapExit, "on_mmap": objs.OnMmap, "on_mmap_exit": objs.OnMmapExit, "on_unmapped_area": objs.OnUnmappedArea}
 	var names []string
 	for n := range progs {
 		names = append(names, n)

@@ -825,11 +825,16 @@ int on_exit(__u64 *ctx)
 	return 0;
 }
 
-// Unmapping. A described mapping that a munmap (or a MAP_FIXED mmap over
-// it) removes must not keep resolving to its old file: at the syscall's
-// entry the process's description is dropped (its walks find their files
-// through the VMAs meanwhile), and at its exit, once the mapping is gone,
-// user space is told to describe the process again.
+// Unmapping. A described mapping that is unmapped must not keep resolving
+// to its old file once something else is mapped there. The kernel
+// choosing a free range for a new mapping (vm_unmapped_area: every mmap
+// without MAP_FIXED, a dlopen's first) that a description still maps
+// shows the description stale: it is dropped (the process's walks find
+// their files through the VMAs meanwhile) and user space is told to
+// describe the process again. Where the syscall tracepoints are attached
+// (record: they slow every system call of the host down), a munmap, or a
+// MAP_FIXED mmap over a described mapping, does the same: the description
+// is dropped at the syscall's entry and user space told at its exit.
 struct sys_enter_mem {
 	__u64 common;
 	__s64 nr;
@@ -851,13 +856,13 @@ struct {
 	__type(value, __u32);
 } unmapping SEC(".maps");
 
-static __always_inline void unmap_enter(__u64 addr, __u64 len)
+// drop_described drops the current process's description when it maps
+// part of [addr, addr+len), and says whether it did.
+static __always_inline bool drop_described(__u32 tgid, __u64 addr, __u64 len)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p || len == 0 || addr + len < addr)
-		return;
+		return false;
 	// The last mapping starting in [addr, addr+len) or before it is the
 	// only one that can overlap it (they are sorted and disjoint).
 	struct msearch c = {.p = p, .key = addr + len - 1, .lo = 0, .hi = p->n};
@@ -865,11 +870,19 @@ static __always_inline void unmap_enter(__u64 addr, __u64 len)
 		c.hi = MAX_MAPS;
 	bpf_loop(10, msearch_step, &c, 0);
 	if (c.lo == 0 || c.lo > MAX_MAPS)
-		return;
+		return false;
 	if (p->m[(c.lo - 1) & (MAX_MAPS - 1)].end <= addr)
-		return;
+		return false;
 	bpf_map_delete_elem(&procs, &tgid);
-	bpf_map_update_elem(&unmapping, &tid, &tgid, BPF_ANY);
+	return true;
+}
+
+static __always_inline void unmap_enter(__u64 addr, __u64 len)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (drop_described(tgid, addr, len))
+		bpf_map_update_elem(&unmapping, &tid, &tgid, BPF_ANY);
 }
 
 static __always_inline void unmap_exit(void)
@@ -881,6 +894,24 @@ static __always_inline void unmap_exit(void)
 	__u32 pid = *tgid;
 	bpf_map_delete_elem(&unmapping, &tid);
 	notify(pid, 3);
+}
+
+struct unmapped_area_args {
+	__u64 common;
+	__u64 addr; // the range chosen, or an error
+	__u64 total_vm, flags, length;
+};
+
+SEC("tracepoint/mmap/vm_unmapped_area")
+int on_unmapped_area(struct unmapped_area_args *ctx)
+{
+	__u64 addr = ctx->addr;
+	if (addr >= (__u64)-4095)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (drop_described(tgid, addr, ctx->length))
+		notify(tgid, 3);
+	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_munmap")
