@@ -137,7 +137,9 @@ type Stack struct {
 	// OffCPU marks a blocked stack (Value in nanoseconds).
 	OffCPU bool
 	// Gen is the description of the process the walk found its files
-	// with (Describe's count; 0: none), which Feed names the PCs with.
+	// with (Describe's count; 0: none), which Feed names the PCs with;
+	// with the high bit set, the description the walk found dropped (a
+	// mapping replaced): the next one names it.
 	Gen int
 	// Interp are the CPython frames the thread ran, innermost first,
 	// each with the evaluation-loop activation running it (python.go).

@@ -11,8 +11,9 @@ import "github.com/cilium/ebpf"
 // stacks of periods gone by.
 
 const (
-	kindOffCPU = 1     // count_key.kind: an off-CPU interval
-	kstacks1   = 0x100 // count_key.kind: the kernel stack is in kstacks1
+	genStale   = 0x80000000 // stack.gen: walked after the description was dropped (GEN_STALE)
+	kindOffCPU = 1          // count_key.kind: an off-CPU interval
+	kstacks1   = 0x100      // count_key.kind: the kernel stack is in kstacks1
 )
 
 // kstackRef names a kernel stack: its map and its id there.

@@ -36,6 +36,7 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 	}
 	fedTo, namedTo := u.fed[col], u.named[col]
 	u.mu.Unlock()
+	u.describeStale(stacks)
 	for _, i := range u.byGen(stacks) {
 		s := stacks[i]
 		u.mu.Lock()
@@ -44,8 +45,8 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 		// a time of its own just before t (a nanosecond per newer
 		// description), so that the collector replays it between them.
 		gen, maps := latest, u.procMaps[s.PID]
-		if old, ok := u.history[s.PID][s.Gen]; ok && s.Gen != latest {
-			gen, maps = s.Gen, old
+		if old, ok := u.history[s.PID][u.genOf(&s)]; ok {
+			gen, maps = u.genOf(&s), old
 		}
 		at := t - min(uint64(latest-gen), t)
 		thread := [2]int{s.PID, s.TID}
@@ -89,8 +90,8 @@ func (u *Unwinder) byGen(stacks []Stack) []int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	key := func(s *Stack) int {
-		if _, ok := u.history[s.PID][s.Gen]; ok {
-			return s.Gen
+		if g := u.genOf(s); u.history[s.PID][g] != nil {
+			return g
 		}
 		return u.gen[s.PID]
 	}
@@ -109,6 +110,38 @@ func (u *Unwinder) byGen(stacks []Stack) []int {
 		})
 	}
 	return idx
+}
+
+// genOf returns the description a stack is named with: the one its walk
+// used, or for a walk made after its description was dropped (a mapping
+// replaced), the next one. Its lock held.
+func (u *Unwinder) genOf(s *Stack) int {
+	if s.Gen&genStale != 0 {
+		return s.Gen&^genStale + 1
+	}
+	return s.Gen
+}
+
+// describeStale describes again, before their stacks are fed, the
+// processes some of whose stacks were walked after their description
+// was dropped, when the program has not asked for it yet.
+func (u *Unwinder) describeStale(stacks []Stack) {
+	var pids []int
+	u.mu.Lock()
+	for i := range stacks {
+		s := &stacks[i]
+		if s.Gen&genStale != 0 && s.Gen&^genStale >= u.gen[s.PID] && !u.exited[s.PID] && !u.exitedBefore[s.PID] {
+			pids = append(pids, s.PID)
+		}
+	}
+	u.mu.Unlock()
+	done := map[int]bool{}
+	for _, pid := range pids {
+		if !done[pid] {
+			done[pid] = true
+			u.Describe(pid)
+		}
+	}
 }
 
 // forgetExited drops what is kept of the processes that exited before

@@ -197,9 +197,11 @@ struct mapping {
 	__u32 _pad;
 };
 
+#define GEN_STALE 0x80000000 // the description was dropped (unmapped): walks found their files through the VMAs
+
 struct proc {
 	__u32 n;
-	__u32 gen; // user space's count of the process's descriptions
+	__u32 gen; // user space's count of the process's descriptions; GEN_STALE
 	struct mapping m[MAX_MAPS]; // sorted by start, not overlapping
 };
 
@@ -873,7 +875,10 @@ static __always_inline bool drop_described(__u32 tgid, __u64 addr, __u64 len)
 		return false;
 	if (p->m[(c.lo - 1) & (MAX_MAPS - 1)].end <= addr)
 		return false;
-	bpf_map_delete_elem(&procs, &tgid);
+	// Stale: no mapping is found in it any more, and the walks made
+	// meanwhile say which description they outlived.
+	p->n = 0;
+	p->gen |= GEN_STALE;
 	return true;
 }
 
