@@ -122,6 +122,7 @@ type Collector struct {
 	vdsoID       string // build-id a perf.data file recorded for [vdso]
 	arena        []byte // stack copies are carved from large chunks
 	sampleSlab   []Sample
+	freeSamples  []*Sample // see recycle
 	seq          int
 }
 
@@ -198,7 +199,8 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 		// The kernel's pid and tid are signed: a task that is exiting
 		// (its thread already unhashed) is sampled with tid -1, which
 		// perf prints as -1 and names ":-1".
-		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP}
+		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP,
+			Kernel: out.Kernel[:0], UserFP: out.UserFP[:0]} // (a recycled sample's memory)
 		if s.Period == 0 {
 			out.Period = 1
 		}

@@ -10,11 +10,15 @@
 package pprof
 
 import (
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
+	"reflect"
 	"sort"
+	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Profile is one profile. Its fields carry the meaning of profile.proto's.
@@ -135,9 +139,16 @@ func (p *Profile) CheckValid() error {
 //
 // The message is compressed as it is encoded, a few fields at a time:
 // encoded whole first, the profile of a 2 GB system-wide recording took
-// another 60 MB while it was written.
+// another 60 MB while it was written. It is compressed at the fastest
+// level (klauspost/compress's, which is faster than the standard
+// library's): the 237 KB profile of a 336 MB system-wide recording took
+// 9-15 ms at compress/gzip's default level, 2-4 ms at its fastest and
+// 0.8-0.9 ms at this one, for a file of 52 KB instead of 36 KB.
 func (p *Profile) Write(w io.Writer) error {
-	zw := gzip.NewWriter(w)
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
 	if _, err := p.encode(zw); err != nil {
 		return err
 	}
@@ -170,32 +181,44 @@ func (p *Profile) encode(w io.Writer) ([]byte, error) {
 		b = bytesField(b, 1, e.valueType(vt))
 	}
 	var keys []string
+	// Samples often share their label maps (those of one thread): their
+	// labels are encoded once, by the maps' identity.
+	type labelMaps struct{ str, num unsafe.Pointer }
+	encoded := map[labelMaps][]byte{}
+	var m, lb []byte
+	var ids []uint64
 	for _, s := range p.Sample {
-		var m []byte
-		ids := make([]uint64, len(s.Location))
-		for i, l := range s.Location {
-			ids[i] = l.ID
+		m = m[:0]
+		ids = ids[:0]
+		for _, l := range s.Location {
+			ids = append(ids, l.ID)
 		}
 		m = packedUint(m, 1, ids)
 		m = packedInt(m, 2, s.Value)
-		keys = sortedKeys(keys, s.Label)
-		for _, k := range keys {
-			for _, v := range s.Label[k] {
-				var lb []byte
-				lb = varintField(lb, 1, uint64(e.str(k)))
-				lb = varintField(lb, 2, uint64(e.str(v)))
-				m = bytesField(m, 3, lb)
+		lm := labelMaps{reflect.ValueOf(s.Label).UnsafePointer(), reflect.ValueOf(s.NumLabel).UnsafePointer()}
+		enc, ok := encoded[lm]
+		if !ok {
+			keys = sortedKeys(keys, s.Label)
+			for _, k := range keys {
+				for _, v := range s.Label[k] {
+					lb = varintField(lb[:0], 1, uint64(e.str(k)))
+					lb = varintField(lb, 2, uint64(e.str(v)))
+					enc = bytesField(enc, 3, lb)
+				}
+			}
+			keys = sortedKeys(keys, s.NumLabel)
+			for _, k := range keys {
+				for _, v := range s.NumLabel[k] {
+					lb = varintField(lb[:0], 1, uint64(e.str(k)))
+					lb = varintField(lb, 3, uint64(v))
+					enc = bytesField(enc, 3, lb)
+				}
+			}
+			if lm.str != nil || lm.num != nil {
+				encoded[lm] = enc
 			}
 		}
-		keys = sortedKeys(keys, s.NumLabel)
-		for _, k := range keys {
-			for _, v := range s.NumLabel[k] {
-				var lb []byte
-				lb = varintField(lb, 1, uint64(e.str(k)))
-				lb = varintField(lb, 3, uint64(v))
-				m = bytesField(m, 3, lb)
-			}
-		}
+		m = append(m, enc...)
 		b = bytesField(b, 2, m)
 		flush()
 	}
@@ -320,20 +343,35 @@ func packedUint(b []byte, field int, vs []uint64) []byte {
 	if len(vs) == 0 {
 		return b
 	}
-	var m []byte
+	n := 0
 	for _, v := range vs {
-		m = binary.AppendUvarint(m, v)
+		n += uvarintLen(v)
 	}
-	return bytesField(b, field, m)
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+// uvarintLen is the size of v's varint encoding.
+func uvarintLen(v uint64) int {
+	return (bits.Len64(v|1) + 6) / 7
 }
 
 func packedInt(b []byte, field int, vs []int64) []byte {
 	if len(vs) == 0 {
 		return b
 	}
-	var m []byte
+	n := 0
 	for _, v := range vs {
-		m = binary.AppendUvarint(m, uint64(v))
+		n += uvarintLen(uint64(v))
 	}
-	return bytesField(b, field, m)
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	return b
 }
