@@ -32,7 +32,7 @@ const streamHead = 64 << 10
 
 // streamAhead is how many chunks the reading goroutine copies ahead of the
 // record Records is at.
-const streamAhead = 4
+const streamAhead = 3
 
 // chunk is a part of the data section copied into memory: buf[streamHead:
 // streamHead+n] holds the n bytes at file offset at; buf[lo:streamHead]

@@ -8,10 +8,12 @@
 package profiles
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -358,9 +360,11 @@ func (c *Collector) Samples() []*Sample { return c.Take(math.MaxUint64) }
 // stay pending, so that records of other CPUs read later can still be
 // sorted in among them.
 func (c *Collector) Take(before uint64) []*Sample {
-	sort.SliceStable(c.events, func(i, j int) bool { return c.events[i].time < c.events[j].time })
+	if !slices.IsSortedFunc(c.events, cmpEventTime) {
+		slices.SortStableFunc(c.events, cmpEventTime)
+	}
 	n := sort.Search(len(c.events), func(i int) bool { return c.events[i].time >= before })
-	var out []*Sample
+	out := make([]*Sample, 0, n)
 	for i := range c.events[:n] {
 		e := &c.events[i]
 		switch e.kind {
@@ -399,6 +403,9 @@ func (c *Collector) Take(before uint64) []*Sample {
 	c.events = c.events[:rest]
 	return out
 }
+
+// cmpEventTime orders events by time.
+func cmpEventTime(a, b event) int { return cmp.Compare(a.time, b.time) }
 
 // PendingBytes is the size of the stack copies of the samples not taken
 // yet.

@@ -275,7 +275,7 @@ var streamMin int64 = 64 << 20 // (a variable for the tests)
 // two releases of what no pending record borrows.
 var (
 	streamSoft          = 4 << 20
-	streamHard          = 8 << 20
+	streamHard          = 6 << 20
 	streamRelease int64 = 4 << 20
 )
 

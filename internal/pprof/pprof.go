@@ -32,6 +32,30 @@ type Profile struct {
 	DurationNanos int64
 	PeriodType    *ValueType
 	Period        int64
+	// Samples, when set, yields more samples, after those of Sample, one
+	// at a time: the sample it passes is valid only during the call (it
+	// may be reused for the next). Write and CheckValid go through them
+	// (each once); a profile of many distinct stacks is then written
+	// without holding them all as Samples.
+	Samples func(yield func(*Sample) bool)
+}
+
+// eachSample calls fn for every sample: Sample's, then those Samples
+// yields, with its index, until fn returns false.
+func (p *Profile) eachSample(fn func(int, *Sample) bool) {
+	for i, s := range p.Sample {
+		if !fn(i, s) {
+			return
+		}
+	}
+	if p.Samples != nil {
+		i := len(p.Sample)
+		p.Samples(func(s *Sample) bool {
+			ok := fn(i, s)
+			i++
+			return ok
+		})
+	}
 }
 
 // ValueType describes the values of samples, or the period.
@@ -105,10 +129,33 @@ func (p *Profile) CheckValid() error {
 		ids[f.ID] = true
 		funcs[f] = true
 	}
-	locs := map[*Location]bool{}
-	clear(ids)
+	// The locations by ID, in a slice when the IDs are dense (they are
+	// numbered from 1): maps of a 2 GB recording's 120,335 locations took
+	// 17 MB and their look-ups for its 3.1 million frames 0.2 s.
+	maxID := uint64(0)
 	for _, l := range p.Location {
-		if l == nil || l.ID == 0 || ids[l.ID] {
+		if l != nil {
+			maxID = max(maxID, l.ID)
+		}
+	}
+	var byID []*Location
+	var byIDMap map[uint64]*Location
+	if maxID <= 2*uint64(len(p.Location))+16 {
+		byID = make([]*Location, maxID+1)
+	} else {
+		byIDMap = make(map[uint64]*Location, len(p.Location))
+	}
+	lookup := func(id uint64) *Location {
+		if byID != nil {
+			if id < uint64(len(byID)) {
+				return byID[id]
+			}
+			return nil
+		}
+		return byIDMap[id]
+	}
+	for _, l := range p.Location {
+		if l == nil || l.ID == 0 || lookup(l.ID) != nil {
 			return fmt.Errorf("pprof: location with ID 0, nil or repeated")
 		}
 		if l.Mapping != nil && !maps[l.Mapping] {
@@ -119,20 +166,27 @@ func (p *Profile) CheckValid() error {
 				return fmt.Errorf("pprof: location %d: a line's function is not in the profile", l.ID)
 			}
 		}
-		ids[l.ID] = true
-		locs[l] = true
+		if byID != nil {
+			byID[l.ID] = l
+		} else {
+			byIDMap[l.ID] = l
+		}
 	}
-	for i, s := range p.Sample {
+	var err error
+	p.eachSample(func(i int, s *Sample) bool {
 		if s == nil || len(s.Value) != n {
-			return fmt.Errorf("pprof: sample %d has %d values, want %d", i, len(s.Value), n)
+			err = fmt.Errorf("pprof: sample %d has %d values, want %d", i, len(s.Value), n)
+			return false
 		}
 		for _, l := range s.Location {
-			if !locs[l] {
-				return fmt.Errorf("pprof: sample %d: a location is not in the profile", i)
+			if l == nil || lookup(l.ID) != l {
+				err = fmt.Errorf("pprof: sample %d: a location is not in the profile", i)
+				return false
 			}
 		}
-	}
-	return nil
+		return true
+	})
+	return err
 }
 
 // Write writes p gzip-compressed in pprof's format.
@@ -187,7 +241,7 @@ func (p *Profile) encode(w io.Writer) ([]byte, error) {
 	encoded := map[labelMaps][]byte{}
 	var m, lb []byte
 	var ids []uint64
-	for _, s := range p.Sample {
+	p.eachSample(func(_ int, s *Sample) bool {
 		m = m[:0]
 		ids = ids[:0]
 		for _, l := range s.Location {
@@ -221,7 +275,8 @@ func (p *Profile) encode(w io.Writer) ([]byte, error) {
 		m = append(m, enc...)
 		b = bytesField(b, 2, m)
 		flush()
-	}
+		return err == nil
+	})
 	for _, mp := range p.Mapping {
 		var m []byte
 		m = varintField(m, 1, mp.ID)
