@@ -364,6 +364,11 @@ func (p *Profile) pprof(periodNS int64, stream bool) *pprof.Profile {
 		// time for a profile of 14,658 stacks.
 		lk := labelKey{s.PID, s.TID, s.Comm}
 		lb := labels[lk]
+		if lb.num == nil && len(labels) >= maxLabelSets {
+			// (A recording of many short-lived threads: their labels
+			// are made again when needed.)
+			clear(labels)
+		}
 		if lb.num == nil {
 			lb.num = map[string][]int64{"pid": {int64(s.PID)}, "tid": {int64(s.TID)}}
 			lb.str = map[string][]string{}
@@ -467,6 +472,9 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 		fmt.Fprintf(w, "  %d samples ended at the stack copy's edge (%s)\n", p.AtCopyEdge, hint)
 	}
 }
+
+// maxLabelSets bounds the threads' labels Pprof keeps to share.
+const maxLabelSets = 4096
 
 // sameSample reports whether two stacks are one pprof sample: the same
 // thread and locations.

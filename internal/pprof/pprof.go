@@ -209,6 +209,9 @@ func (p *Profile) Write(w io.Writer) error {
 	return zw.Close()
 }
 
+// maxEncodedLabels bounds the label sets encode keeps the encoding of.
+const maxEncodedLabels = 4096
+
 // Encode returns p as an uncompressed profile.proto message.
 func (p *Profile) Encode() []byte {
 	b, _ := p.encode(nil)
@@ -269,6 +272,12 @@ func (p *Profile) encode(w io.Writer) ([]byte, error) {
 				}
 			}
 			if lm.str != nil || lm.num != nil {
+				if len(encoded) >= maxEncodedLabels {
+					// (Many threads, each its labels: bounded. The
+					// maps a key points to stay alive while it is
+					// kept, so no other map is at its address.)
+					clear(encoded)
+				}
 				encoded[lm] = enc
 			}
 		}
