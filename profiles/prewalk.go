@@ -261,7 +261,7 @@ type memos struct {
 
 // maxMemos bounds the walks remembered (a memo of a deep stack holds a
 // few hundred bytes per frame); past it they are all forgotten.
-const maxMemos = 128
+const maxMemos = 64
 
 // get returns the memo of thread tid's last walk with method m.
 func (ms *memos) get(tid, m int) *unwind.Memo {
