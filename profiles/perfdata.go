@@ -67,7 +67,10 @@ type ReadOptions struct {
 	// file whose records expand a thousandfold (a decompression bomb,
 	// or a long recording) would keep them all. The result's Builder is
 	// the one made (it holds those samples), and its Collector the
-	// samples not unwound yet. Nil: every sample waits in the Collector.
+	// samples not unwound yet. With it, a file that is not compressed
+	// and larger than streamMin is unwound the same way, copied a part
+	// at a time into memory reused once its samples are (see
+	// perfdata.OpenStream). Nil: every sample waits in the Collector.
 	Builder func(*Collector) *Builder
 }
 
