@@ -70,6 +70,9 @@ type File struct {
 	// released is the offset below which the data section was released
 	// (see Release).
 	released int64
+	// stream is set when Records reads the data section with pread (see
+	// OpenStream).
+	stream *preader
 }
 
 // populateLimit is the largest file Open populates whole (see populate).
@@ -102,6 +105,11 @@ const populateWindow = 32 << 20
 // report -) is copied first into memory outside Go's heap (a memfd),
 // then mapped. Errors name it "standard input".
 func Open(path string) (*File, error) {
+	return open(path, -1)
+}
+
+// open is Open, and OpenStream with streamMin >= 0.
+func open(path string, streamMin int64) (*File, error) {
 	var fd *os.File
 	var size int64
 	var err error
@@ -117,7 +125,12 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer fd.Close()
+	keepFD := false
+	defer func() {
+		if !keepFD {
+			fd.Close()
+		}
+	}()
 	if size < pipeHeaderSize {
 		return nil, &FormatError{Pkg: "perfdata", File: path, Offset: 0, Msg: fmt.Sprintf("file of %d bytes is too short for a perf.data header", size)}
 	}
@@ -126,6 +139,20 @@ func Open(path string) (*File, error) {
 	}
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	mapped := err == nil
+	if mapped && streamMin >= 0 {
+		// Parsed first: only the header, the attributes and the feature
+		// sections are read through the mapping.
+		f, perr := Parse(data, path)
+		if perr == nil && f.dataEnd-f.dataOff > streamMin && f.startStream(fd) {
+			keepFD = true
+			f.mapped = true
+			return f, nil
+		}
+		if perr != nil {
+			unix.Munmap(data)
+			return nil, perr
+		}
+	}
 	var populating *sync.WaitGroup
 	var ahead *window
 	switch {
@@ -295,6 +322,12 @@ const pageSize = 64 << 10
 
 // Close releases the file's memory. Records must not be used afterwards.
 func (f *File) Close() error {
+	if s := f.stream; s != nil {
+		f.stopStream()
+		s.fd.Close()
+		s.inUse = nil
+		f.stream = nil
+	}
 	if f.mapped {
 		f.mapped = false
 		if f.ahead != nil {
@@ -527,6 +560,9 @@ func (f *File) Records(fn func(rec *Record) error) error {
 		rec.Decompressed = decompressed
 		return fn(&rec)
 	}
+	if f.stream != nil {
+		return f.streamRecords(each)
+	}
 	w := &walker{f: f, off: f.dataOff}
 	var advanceAt int64
 	for {
@@ -632,6 +668,9 @@ func (f *File) truncErr(off int64, what string) error {
 // cache) if anything still looks at it. Release of a file read into
 // memory (not mapped) does nothing.
 func (f *File) Release(off int64) {
+	if f.stream != nil {
+		f.stream.release(off)
+	}
 	if !f.mapped {
 		return
 	}
@@ -657,6 +696,9 @@ func (f *File) Offset(b []byte) int64 {
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	if p < base || p >= base+uintptr(len(f.data)) {
+		if f.stream != nil {
+			return f.stream.offset(b)
+		}
 		return -1
 	}
 	return int64(p - base)

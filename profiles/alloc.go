@@ -13,12 +13,36 @@ const sampleSlabSize = 256
 
 // newSample returns a zero Sample carved from a slab.
 func (c *Collector) newSample() *Sample {
+	if n := len(c.freeSamples); n > 0 {
+		s := c.freeSamples[n-1]
+		c.freeSamples = c.freeSamples[:n-1]
+		return s
+	}
 	if len(c.sampleSlab) == 0 {
 		c.sampleSlab = make([]Sample, sampleSlabSize)
 	}
 	s := &c.sampleSlab[0]
 	c.sampleSlab = c.sampleSlab[1:]
 	return s
+}
+
+// maxFreeSamples bounds the samples kept for reuse.
+const maxFreeSamples = 1 << 14
+
+// recycle takes back samples that were unwound into a profile and that
+// nothing looks at any more (Builder.Add returned), to make the next
+// samples of: a report's heap is not collected, and the Samples of a 336
+// MB recording were 13.6 MB of its 49 MB of fresh memory, every page of
+// it a page fault. Their kernel and user callchains' memory is reused
+// too (see AddSample).
+func (c *Collector) recycle(samples []*Sample) {
+	for _, s := range samples {
+		if len(c.freeSamples) >= maxFreeSamples {
+			return
+		}
+		*s = Sample{Kernel: s.Kernel[:0], UserFP: s.UserFP[:0]}
+		c.freeSamples = append(c.freeSamples, s)
+	}
 }
 
 // mapCacheFile maps a cache file read-only; release unmaps it. Reading a

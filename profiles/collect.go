@@ -8,10 +8,12 @@
 package profiles
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -122,6 +124,7 @@ type Collector struct {
 	vdsoID       string // build-id a perf.data file recorded for [vdso]
 	arena        []byte // stack copies are carved from large chunks
 	sampleSlab   []Sample
+	freeSamples  []*Sample // see recycle
 	seq          int
 }
 
@@ -198,7 +201,8 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 		// The kernel's pid and tid are signed: a task that is exiting
 		// (its thread already unhashed) is sampled with tid -1, which
 		// perf prints as -1 and names ":-1".
-		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP}
+		*out = Sample{PID: int(int32(s.PID)), TID: int(int32(s.TID)), Time: s.Time, Period: s.Period, IP: s.IP,
+			Kernel: out.Kernel[:0], UserFP: out.UserFP[:0]} // (a recycled sample's memory)
 		if s.Period == 0 {
 			out.Period = 1
 		}
@@ -360,9 +364,11 @@ func (c *Collector) Samples() []*Sample { return c.Take(math.MaxUint64) }
 // stay pending, so that records of other CPUs read later can still be
 // sorted in among them.
 func (c *Collector) Take(before uint64) []*Sample {
-	sort.SliceStable(c.events, func(i, j int) bool { return c.events[i].time < c.events[j].time })
+	if !slices.IsSortedFunc(c.events, cmpEventTime) {
+		slices.SortStableFunc(c.events, cmpEventTime)
+	}
 	n := sort.Search(len(c.events), func(i int) bool { return c.events[i].time >= before })
-	var out []*Sample
+	out := make([]*Sample, 0, n)
 	for i := range c.events[:n] {
 		e := &c.events[i]
 		switch e.kind {
@@ -401,6 +407,9 @@ func (c *Collector) Take(before uint64) []*Sample {
 	c.events = c.events[:rest]
 	return out
 }
+
+// cmpEventTime orders events by time.
+func cmpEventTime(a, b event) int { return cmp.Compare(a.time, b.time) }
 
 // PendingBytes is the size of the stack copies of the samples not taken
 // yet.

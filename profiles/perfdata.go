@@ -67,7 +67,10 @@ type ReadOptions struct {
 	// file whose records expand a thousandfold (a decompression bomb,
 	// or a long recording) would keep them all. The result's Builder is
 	// the one made (it holds those samples), and its Collector the
-	// samples not unwound yet. Nil: every sample waits in the Collector.
+	// samples not unwound yet. With it, a file that is not compressed
+	// and larger than streamMin is unwound the same way, copied a part
+	// at a time into memory reused once its samples are (see
+	// perfdata.OpenStream). Nil: every sample waits in the Collector.
 	Builder func(*Collector) *Builder
 }
 
@@ -104,7 +107,15 @@ func ReadPerfDataWith(path string, arch regs.Arch, opt ReadOptions) (*PerfData, 
 // are cached).
 func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*PerfData, error) {
 	warn, open := opt.Warn, opt.Open
-	f, err := perfdata.Open(path)
+	var f *perfdata.File
+	var err error
+	if opt.Builder != nil {
+		// Unwound while it is read, a large file is copied a part at a
+		// time into memory that is reused (see perfdata.OpenStream).
+		f, err = perfdata.OpenStream(path, streamMin)
+	} else {
+		f, err = perfdata.Open(path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +191,12 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 	// compressed file's are, and the part of its mapping they were in
 	// is released (see streamMin).
 	large := end-start > streamMin
+	soft, hard := pendingSoft, pendingHard
+	if large {
+		soft, hard = min(soft, streamSoft), min(hard, streamHard)
+	}
 	samples := 0
+	var releasedAt int64
 	err = f.Records(func(r *perfdata.Record) error {
 		if r.Type == perfdata.RecordSample && r.Attr != a && !isDummy(r.Attr) {
 			others++
@@ -194,10 +210,22 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 		}
 		c.Add(r)
 		compressed = compressed || r.Decompressed
-		if !(compressed || large) || opt.Builder == nil || c.pending() <= pendingSoft {
+		if !(compressed || large) || opt.Builder == nil {
 			return nil
 		}
-		if roundEnd != flushedAt || c.pending() > pendingHard {
+		if c.pending() <= soft {
+			if !compressed && len(c.events) < 64 {
+				// What no pending record borrows is released
+				// as the file is read, whatever the batches (a
+				// file of side-band records makes none).
+				if at := f.Offset(r.Raw); at-releasedAt > streamRelease {
+					releasedAt = at
+					f.Release(c.firstBorrowed(f, at))
+				}
+			}
+			return nil
+		}
+		if roundEnd != flushedAt || c.pending() > hard {
 			if p.Builder == nil {
 				p.Builder = opt.Builder(c)
 				if !compressed {
@@ -211,12 +239,17 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 				}
 			}
 			flushedAt = roundEnd
-			p.Builder.Add(c.Take(roundEnd))
-			if c.pending() > pendingHard {
-				p.Builder.Add(c.Samples())
+			batch := c.Take(roundEnd)
+			p.Builder.Add(batch)
+			c.recycle(batch)
+			if c.pending() > hard {
+				batch = c.Samples()
+				p.Builder.Add(batch)
+				c.recycle(batch)
 			}
 			if !compressed {
-				f.Release(c.firstBorrowed(f, f.Offset(r.Raw)))
+				releasedAt = f.Offset(r.Raw)
+				f.Release(c.firstBorrowed(f, releasedAt))
 			}
 		}
 		return nil
@@ -236,6 +269,18 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 // distinct stacks, not with the file. A smaller file is unwound in one
 // batch once read.
 var streamMin int64 = 64 << 20 // (a variable for the tests)
+
+// A large file's samples are unwound in smaller batches than a compressed
+// file's (streamSoft and streamHard bytes, as pendingSoft and pendingHard):
+// the memory its records are copied into is reused once they are, and
+// the less there is, the more of it the CPU's caches hold when the
+// samples are walked. streamRelease is how far the file is read between
+// two releases of what no pending record borrows.
+var (
+	streamSoft          = 4 << 20
+	streamHard          = 6 << 20
+	streamRelease int64 = 4 << 20
+)
 
 // firstBorrowed returns the offset in f of the first byte a pending
 // sample borrows from it (its registers, its stack copy; its callchain is

@@ -47,6 +47,10 @@ type Options struct {
 	// Expand bytes of records (perf record without -z), for tests of
 	// large files. It is written a chunk at a time.
 	Raw bool
+	// Threads, with Raw, spreads the samples over that many threads of
+	// the process, in turn (their TIDs follow PID): as many distinct
+	// stacks for a profile, which keeps one per thread and stack.
+	Threads int
 }
 
 // Result says what was written.
@@ -212,12 +216,17 @@ func writeRaw(path string, opt Options, rec, chunk []byte, noiseAt, noise int, r
 	le.PutUint64(head[48:], uint64(res.DataSize))
 	w := bufio.NewWriterSize(f, 1<<20)
 	w.Write(head)
+	n := 0
 	for left := res.Records; left > 0; {
 		c := chunk[:min(int64(len(chunk)/len(rec)), left)*int64(len(rec))]
 		for p := 0; p < len(c) && noise > 0; p += len(rec) {
 			for i := 0; i < noise; i++ {
 				c[p+noiseAt+i] = byte(rnd.Uint32())
 			}
+		}
+		for p := 0; p < len(c) && opt.Threads > 0; p += len(rec) {
+			le.PutUint32(c[p+20:], opt.PID+uint32(n%opt.Threads)) // the TID
+			n++
 		}
 		w.Write(c)
 		left -= int64(len(c) / len(rec))

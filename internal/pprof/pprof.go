@@ -10,11 +10,15 @@
 package pprof
 
 import (
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
+	"reflect"
 	"sort"
+	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Profile is one profile. Its fields carry the meaning of profile.proto's.
@@ -28,6 +32,30 @@ type Profile struct {
 	DurationNanos int64
 	PeriodType    *ValueType
 	Period        int64
+	// Samples, when set, yields more samples, after those of Sample, one
+	// at a time: the sample it passes is valid only during the call (it
+	// may be reused for the next). Write and CheckValid go through them
+	// (each once); a profile of many distinct stacks is then written
+	// without holding them all as Samples.
+	Samples func(yield func(*Sample) bool)
+}
+
+// eachSample calls fn for every sample: Sample's, then those Samples
+// yields, with its index, until fn returns false.
+func (p *Profile) eachSample(fn func(int, *Sample) bool) {
+	for i, s := range p.Sample {
+		if !fn(i, s) {
+			return
+		}
+	}
+	if p.Samples != nil {
+		i := len(p.Sample)
+		p.Samples(func(s *Sample) bool {
+			ok := fn(i, s)
+			i++
+			return ok
+		})
+	}
 }
 
 // ValueType describes the values of samples, or the period.
@@ -101,10 +129,33 @@ func (p *Profile) CheckValid() error {
 		ids[f.ID] = true
 		funcs[f] = true
 	}
-	locs := map[*Location]bool{}
-	clear(ids)
+	// The locations by ID, in a slice when the IDs are dense (they are
+	// numbered from 1): maps of a 2 GB recording's 120,335 locations took
+	// 17 MB and their look-ups for its 3.1 million frames 0.2 s.
+	maxID := uint64(0)
 	for _, l := range p.Location {
-		if l == nil || l.ID == 0 || ids[l.ID] {
+		if l != nil {
+			maxID = max(maxID, l.ID)
+		}
+	}
+	var byID []*Location
+	var byIDMap map[uint64]*Location
+	if maxID <= 2*uint64(len(p.Location))+16 {
+		byID = make([]*Location, maxID+1)
+	} else {
+		byIDMap = make(map[uint64]*Location, len(p.Location))
+	}
+	lookup := func(id uint64) *Location {
+		if byID != nil {
+			if id < uint64(len(byID)) {
+				return byID[id]
+			}
+			return nil
+		}
+		return byIDMap[id]
+	}
+	for _, l := range p.Location {
+		if l == nil || l.ID == 0 || lookup(l.ID) != nil {
 			return fmt.Errorf("pprof: location with ID 0, nil or repeated")
 		}
 		if l.Mapping != nil && !maps[l.Mapping] {
@@ -115,34 +166,51 @@ func (p *Profile) CheckValid() error {
 				return fmt.Errorf("pprof: location %d: a line's function is not in the profile", l.ID)
 			}
 		}
-		ids[l.ID] = true
-		locs[l] = true
+		if byID != nil {
+			byID[l.ID] = l
+		} else {
+			byIDMap[l.ID] = l
+		}
 	}
-	for i, s := range p.Sample {
+	var err error
+	p.eachSample(func(i int, s *Sample) bool {
 		if s == nil || len(s.Value) != n {
-			return fmt.Errorf("pprof: sample %d has %d values, want %d", i, len(s.Value), n)
+			err = fmt.Errorf("pprof: sample %d has %d values, want %d", i, len(s.Value), n)
+			return false
 		}
 		for _, l := range s.Location {
-			if !locs[l] {
-				return fmt.Errorf("pprof: sample %d: a location is not in the profile", i)
+			if l == nil || lookup(l.ID) != l {
+				err = fmt.Errorf("pprof: sample %d: a location is not in the profile", i)
+				return false
 			}
 		}
-	}
-	return nil
+		return true
+	})
+	return err
 }
 
 // Write writes p gzip-compressed in pprof's format.
 //
 // The message is compressed as it is encoded, a few fields at a time:
 // encoded whole first, the profile of a 2 GB system-wide recording took
-// another 60 MB while it was written.
+// another 60 MB while it was written. It is compressed at the fastest
+// level (klauspost/compress's, which is faster than the standard
+// library's): the 237 KB profile of a 336 MB system-wide recording took
+// 9-15 ms at compress/gzip's default level, 2-4 ms at its fastest and
+// 0.8-0.9 ms at this one, for a file of 52 KB instead of 36 KB.
 func (p *Profile) Write(w io.Writer) error {
-	zw := gzip.NewWriter(w)
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
 	if _, err := p.encode(zw); err != nil {
 		return err
 	}
 	return zw.Close()
 }
+
+// maxEncodedLabels bounds the label sets encode keeps the encoding of.
+const maxEncodedLabels = 4096
 
 // Encode returns p as an uncompressed profile.proto message.
 func (p *Profile) Encode() []byte {
@@ -170,35 +238,54 @@ func (p *Profile) encode(w io.Writer) ([]byte, error) {
 		b = bytesField(b, 1, e.valueType(vt))
 	}
 	var keys []string
-	for _, s := range p.Sample {
-		var m []byte
-		ids := make([]uint64, len(s.Location))
-		for i, l := range s.Location {
-			ids[i] = l.ID
+	// Samples often share their label maps (those of one thread): their
+	// labels are encoded once, by the maps' identity.
+	type labelMaps struct{ str, num unsafe.Pointer }
+	encoded := map[labelMaps][]byte{}
+	var m, lb []byte
+	var ids []uint64
+	p.eachSample(func(_ int, s *Sample) bool {
+		m = m[:0]
+		ids = ids[:0]
+		for _, l := range s.Location {
+			ids = append(ids, l.ID)
 		}
 		m = packedUint(m, 1, ids)
 		m = packedInt(m, 2, s.Value)
-		keys = sortedKeys(keys, s.Label)
-		for _, k := range keys {
-			for _, v := range s.Label[k] {
-				var lb []byte
-				lb = varintField(lb, 1, uint64(e.str(k)))
-				lb = varintField(lb, 2, uint64(e.str(v)))
-				m = bytesField(m, 3, lb)
+		lm := labelMaps{reflect.ValueOf(s.Label).UnsafePointer(), reflect.ValueOf(s.NumLabel).UnsafePointer()}
+		enc, ok := encoded[lm]
+		if !ok {
+			keys = sortedKeys(keys, s.Label)
+			for _, k := range keys {
+				for _, v := range s.Label[k] {
+					lb = varintField(lb[:0], 1, uint64(e.str(k)))
+					lb = varintField(lb, 2, uint64(e.str(v)))
+					enc = bytesField(enc, 3, lb)
+				}
+			}
+			keys = sortedKeys(keys, s.NumLabel)
+			for _, k := range keys {
+				for _, v := range s.NumLabel[k] {
+					lb = varintField(lb[:0], 1, uint64(e.str(k)))
+					lb = varintField(lb, 3, uint64(v))
+					enc = bytesField(enc, 3, lb)
+				}
+			}
+			if lm.str != nil || lm.num != nil {
+				if len(encoded) >= maxEncodedLabels {
+					// (Many threads, each its labels: bounded. The
+					// maps a key points to stay alive while it is
+					// kept, so no other map is at its address.)
+					clear(encoded)
+				}
+				encoded[lm] = enc
 			}
 		}
-		keys = sortedKeys(keys, s.NumLabel)
-		for _, k := range keys {
-			for _, v := range s.NumLabel[k] {
-				var lb []byte
-				lb = varintField(lb, 1, uint64(e.str(k)))
-				lb = varintField(lb, 3, uint64(v))
-				m = bytesField(m, 3, lb)
-			}
-		}
+		m = append(m, enc...)
 		b = bytesField(b, 2, m)
 		flush()
-	}
+		return err == nil
+	})
 	for _, mp := range p.Mapping {
 		var m []byte
 		m = varintField(m, 1, mp.ID)
@@ -320,20 +407,35 @@ func packedUint(b []byte, field int, vs []uint64) []byte {
 	if len(vs) == 0 {
 		return b
 	}
-	var m []byte
+	n := 0
 	for _, v := range vs {
-		m = binary.AppendUvarint(m, v)
+		n += uvarintLen(v)
 	}
-	return bytesField(b, field, m)
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+// uvarintLen is the size of v's varint encoding.
+func uvarintLen(v uint64) int {
+	return (bits.Len64(v|1) + 6) / 7
 }
 
 func packedInt(b []byte, field int, vs []int64) []byte {
 	if len(vs) == 0 {
 		return b
 	}
-	var m []byte
+	n := 0
 	for _, v := range vs {
-		m = binary.AppendUvarint(m, uint64(v))
+		n += uvarintLen(uint64(v))
 	}
-	return bytesField(b, field, m)
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	return b
 }
