@@ -80,6 +80,11 @@ func startEarly(pid int, objs *target.Objects, sym *symbolize.Symbolizer, tables
 	return e
 }
 
+// maxHintThreads bounds the threads whose PCs the early work reads: they
+// only choose what to read early, and most threads of a large process
+// wait in the same few places.
+const maxHintThreads = 64
+
 // earlyNice is the nice value of the early work's thread while the
 // capture runs.
 const earlyNice = 10
@@ -185,8 +190,9 @@ func firstMappings(maps []target.Mapping) map[string]target.Mapping {
 }
 
 // threadPCs returns the user-space PC of each thread of process pid that
-// is blocked in the kernel, from /proc/PID/task/TID/syscall (whose last
-// field is the PC; a running thread's reads "running").
+// is blocked in the kernel (of the first maxHintThreads), from
+// /proc/PID/task/TID/syscall (whose last field is the PC; a running
+// thread's reads "running").
 func threadPCs(pid int) []uint64 {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	ents, err := os.ReadDir(dir)
@@ -194,7 +200,7 @@ func threadPCs(pid int) []uint64 {
 		return nil
 	}
 	var pcs []uint64
-	for _, ent := range ents {
+	for _, ent := range ents[:min(len(ents), maxHintThreads)] {
 		b, err := os.ReadFile(dir + "/" + ent.Name() + "/syscall")
 		if err != nil {
 			continue
