@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/cpython"
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/fibers"
 	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/internal/procmaps"
@@ -178,6 +179,9 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	// Inlined calls are listed (marked) above the frame they were inlined
 	// into, as eu-stack -i and gdb show them.
 	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
+	// Large sections mapped rather than copied: fewer pages touched
+	// (a dump is short-lived; see elfobj.MapSections).
+	elfobj.MapSections(true)
 	objs = &target.Objects{}
 	// Unwind tables of the FDEs the frames are in, not whole objects.
 	objs.Tables.Partial = true
