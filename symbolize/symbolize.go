@@ -253,11 +253,10 @@ func (s *Symbolizer) PrepareModule(m *target.Module) {
 		return
 	}
 	mi.info.dwarf()
+	// The symbol file's table (the object's own is read only for an
+	// address the symbol file does not name).
 	if mi.sym != nil {
 		_ = mi.sym.LoadSymbols()
-	}
-	if mi.obj != mi.sym {
-		_ = mi.obj.LoadSymbols()
 	}
 }
 
