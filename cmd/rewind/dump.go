@@ -182,6 +182,7 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	// Large sections mapped rather than copied: fewer pages touched
 	// (a dump is short-lived; see elfobj.MapSections).
 	elfobj.MapSections(true)
+	symbolize.BuffersOutsideHeap(true)
 	objs = &target.Objects{}
 	// Unwind tables of the FDEs the frames are in, not whole objects.
 	objs.Tables.Partial = true
