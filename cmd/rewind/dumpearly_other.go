@@ -2,8 +2,8 @@
 
 package main
 
-// threadID returns 0: thread priorities are set on Linux only.
+// threadID returns 0: scheduling classes are set on Linux only.
 func threadID() int { return 0 }
 
-// setNice does nothing and reports false.
-func setNice(tid, nice int) bool { return false }
+// setIdle does nothing and reports false.
+func setIdle(tid int, idle bool) bool { return false }
