@@ -55,12 +55,12 @@ func startEarly(pid int, objs *target.Objects, sym *symbolize.Symbolizer, tables
 	// On a thread in the SCHED_IDLE class until the capture ends: it
 	// runs only where neither the tracer nor the target's threads (which
 	// must run to stop, and wait for the tracer while it copies) want a
-	// CPU. At nice 10 it still lengthened the pause by 0.8 ms (median,
-	// warm, load 6). It takes one P: the
-	// capture's goroutines take turns on the other (it waits for the
-	// tracer). With a P added for it, a warm dump touched 80 more pages
-	// (the P's own caches), and setting GOMAXPROCS back after the capture
-	// stopped the world, waiting for this goroutine (2 to 4 ms).
+	// CPU (at nice 10 it lengthened the pause by 0.8 ms: median, warm,
+	// load 7). It takes one P: the capture's goroutines take turns on the
+	// other (the caller waits for the tracer). With a P added for it, a
+	// warm dump touched 80 more pages (the P's own caches), and setting
+	// GOMAXPROCS back after the capture stopped the world, waiting for
+	// this goroutine (2 to 4 ms).
 	earlyDone.Add(1)
 	go func() {
 		defer earlyDone.Done()
