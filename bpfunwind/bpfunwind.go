@@ -44,7 +44,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/profiles"
@@ -235,7 +234,7 @@ func Load(opt Options) (*Unwinder, error) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, errors.New("no kernel BTF (/sys/kernel/btf/vmlinux)")
 	}
-	if err := rlimit.RemoveMemlock(); err != nil && errors.Is(err, unix.EPERM) {
+	if err := removeMemlock(); err != nil && errors.Is(err, unix.EPERM) {
 		return nil, errors.New("not permitted to load BPF programs (needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE)")
 	} else if err != nil {
 		return nil, fmt.Errorf("raising the locked-memory limit: %w", err)
@@ -479,4 +478,38 @@ func (u *Unwinder) loadObjects() error {
 		}
 	}
 	return spec.LoadAndAssign(&u.objs, nil)
+}
+
+// removeMemlock lifts RLIMIT_MEMLOCK, which kernels before 5.11 charge BPF
+// maps to (later ones charge the memory cgroup, and then a limit that
+// cannot be raised does not matter). It does what cilium/ebpf's
+// rlimit.RemoveMemlock does without importing that package, whose init
+// creates a BPF map and reads /proc/self/mountinfo in every rewind
+// process, whatever its command (about 1 ms of each start on the
+// development VM).
+func removeMemlock() error {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &cur); err == nil && cur.Cur == unix.RLIM_INFINITY {
+		return nil
+	}
+	err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY})
+	if err != nil && memcgCharged() {
+		return nil
+	}
+	return err
+}
+
+// memcgCharged reports whether the running kernel charges BPF memory to
+// the memory cgroup rather than to RLIMIT_MEMLOCK: Linux 5.11 and later.
+func memcgCharged() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 11
 }

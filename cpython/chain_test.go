@@ -242,7 +242,7 @@ func TestRefused(t *testing.T) {
 		}
 	}
 	// A free-threaded interpreter by its file name: refused.
-	if m := pyName.FindStringSubmatch("libpython3.13t.so.1.0"); m == nil || m[3] != "t" {
+	if m := pyName("libpython3.13t.so.1.0"); m == nil || m[3] != "t" {
 		t.Errorf("libpython3.13t.so.1.0: %q", m)
 	}
 }

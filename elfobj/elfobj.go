@@ -150,6 +150,7 @@ type File struct {
 	r      io.ReaderAt
 	size   int64 // file length, -1 if unknown
 	closer io.Closer
+	file   *os.File      // the file Open opened (nil for NewFile), for mapRange
 	read   atomic.Uint64 // bytes allocated by readAt so far, for maxTotalRead
 	ef     *elf.File
 	secs   []secInfo
@@ -194,7 +195,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("elfobj: %w", err)
 	}
-	f, err := NewFile(io.NewSectionReader(fh, 0, st.Size()), path)
+	f, err := newFile(io.NewSectionReader(fh, 0, st.Size()), path, fh)
 	if err != nil {
 		fh.Close()
 		return nil, err
@@ -210,7 +211,13 @@ func Open(path string) (*File, error) {
 // grow only as data arrives. The caller keeps r valid for the File's
 // lifetime.
 func NewFile(r io.ReaderAt, path string) (*File, error) {
-	f := &File{Path: path, r: r, size: -1}
+	return newFile(r, path, nil)
+}
+
+// newFile is NewFile; file, when not nil, is the file r reads (from its
+// start), which large sections may be mapped from (see MapSections).
+func newFile(r io.ReaderAt, path string, file *os.File) (*File, error) {
+	f := &File{Path: path, r: r, size: -1, file: file}
 	switch v := r.(type) {
 	case interface{ Size() int64 }:
 		f.size = v.Size()
@@ -287,7 +294,7 @@ func (f *File) Close() error {
 		return nil
 	}
 	err := f.closer.Close()
-	f.closer = nil
+	f.closer, f.file = nil, nil
 	f.r = closedReader{}
 	if err != nil {
 		return f.errorf("close: %v", err)
@@ -351,6 +358,25 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
+// MapSections makes the sections and tables that files opened by Open
+// read from then on, where they are at least mapMin bytes, be mapped from
+// the file (read-only, populated from the page cache in the same system
+// call) instead of copied into fresh memory: libc's .eh_frame is 45 pages
+// a dump would touch, each a page fault, and page faults are what a dump
+// pays most for on a VM. The mappings are never unmapped (the data may be
+// kept beyond the File), so it is for short-lived commands (dump); and
+// the file must not be truncated while they are read (as for any mapped
+// file, that faults; rewind maps files mapped by the target, which the
+// target itself would fault on). It does nothing where mapping is not
+// supported.
+func MapSections(on bool) { mapSections.Store(on) }
+
+var mapSections atomic.Bool
+
+// mapMin is the smallest read MapSections maps: below it a copy costs a
+// page or two, as the mapping would.
+const mapMin = 16 << 10
+
 // maxRead caps one read of a section or table from the file, and
 // maxTotalRead all of them for one File.
 const (
@@ -391,6 +417,12 @@ func (f *File) readAt(off, n uint64) ([]byte, error) {
 	if f.size >= 0 {
 		if off > uint64(f.size) || n > uint64(f.size)-off {
 			return nil, fmt.Errorf("offset %#x: %d bytes: %w (file size %d)", off, n, errShort, f.size)
+		}
+		if n >= mapMin && f.file != nil && mapSections.Load() {
+			if b := mapRange(f.file, off, n); b != nil {
+				f.read.Add(-n) // nothing allocated
+				return b, nil
+			}
 		}
 		buf := make([]byte, n)
 		if err := readat.Full(f.r, buf, off); err != nil {

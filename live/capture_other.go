@@ -38,4 +38,9 @@ func (m *ProcMemory) Close() error { return nil }
 // OpenObject opens path (Linux has more ways: see its documentation).
 func (s *Snapshot) OpenObject(path string) (*elfobj.File, error) { return elfobj.Open(path) }
 
+// OpenMapped opens path (Linux has more ways: see its documentation).
+func OpenMapped(pid int, maps []target.Mapping, path string) (*elfobj.File, error) {
+	return elfobj.Open(path)
+}
+
 func readFile(path string, buf []byte) ([]byte, error) { return os.ReadFile(path) }

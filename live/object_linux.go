@@ -24,18 +24,25 @@ import (
 // the mapped file (it was replaced) and is skipped. The returned file's
 // Path is path. OpenObject has the signature of target.Objects.Open.
 func (s *Snapshot) OpenObject(path string) (*elfobj.File, error) {
+	return OpenMapped(s.PID, s.Maps, path)
+}
+
+// OpenMapped opens the object file mapped at path in process pid, whose
+// mappings are maps (as /proc/PID/maps listed them, before a capture or in
+// a snapshot), as Snapshot.OpenObject does.
+func OpenMapped(pid int, maps []target.Mapping, path string) (*elfobj.File, error) {
 	var m *target.Mapping
-	for i := range s.Maps {
-		if s.Maps[i].Path == path {
-			m = &s.Maps[i]
+	for i := range maps {
+		if maps[i].Path == path {
+			m = &maps[i]
 			break
 		}
 	}
 	if m == nil {
-		return nil, fmt.Errorf("live: %s is not mapped in process %d", path, s.PID)
+		return nil, fmt.Errorf("live: %s is not mapped in process %d", path, pid)
 	}
 	var errs []error
-	if f, err := elfobj.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", s.PID, m.Start, m.End)); err == nil {
+	if f, err := elfobj.Open(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)); err == nil {
 		f.Path = path
 		return f, nil
 	} else {
@@ -43,9 +50,9 @@ func (s *Snapshot) OpenObject(path string) (*elfobj.File, error) {
 	}
 	if m.Deleted {
 		errs = append(errs, fmt.Errorf("%s was deleted after it was mapped", path))
-		return nil, fmt.Errorf("live: cannot open %s of process %d: %w", path, s.PID, errors.Join(errs...))
+		return nil, fmt.Errorf("live: cannot open %s of process %d: %w", path, pid, errors.Join(errs...))
 	}
-	for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", s.PID, path), path} {
+	for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, path), path} {
 		st, err := os.Stat(cand)
 		if err != nil {
 			errs = append(errs, err)
@@ -63,5 +70,5 @@ func (s *Snapshot) OpenObject(path string) (*elfobj.File, error) {
 		f.Path = path
 		return f, nil
 	}
-	return nil, fmt.Errorf("live: cannot open %s of process %d: %w", path, s.PID, errors.Join(errs...))
+	return nil, fmt.Errorf("live: cannot open %s of process %d: %w", path, pid, errors.Join(errs...))
 }

@@ -24,6 +24,11 @@ func bigBuffer(n uint64) []byte {
 	if n < hugePage || n > maxSection {
 		return make([]byte, n)
 	}
+	if outsideHeap.Load() {
+		if b := anonBuffer(n); b != nil {
+			return b
+		}
+	}
 	// A huge page backs an aligned 2 MiB: the buffer starts at one.
 	b := make([]byte, n+hugePage)
 	start := uintptr(unsafe.Pointer(&b[0]))
@@ -33,6 +38,25 @@ func bigBuffer(n uint64) []byte {
 		_ = unix.Madvise(b[skip:end-start], unix.MADV_HUGEPAGE)
 	}
 	return b[skip : skip+uintptr(n) : skip+uintptr(n)]
+}
+
+// anonBuffer returns n bytes of fresh anonymous memory outside the Go
+// heap, from a huge page boundary, advised to be backed by huge pages
+// (see BuffersOutsideHeap); nil when the mapping fails.
+func anonBuffer(n uint64) []byte {
+	size := n + hugePage
+	if size != uint64(int(size)) {
+		return nil
+	}
+	m, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil
+	}
+	start := uintptr(unsafe.Pointer(&m[0]))
+	skip := ((start + hugePage - 1) &^ (hugePage - 1)) - start
+	b := m[skip : skip+uintptr(n) : skip+uintptr(n)]
+	_ = unix.Madvise(m[skip:skip+(uintptr(n)&^(hugePage-1))], unix.MADV_HUGEPAGE)
+	return b
 }
 
 // fileMap is a read-only mapping of part of a file.

@@ -77,3 +77,25 @@ func TestBigBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestBuffersOutsideHeap: a buffer mapped outside the heap has the size
+// asked for, starts at a huge page boundary, is zero and can be written.
+func TestBuffersOutsideHeap(t *testing.T) {
+	BuffersOutsideHeap(true)
+	defer BuffersOutsideHeap(false)
+	n := uint64(3*hugePage + 12345)
+	b := bigBuffer(n)
+	if uint64(len(b)) != n || uint64(cap(b)) != n {
+		t.Fatalf("len %d cap %d, want %d", len(b), cap(b), n)
+	}
+	if uintptr(unsafe.Pointer(&b[0]))%hugePage != 0 {
+		t.Errorf("buffer at %p, not at a huge page boundary", &b[0])
+	}
+	for i := 0; i < len(b); i += 4096 {
+		if b[i] != 0 {
+			t.Fatalf("byte %d is %d", i, b[i])
+		}
+		b[i] = 1
+	}
+	b[n-1] = 1
+}

@@ -520,6 +520,25 @@ func (ix *dwarfIndex) prefetch(addrs []uint64) {
 	}
 }
 
+// readAhead decompresses .debug_info as far as the units a lookup of
+// addrs looks into that the index does not hold yet (see
+// Symbolizer.ReadAhead).
+func (ix *dwarfIndex) readAhead(addrs []uint64) {
+	need := ix.missing(addrs)
+	if len(need) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	src := ix.source()
+	ix.mu.Unlock()
+	if src == nil {
+		return
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.walkTo(slices.Max(need))
+}
+
 // want makes sure the DWARF read covers every unit that a lookup of
 // addrs looks into and the index does not hold yet, so that they are all
 // read in one pass, and parses them, as many at once as there are CPUs:

@@ -239,6 +239,55 @@ func (s *Symbolizer) Preload(starts []Want) {
 	}
 }
 
+// PrepareModule opens, ahead of any lookup, what resolving addresses in
+// module m reads first: its symbol file, its Go table or DWARF index (from
+// the persistent cache when that has one) and its symbol table. A dump
+// calls it, in the background, for the objects it expects frames in while
+// the process is being stopped. It returns when done.
+func (s *Symbolizer) PrepareModule(m *target.Module) {
+	if m == nil || m.File == nil {
+		return
+	}
+	mi := s.module(m)
+	if mi.info.goTable() != nil {
+		return
+	}
+	mi.info.dwarf()
+	// The symbol file's table (the object's own is read only for an
+	// address the symbol file does not name).
+	if mi.sym != nil {
+		_ = mi.sym.LoadSymbols()
+	}
+}
+
+// ReadAhead decompresses, in the calling goroutine and in no other, the
+// part of each object's .debug_info that holds the units the frames in
+// starts need and that the index lacks: the longest part of a cold dump's
+// symbolization, begun by a dump while the process is being stopped (one
+// goroutine, so that the capture keeps a CPU). Units are parsed later,
+// as ever (Prepare, Frame); it returns when done.
+func (s *Symbolizer) ReadAhead(starts []Want) {
+	addrs := map[*target.Module][]uint64{}
+	var order []*target.Module
+	for _, f := range starts {
+		if m := f.Map; m != nil && m.Module != nil && m.Module.File != nil {
+			if _, ok := addrs[m.Module]; !ok {
+				order = append(order, m.Module)
+			}
+			addrs[m.Module] = append(addrs[m.Module], lookupAddr(f)-m.Bias)
+		}
+	}
+	for _, mod := range order {
+		mi := s.module(mod)
+		if mi.info.goTable() != nil {
+			continue
+		}
+		if dw := mi.info.dwarf(); dw != nil {
+			dw.readAhead(addrs[mod])
+		}
+	}
+}
+
 // lookupAddr is the address a frame is looked up at: a return address's
 // call instruction.
 func lookupAddr(f Want) uint64 {
@@ -393,6 +442,11 @@ type debugInfo struct {
 
 	dir string // persistent cache directory, "" for none
 	bid string // the object's build-id, hex
+
+	// objGo and symGo: the object and the symbol file have one of the
+	// sections of a Go binary (elfobj.File.Go), without which openGoTable
+	// finds no table.
+	objGo, symGo bool
 }
 
 // get returns the cache entry of an object whose symbols come from sym.
@@ -421,7 +475,8 @@ func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
 	if di := c.byKey[key]; di != nil {
 		return di
 	}
-	di := &debugInfo{objPath: obj.Path, symPath: sym.Path, dirs: dirs, results: map[uint64][]Location{}, incremental: c.incremental}
+	di := &debugInfo{objPath: obj.Path, symPath: sym.Path, dirs: dirs, results: map[uint64][]Location{}, incremental: c.incremental,
+		objGo: obj.Go, symGo: sym.Go}
 	if id := obj.BuildIDHex(); len(id) > 2 {
 		di.dir, di.bid = c.dir, id
 	}
@@ -434,6 +489,11 @@ func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
 func (di *debugInfo) goTable() *goTable {
 	di.goOnce.Do(func() {
 		for _, p := range uniq(di.objPath, di.symPath) {
+			if !(p == di.objPath && di.objGo || p == di.symPath && di.symGo) {
+				// No Go section: nothing to open the file again for
+				// (libc and its debug file: 0.5 to 1 ms of a dump).
+				continue
+			}
 			ef, err := openELF(p)
 			if err != nil {
 				continue

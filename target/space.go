@@ -213,6 +213,16 @@ func (o *Objects) AddFile(key string, f *elfobj.File) *Module {
 	return m
 }
 
+// Forget drops the module opened for path, if any: the next Module call
+// opens path again. A dump that opened a process's objects while the
+// process was being stopped forgets those whose mapping the capture found
+// changed. Modules already handed out stay usable.
+func (o *Objects) Forget(path string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.byPath, path)
+}
+
 // Module returns the module for path, opening it on first use.
 func (o *Objects) Module(path string) *Module {
 	o.mu.Lock()

@@ -31,6 +31,18 @@ func newModInfo(m *target.Module) any {
 		goSwitch: goSwitchRanges(m)}
 }
 
+// Prepare computes ahead of any walk what walks derive from module m on
+// first use: its unwind table and the extents of its thread-root
+// functions. A dump calls it for each object mapped into a process while
+// the process is being stopped, so that the walks find them ready.
+func Prepare(m *target.Module) {
+	if m == nil {
+		return
+	}
+	_, _ = m.Table()
+	m.Memo(infoKey, newModInfo)
+}
+
 // modCache remembers the last module a walk looked at and its modInfo:
 // consecutive frames are mostly in the same object, so most frames cost
 // one pointer comparison.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/cpython"
+	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/fibers"
 	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/internal/procmaps"
@@ -139,7 +140,8 @@ func runDump(args []string) error {
 		if err != nil {
 			return err
 		}
-		if rep, lf.inputErr = dumpLive(pid, *lazy, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); rep == nil {
+		tables := *method == "auto" || *method == "dwarf" // walks read unwind tables
+		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); rep == nil {
 			return lf.inputErr
 		}
 	case *core != "" && len(pos) > 0:
@@ -177,6 +179,10 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	// Inlined calls are listed (marked) above the frame they were inlined
 	// into, as eu-stack -i and gdb show them.
 	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
+	// Large sections mapped rather than copied: fewer pages touched
+	// (a dump is short-lived; see elfobj.MapSections).
+	elfobj.MapSections(true)
+	symbolize.BuffersOutsideHeap(true)
 	objs = &target.Objects{}
 	// Unwind tables of the FDEs the frames are in, not whole objects.
 	objs.Tables.Partial = true
@@ -192,6 +198,7 @@ func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbol
 	return sym, objs, tm, func() {
 		// What the symbolizer read of debug files goes to the cache
 		// once the stacks are out, beside the unwind tables.
+		earlyDone.Wait() // what the early work read is saved too
 		saved := make(chan struct{})
 		go func() { objs.Tables.Wait(); close(saved) }()
 		sym.Flush()
@@ -285,8 +292,10 @@ func livePID(arg string, lf *locateFlags) (int, error) {
 // dumpLive captures process pid with lopt (its Threads from opt) and
 // unwinds it. When the process exits after some threads were copied, it
 // returns their report and the error wrapping live.ErrExited: what was
-// copied is dumped, and the error is the command's.
-func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (_ *output.Report, rerr error) {
+// copied is dumped, and the error is the command's. Unless lazy, the
+// objects are opened while the process is being stopped (see
+// earlyOpen; tables: the walks read unwind tables).
+func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (_ *output.Report, rerr error) {
 	lopt.Threads = opt.Threads
 	var fc *fibers.Copier
 	var found []fibers.Spec
@@ -305,7 +314,8 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
 		fc.Apply(&lopt)
 	}
-	py := livePython(pid, fr.python, &lopt)
+	maps, _ := procmaps.Read(pid) // nil: the capture says why
+	py := livePython(pid, fr.python, &lopt, maps)
 	addFibers := func(tg *target.Target) {
 		if fc != nil {
 			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, warn)...)
@@ -332,7 +342,9 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 		})
 		tm.mark("capture+unwind")
 	} else {
+		early := startEarly(pid, objs, sym, tables, maps)
 		snap, err = live.Capture(pid, lopt)
+		early.captured()
 		tm.mark("capture")
 		var exitErr error
 		if errors.Is(err, live.ErrExited) && snap != nil && len(snap.Threads) > 0 {
@@ -346,6 +358,7 @@ func dumpLive(pid int, lazy bool, lopt live.Options, objs *target.Objects, opt s
 			}
 		}()
 		if err == nil {
+			early.settle(snap, objs)
 			tg = snap.Target(objs, warn)
 			tm.mark("open")
 			preload(sym, tg) // on the other core, while unwinding
@@ -415,16 +428,13 @@ func notELF(err error) bool {
 	return errors.As(err, &fe) && fe.Pkg == "elfobj" && fe.Section == "ELF header" && fe.Offset == 0
 }
 
-// livePython finds CPython in process pid (unless !want), walks its
-// Python stacks before the capture and has lopt re-read them in the
-// pause (after any During already set); nil when there is none to read.
-func livePython(pid int, want bool, lopt *live.Options) *cpython.Live {
-	if !want {
-		return nil
-	}
-	maps, err := procmaps.Read(pid)
-	if err != nil {
-		return nil // the capture says why
+// livePython finds CPython in process pid (unless !want), whose
+// mappings are maps (nil: unreadable), walks its Python stacks before the
+// capture and has lopt re-read them in the pause (after any During
+// already set); nil when there is none to read.
+func livePython(pid int, want bool, lopt *live.Options, maps []target.Mapping) *cpython.Live {
+	if !want || maps == nil {
+		return nil // (unreadable maps: the capture says why)
 	}
 	rt, err := cpython.Find(maps, live.NewReader(pid), cpython.ProcessFile(pid))
 	if rt == nil {
