@@ -27,18 +27,26 @@
 //     nothing can change it), and one process_vm_readv call with one
 //     iovec per thread copies every stack, from SP-128 (the red zone)
 //     upward to the end of the mapping that holds SP, at most MaxStack
-//     bytes.
+//     bytes. Options.During, when set, runs meanwhile on a second thread
+//     of this process (it makes no ptrace request), raised in priority
+//     like the tracer's: on two CPUs it reads while the stacks are copied.
 //  3. PTRACE_DETACH every thread. A stop that intercepted a signal on its
 //     way to the thread (a signal-delivery-stop) passes that signal on, so
 //     no signal is lost; a thread that was in a group-stop (SIGSTOP, ^Z)
 //     before the capture goes back to it.
 //
-// The maps text is parsed, and thread names read, after the threads run
-// again. Pause is measured from just before the first PTRACE_INTERRUPT to
-// the return of the last PTRACE_DETACH, so it bounds the time any thread
-// spent stopped. On a 2-CPU virtual machine, a 17-thread process pauses
-// for about half a millisecond, mostly in waking each thread to stop it and
-// again to resume it (BenchmarkCapture).
+// While the threads are being stopped, the SIGCHLD action of this process
+// carries SA_NOCLDSTOP (when a handler is installed: Go installs one), so
+// that no stop raises a signal here: each would cost the stopping threads
+// CPU time. The maps text is parsed, and thread names read, after the
+// threads run again. Pause is measured from just before the first
+// PTRACE_INTERRUPT to the return of the last PTRACE_DETACH, so it bounds
+// the time any thread spent stopped (Thread.Stopped is each thread's
+// own, shorter). On a 2-CPU virtual machine, a 17-thread process pauses
+// for about half a millisecond, mostly in waking each thread to stop it
+// and again to resume it (BenchmarkCapture); for 101 threads that alone
+// takes milliseconds, and a capture's pause stays within about half a
+// millisecond of it (BenchmarkFloor).
 //
 // # Never leaving the target stopped
 //

@@ -46,9 +46,11 @@ type Options struct {
 	// DefaultMaxStopped; negative means no limit.
 	MaxStopped time.Duration
 	// During, when set, is called once while every thread is stopped,
-	// after the stacks are copied, to copy more of the process's memory
-	// in the same pause (a Go program's goroutines, for example) through
-	// r's batched reads. It must not keep r.
+	// to copy more of the process's memory in the same pause (a Go
+	// program's goroutines, for example) through r's batched reads. It
+	// runs on a thread of its own while the tracer reads the maps and
+	// copies the stacks (on the tracer's, after them, when that thread
+	// had not begun it by then), and must not keep r.
 	During func(r *Reader)
 	// StaggerDuring lets MaxPause apply to a Capture with During: when
 	// threads are slow to stop, During is called with the threads
