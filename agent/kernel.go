@@ -80,6 +80,7 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 			a.cfg.Warn(err.Error())
 		}
 	}
+	a.logReady("unwinding in the kernel")
 	if a.cfg.Ready != nil {
 		a.cfg.Ready()
 	}
@@ -140,10 +141,27 @@ func (a *Agent) flushKernel(u *bpfunwind.Unwinder, start, end time.Time) {
 	}
 	if a.cfg.Log != nil {
 		sent, dropped, failed, depth := a.queueStats()
-		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): unwound in the kernel: %d samples (0 lost)%s%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
+		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): unwound in the kernel: %d samples (0 lost)%s%s%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
 			a.periods, end.Sub(start).Round(time.Millisecond), st.samples, st.offLine(a.offCol != nil), st.unfinished(u),
-			sent, dropped, failed, depth)
+			a.bpfLine(u), sent, dropped, failed, depth)
 	}
+}
+
+// bpfLine says how much CPU the BPF programs took since the last period
+// line: time the kernel charges to the tasks they walked, not to the
+// agent (empty when the kernel keeps no statistics).
+func (a *Agent) bpfLine(u *bpfunwind.Unwinder) string {
+	d, n := u.ProgramTime()
+	if n == 0 {
+		return ""
+	}
+	dd, dn := d-a.bpf.d, n-a.bpf.n
+	a.bpf.d, a.bpf.n = d, n
+	each := 0.0
+	if dn > 0 {
+		each = float64(dd) / 1e3 / float64(dn)
+	}
+	return fmt.Sprintf("; BPF programs %.1f ms of CPU in the sampled tasks (%d runs, %.1f µs each)", float64(dd)/1e6, dn, each)
 }
 
 // kernelStats counts a period's kernel walks.
