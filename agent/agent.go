@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rewindstack/rewind/bpfunwind"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
@@ -133,6 +134,7 @@ type Agent struct {
 		d time.Duration
 		n uint64
 	} // the BPF programs' run time at the last period line
+	work bpfunwind.WorkStats // the unwinder's work at the last period line
 	last struct{ samples, lost, switches, switchesLost uint64 }
 }
 

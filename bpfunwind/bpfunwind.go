@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -184,6 +185,22 @@ type Options struct {
 	Warn func(string)
 	// Sizes of the maps; the zero value is Host.
 	Sizes Sizes
+	// LoadInBackground has a goroutine load the rows of files seen for
+	// the first time, in order, instead of the Describe that met them:
+	// describing a process (at start, after an exec) then takes
+	// milliseconds, and its walks end file-not-loaded where they reach a
+	// file not loaded yet. The agent sets it; record, which describes
+	// its command's files before starting it, does not.
+	LoadInBackground bool
+	// SkipSelf describes this process to the program without rows, so
+	// that its walks end at once (file-not-loaded): the agent, which
+	// drops its own samples, sets it.
+	SkipSelf bool
+	// PollNotices, when set, has the program's notices read every
+	// PollNotices (up to ten times less often while none come) instead
+	// of as each comes: describing a process then waits up to that long,
+	// and an idle agent is not woken by every process start and exit.
+	PollNotices time.Duration
 }
 
 // Unwinder is the loaded BPF program and its maps.
@@ -194,7 +211,8 @@ type Unwinder struct {
 	perfFDs []int
 	notices *ringbuf.Reader
 	done    chan struct{}
-	stats   io.Closer // keeps the kernel's BPF run-time statistics on
+	stop    chan struct{} // closed by Close: serve returns
+	stats   io.Closer     // keeps the kernel's BPF run-time statistics on
 
 	mu           sync.Mutex
 	files        map[string]uint32 // file identity -> index in files
@@ -208,6 +226,13 @@ type Unwinder struct {
 	exitedBefore map[int]bool                            // ... before the last Read: forgotten at the next
 	notes        map[string]int                          // period-line notes: files too big, maps full
 	active       uint32
+	inodes       map[struct{ Dev, Ino uint64 }]inodeVal // what the inodes map was told
+	described    map[int]describedProc                  // what each process was last described with
+	work         workCounters
+
+	loads      chan fileLoad // files for the loader goroutine (Options.LoadInBackground)
+	loaderDone chan struct{}
+	closing    atomic.Bool // the loader skips what is left
 
 	py pyState // CPython processes (python.go)
 }
@@ -228,7 +253,7 @@ func Load(opt Options) (*Unwinder, error) {
 		opt.Objects = &target.Objects{}
 	}
 	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
-		notes: map[string]int{}, done: make(chan struct{})}
+		notes: map[string]int{}, done: make(chan struct{}), stop: make(chan struct{}), inodes: map[struct{ Dev, Ino uint64 }]inodeVal{}, described: map[int]describedProc{}}
 	if opt.Sizes == (Sizes{}) {
 		opt.Sizes = Host
 	}
@@ -274,6 +299,11 @@ func Load(opt Options) (*Unwinder, error) {
 	// The programs' CPU time is charged to the tasks they run on, not to
 	// this process: the kernel's statistics tell it (ProgramTime).
 	u.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if opt.LoadInBackground {
+		u.loads = make(chan fileLoad, MaxFiles)
+		u.loaderDone = make(chan struct{})
+		go u.loader()
+	}
 	go u.serve()
 	for _, pid := range opt.PIDs {
 		u.Describe(pid)
@@ -365,38 +395,92 @@ func (u *Unwinder) Close() error {
 		u.stats = nil
 	}
 	if u.notices != nil {
+		close(u.stop)
 		u.notices.Close()
 		<-u.done
 		u.notices = nil
 	}
+	if u.loads != nil {
+		u.closing.Store(true)
+		close(u.loads)
+		<-u.loaderDone
+		u.loads = nil
+	}
 	return u.objs.Close()
 }
 
-// serve answers the program's notices until Close.
+// serve answers the program's notices until Close: as each comes, or
+// with Options.PollNotices in batches.
 func (u *Unwinder) serve() {
 	defer close(u.done)
+	if u.opt.PollNotices > 0 {
+		u.poll()
+		return
+	}
+	var rec ringbuf.Record
 	for {
-		rec, err := u.notices.Read()
-		if err != nil {
+		if err := u.notices.ReadInto(&rec); err != nil {
 			if errors.Is(err, os.ErrClosed) {
 				return
 			}
 			continue
 		}
-		if len(rec.RawSample) < 8 {
-			continue
+		u.answer(rec.RawSample)
+	}
+}
+
+// poll answers the notices waiting every Options.PollNotices, and up to
+// ten times less often while none come. Waiting in a Go timer instead of
+// a blocking epoll_wait spares the runtime's sysmon, which wakes every
+// 20 µs for a while after each goroutine blocked in a system call: with
+// a notice a process start or exit on a busy host, that was most of an
+// idle agent's CPU.
+func (u *Unwinder) poll() {
+	var rec ringbuf.Record
+	wait := u.opt.PollNotices
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.stop:
+			return
+		case <-t.C:
 		}
-		n := notice{binary.LittleEndian.Uint32(rec.RawSample), binary.LittleEndian.Uint32(rec.RawSample[4:])}
-		switch n.Kind {
-		case 1:
-			u.Describe(int(n.PID))
-		case 3:
-			u.refreshPython(int(n.PID))
-		case 2:
-			u.objs.Procs.Delete(n.PID)
-			u.mu.Lock()
+		if u.notices.AvailableBytes() > 0 {
+			u.notices.SetDeadline(time.Now()) // what is there, without waiting
+			for u.notices.ReadInto(&rec) == nil {
+				u.answer(rec.RawSample)
+			}
+			wait = u.opt.PollNotices
+		} else {
+			wait = min(2*wait, 10*u.opt.PollNotices)
+		}
+		t.Reset(wait)
+	}
+}
+
+// answer handles one notice: describes a process, forgets one that
+// exited, or reads a CPython process's threads again.
+func (u *Unwinder) answer(raw []byte) {
+	if len(raw) < 8 {
+		return
+	}
+	n := notice{binary.LittleEndian.Uint32(raw), binary.LittleEndian.Uint32(raw[4:])}
+	switch n.Kind {
+	case 1:
+		u.Describe(int(n.PID))
+	case 3:
+		u.refreshPython(int(n.PID))
+	case 2:
+		u.work.exits.Add(1)
+		u.mu.Lock()
+		_, known := u.gen[int(n.PID)]
+		if known {
 			u.exited[int(n.PID)] = true
-			u.mu.Unlock()
+		}
+		u.mu.Unlock()
+		if known { // (a process never described has nothing to forget)
+			u.objs.Procs.Delete(n.PID)
 		}
 	}
 }
