@@ -64,6 +64,13 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 			u.Describe(pid)
 		}
 	}
+	// The processes given by PID are walked in full from the first
+	// sample: their files are loaded before the programs attach. A whole
+	// host's load in the background meanwhile; until it is done, stacks
+	// reaching a file not loaded yet end file-not-loaded (period line).
+	if len(a.cfg.Scope.PIDs) > 0 {
+		u.WaitLoaded(time.Minute)
+	}
 	if err := u.OnCPU(a.cfg.Freq); err != nil {
 		return err
 	}

@@ -229,10 +229,16 @@ type Unwinder struct {
 	inodes       map[struct{ Dev, Ino uint64 }]inodeVal // what the inodes map was told
 	described    map[int]describedProc                  // what each process was last described with
 	work         workCounters
+	offOn        bool               // the off-CPU program is attached
+	credited     map[uint32]credit  // blocked intervals credited to past periods, by thread
+	owed         map[countKey]*owed // ... and the time to take off their counts
 
 	loads      chan fileLoad // files for the loader goroutine (Options.LoadInBackground)
 	loaderDone chan struct{}
 	closing    atomic.Bool // the loader skips what is left
+	pending    sync.Mutex
+	queued     int           // files handed to the loader and not loaded yet
+	idle       chan struct{} // closed when queued drops to zero (WaitLoaded)
 
 	py pyState // CPython processes (python.go)
 }
@@ -253,7 +259,7 @@ func Load(opt Options) (*Unwinder, error) {
 		opt.Objects = &target.Objects{}
 	}
 	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
-		notes: map[string]int{}, done: make(chan struct{}), stop: make(chan struct{}), inodes: map[struct{ Dev, Ino uint64 }]inodeVal{}, described: map[int]describedProc{}}
+		notes: map[string]int{}, done: make(chan struct{}), stop: make(chan struct{}), inodes: map[struct{ Dev, Ino uint64 }]inodeVal{}, described: map[int]describedProc{}, owed: map[countKey]*owed{}}
 	if opt.Sizes == (Sizes{}) {
 		opt.Sizes = Host
 	}
@@ -365,6 +371,7 @@ func (u *Unwinder) OffCPU(minBlock time.Duration) error {
 		return fmt.Errorf("attaching to sched_switch: %w", err)
 	}
 	u.links = append(u.links, l)
+	u.offOn = true
 	return nil
 }
 

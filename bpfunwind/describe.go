@@ -210,6 +210,9 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module) (idx uint32, ok boo
 	u.files[key] = idx
 	u.mu.Unlock()
 	if u.loads != nil {
+		u.pending.Lock()
+		u.queued++
+		u.pending.Unlock()
 		u.loads <- fileLoad{idx, mod}
 		return idx, true
 	}
@@ -231,12 +234,37 @@ type fileLoad struct {
 func (u *Unwinder) loader() {
 	defer close(u.loaderDone)
 	for l := range u.loads {
-		if u.closing.Load() {
-			continue
+		if !u.closing.Load() {
+			if err := u.loadRows(l.idx, l.mod); err != nil {
+				u.note(err.Error())
+			}
 		}
-		if err := u.loadRows(l.idx, l.mod); err != nil {
-			u.note(err.Error())
+		u.pending.Lock()
+		u.queued--
+		if u.queued == 0 && u.idle != nil {
+			close(u.idle)
+			u.idle = nil
 		}
+		u.pending.Unlock()
+	}
+}
+
+// WaitLoaded waits until the rows of every file met so far are loaded
+// (with Options.LoadInBackground), or for at most limit.
+func (u *Unwinder) WaitLoaded(limit time.Duration) {
+	u.pending.Lock()
+	if u.queued == 0 {
+		u.pending.Unlock()
+		return
+	}
+	if u.idle == nil {
+		u.idle = make(chan struct{})
+	}
+	idle := u.idle
+	u.pending.Unlock()
+	select {
+	case <-idle:
+	case <-time.After(limit):
 	}
 }
 
