@@ -61,7 +61,7 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 	// samples are dropped, end at once.
 	if len(a.cfg.Scope.PIDs) == 0 {
 		for _, pid := range allPIDs() {
-			u.Describe(pid)
+			u.DescribeLater(pid)
 		}
 	}
 	// The processes given by PID are walked in full from the first

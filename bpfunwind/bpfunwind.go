@@ -229,16 +229,21 @@ type Unwinder struct {
 	inodes       map[struct{ Dev, Ino uint64 }]inodeVal // what the inodes map was told
 	described    map[int]describedProc                  // what each process was last described with
 	work         workCounters
+	selfDev      uint64 // this process's executable (Options.SkipSelf)
+	selfIno      uint64
 	offOn        bool               // the off-CPU program is attached
 	credited     map[uint32]credit  // blocked intervals credited to past periods, by thread
 	owed         map[countKey]*owed // ... and the time to take off their counts
 
-	loads      chan fileLoad // files for the loader goroutine (Options.LoadInBackground)
-	loaderDone chan struct{}
-	closing    atomic.Bool // the loader skips what is left
-	pending    sync.Mutex
-	queued     int           // files handed to the loader and not loaded yet
-	idle       chan struct{} // closed when queued drops to zero (WaitLoaded)
+	loads       chan fileLoad   // files for the loader goroutine (Options.LoadInBackground)
+	urgentLoads chan fileLoad   // ... of processes the program asked about: first
+	later       map[uint32]bool // files in loads only
+	loaded      map[uint32]bool // files the loader took
+	loaderDone  sync.WaitGroup
+	closing     atomic.Bool // the loader skips what is left
+	pending     sync.Mutex
+	queued      int           // files handed to the loader and not loaded yet
+	idle        chan struct{} // closed when queued drops to zero (WaitLoaded)
 
 	py pyState // CPython processes (python.go)
 }
@@ -264,6 +269,10 @@ func Load(opt Options) (*Unwinder, error) {
 		opt.Sizes = Host
 	}
 	u.opt.Sizes = opt.Sizes
+	var st unix.Stat_t
+	if opt.SkipSelf && unix.Stat("/proc/self/exe", &st) == nil {
+		u.selfDev, u.selfIno = uint64(unix.Major(st.Dev))<<20|uint64(unix.Minor(st.Dev)), st.Ino
+	}
 	if err := u.loadObjects(); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -307,8 +316,11 @@ func Load(opt Options) (*Unwinder, error) {
 	u.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if opt.LoadInBackground {
 		u.loads = make(chan fileLoad, MaxFiles)
-		u.loaderDone = make(chan struct{})
-		go u.loader()
+		u.urgentLoads = make(chan fileLoad, 2*MaxFiles)
+		u.later, u.loaded = map[uint32]bool{}, map[uint32]bool{}
+		u.loaderDone.Add(2)
+		go u.loader(u.loads)
+		go u.loader(u.urgentLoads)
 	}
 	go u.serve()
 	for _, pid := range opt.PIDs {
@@ -410,7 +422,8 @@ func (u *Unwinder) Close() error {
 	if u.loads != nil {
 		u.closing.Store(true)
 		close(u.loads)
-		<-u.loaderDone
+		close(u.urgentLoads)
+		u.loaderDone.Wait()
 		u.loads = nil
 	}
 	return u.objs.Close()

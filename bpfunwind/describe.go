@@ -26,7 +26,14 @@ import (
 // Options.LoadInBackground) and tells the program the process's
 // mappings. A process that exited is forgotten by the program (its
 // mappings stay known here, for symbolizing its stacks).
-func (u *Unwinder) Describe(pid int) error {
+func (u *Unwinder) Describe(pid int) error { return u.describe(pid, true) }
+
+// DescribeLater is Describe for a process not sampled yet (the agent's
+// start): with Options.LoadInBackground its files are loaded after those
+// of the processes the program asked about.
+func (u *Unwinder) DescribeLater(pid int) error { return u.describe(pid, false) }
+
+func (u *Unwinder) describe(pid int, urgent bool) error {
 	began := time.Now()
 	path := "/proc/" + strconv.Itoa(pid) + "/maps"
 	text, err := os.ReadFile(path)
@@ -69,10 +76,10 @@ func (u *Unwinder) Describe(pid int) error {
 			break
 		}
 		file, bias, ok := uint32(0), uint64(0), false
-		if self {
+		if self || u.isSelfExe(m) {
 			file, ok = u.selfFile()
 		} else {
-			file, bias, ok = u.fileOf(m)
+			file, bias, ok = u.fileOf(m, urgent)
 		}
 		if !ok {
 			continue
@@ -152,6 +159,17 @@ func (u *Unwinder) Work() WorkStats {
 		time.Duration(w.describeNS.Load()), time.Duration(w.loadNS.Load())}
 }
 
+// isSelfExe reports, under Options.SkipSelf, whether a mapping is of this
+// process's executable: a child this process forks runs it until its
+// exec, which is too short to be worth loading a large Go program's rows.
+func (u *Unwinder) isSelfExe(m *target.Mapping) bool {
+	if !u.opt.SkipSelf || u.selfIno == 0 {
+		return false
+	}
+	dev, ok := kernelDev(m.Dev)
+	return ok && dev == u.selfDev && m.Inode == u.selfIno
+}
+
 // selfFile returns the index of the file without rows that this
 // process's mappings are described with under Options.SkipSelf.
 func (u *Unwinder) selfFile() (uint32, bool) {
@@ -195,10 +213,17 @@ func (u *Unwinder) Notes() map[string]int {
 // its rows are written, the file's count is zero and walks reaching it
 // end file-not-loaded). A file whose rows cannot be loaded is noted for
 // the period line; ok is false when the files map is full.
-func (u *Unwinder) fileIndex(key string, mod *target.Module) (idx uint32, ok bool) {
+func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx uint32, ok bool) {
 	u.mu.Lock()
 	if idx, ok := u.files[key]; ok {
+		// A file queued behind the host's (the agent's start) that a
+		// sampled process maps goes ahead.
+		promote := urgent && u.later[idx]
+		delete(u.later, idx)
 		u.mu.Unlock()
+		if promote {
+			u.queue(u.urgentLoads, fileLoad{idx, mod})
+		}
 		return idx, true
 	}
 	if len(u.files) >= MaxFiles {
@@ -208,12 +233,16 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module) (idx uint32, ok boo
 	}
 	idx = uint32(len(u.files))
 	u.files[key] = idx
+	if u.loads != nil && !urgent {
+		u.later[idx] = true
+	}
 	u.mu.Unlock()
 	if u.loads != nil {
-		u.pending.Lock()
-		u.queued++
-		u.pending.Unlock()
-		u.loads <- fileLoad{idx, mod}
+		if urgent {
+			u.queue(u.urgentLoads, fileLoad{idx, mod})
+		} else {
+			u.queue(u.loads, fileLoad{idx, mod})
+		}
 		return idx, true
 	}
 	if err := u.loadRows(idx, mod); err != nil {
@@ -222,19 +251,34 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module) (idx uint32, ok boo
 	return idx, true
 }
 
+// queue hands a file to the loader goroutine.
+func (u *Unwinder) queue(q chan fileLoad, l fileLoad) {
+	u.pending.Lock()
+	u.queued++
+	u.pending.Unlock()
+	q <- l
+}
+
 // fileLoad is a file whose rows the loader goroutine is to load.
 type fileLoad struct {
 	idx uint32
 	mod *target.Module
 }
 
-// loader loads the rows of the files fileIndex hands it, in order, so
-// that describing a process (an exec, a new process) never waits for a
-// large file's table to be built and compiled.
-func (u *Unwinder) loader() {
-	defer close(u.loaderDone)
-	for l := range u.loads {
-		if !u.closing.Load() {
+// loader loads the rows of the files fileIndex hands it on q, so that
+// describing a process (an exec, a new process) never waits for a large
+// file's table to be built and compiled. Two run: one for the files of
+// processes the program asked about, one for the rest (the host's, at
+// the agent's start), so that a sampled process never waits for those.
+func (u *Unwinder) loader(q <-chan fileLoad) {
+	defer u.loaderDone.Done()
+	for l := range q {
+		u.mu.Lock()
+		done := u.loaded[l.idx]
+		u.loaded[l.idx] = true
+		delete(u.later, l.idx)
+		u.mu.Unlock()
+		if !done && !u.closing.Load() {
 			if err := u.loadRows(l.idx, l.mod); err != nil {
 				u.note(err.Error())
 			}
@@ -270,7 +314,7 @@ func (u *Unwinder) WaitLoaded(limit time.Duration) {
 
 // fileOf returns the index of a mapping's file in the program's files map,
 // loading its rows on first use, and the mapping's load bias.
-func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
+func (u *Unwinder) fileOf(m *target.Mapping, urgent bool) (uint32, uint64, bool) {
 	mod, bias := m.Module, m.Bias
 	if m.Path == target.VDSOPath {
 		if mod = u.vdso(); mod != nil && mod.File != nil {
@@ -284,7 +328,7 @@ func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
 	if mod == nil || mod.File == nil {
 		return 0, 0, false
 	}
-	idx, ok := u.fileIndex(fileKey(mod, m), mod)
+	idx, ok := u.fileIndex(fileKey(mod, m), mod, urgent)
 	if !ok {
 		return 0, 0, false
 	}
@@ -457,7 +501,7 @@ func (u *Unwinder) Prewarm(program string) {
 		if mod.File == nil {
 			continue
 		}
-		idx, ok := u.fileIndex(fileKey(mod, &target.Mapping{Path: p}), mod)
+		idx, ok := u.fileIndex(fileKey(mod, &target.Mapping{Path: p}), mod, true)
 		if !ok {
 			continue
 		}
