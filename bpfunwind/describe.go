@@ -406,11 +406,19 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	if err != nil {
 		return fmt.Errorf("%s: no unwind table: %v", mod.Path, err)
 	}
+	limit := min(u.opt.Sizes.Rows, MaxRows)
+	// A table far larger than the room left is not compiled to find
+	// that out (a compiler's million rows took 150 ms and 50 MB).
+	u.mu.Lock()
+	left := uint64(limit) - uint64(u.nextRow)
+	u.mu.Unlock()
+	if n := uint64(t.Stats().Rows); n > 2*left {
+		return fmt.Errorf("%s: about %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, n, uint64(limit)-left, limit)
+	}
 	rows := CompileRows(t, Marks(mod))
 	if len(rows) == 0 {
 		return nil
 	}
-	limit := min(u.opt.Sizes.Rows, MaxRows)
 	u.mu.Lock()
 	first := u.nextRow
 	if uint64(first)+uint64(len(rows)) > uint64(limit) {
