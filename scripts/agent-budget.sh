@@ -25,7 +25,15 @@
 #              charged to the sampled tasks too and is NOT visible here:
 #              the user-mode sum is a lower bound;
 #   memory     peak RSS (VmHWM) at the end;
-#   lost       records lost, summed over every period line.
+#   lost       records lost, summed over every period line;
+#   churn      (kernel mode) what the host's new processes cost over the
+#              steady window, from the period lines: processes described
+#              and files whose rows were loaded per minute, and the wall
+#              time of that work as a share of the window (an upper bound
+#              of its CPU: on a loaded host it includes waiting for a core).
+#              A fleet host with long-lived services has little; the
+#              development machine, where other sessions compile and run
+#              test binaries all the time, described 8 a second.
 #
 # record -F 999 "overhead": the CPU of the rewind process for the whole
 # run (start-up and the profile's writing included: record is one
@@ -108,16 +116,20 @@ measure_agent() {
 import re, sys
 err, warm, nper = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t0, tr, cr, t1, c1, t2, c2, hwm = map(float, sys.argv[4:])
-bpf = lost = 0.0
+bpf = lost = procs = files = work = 0.0
 for line in open(err):
     lost += sum(int(n) for n in re.findall(r"\((\d+) lost\)", line))
     m = re.match(r"rewind agent: period (\d+) ", line)
     if m and warm < int(m.group(1)) <= nper:
         b = re.search(r"BPF programs ([0-9.]+) ms", line)
         bpf += float(b.group(1)) / 1e3 if b else 0
+        # The host's churn: processes described and files loaded (kernel mode).
+        d = re.search(r"described (\d+) processes \((\d+) ms;.*loaded (\d+) files' rows \((\d+) ms\)", line)
+        if d:
+            procs += int(d.group(1)); files += int(d.group(3)); work += (int(d.group(2)) + int(d.group(4))) / 1e3
 w = t2 - t1
 own, kern = 100 * (c2 - c1) / w, 100 * bpf / w
-print(f"{cr:.3f} {tr - t0:.3f} {own:.3f} {kern:.3f} {own + kern:.3f} {hwm / 1024:.1f} {lost:.0f}")
+print(f"{cr:.3f} {tr - t0:.3f} {own:.3f} {kern:.3f} {own + kern:.3f} {hwm / 1024:.1f} {lost:.0f} {60 * procs / w:.0f} {60 * files / w:.0f} {100 * work / w:.3f}")
 PY
 }
 
@@ -125,7 +137,7 @@ PY
 measure_perf() {
 	/usr/bin/time -f "%U %S %M" -o "$tmp/time.perf" perf record -a -F "$hz" --call-graph dwarf -o "$tmp/perf.data" -- sleep "$secs" >/dev/null 2>"$tmp/err.perf"
 	read -r u s m < <(tail -1 "$tmp/time.perf")
-	python3 -c "c = 100 * ($u + $s) / $secs; print(f'0 0 {c:.3f} 0 {c:.3f} {$m / 1024:.1f} 0')" >>"$tmp/res.$1"
+	python3 -c "c = 100 * ($u + $s) / $secs; print(f'0 0 {c:.3f} 0 {c:.3f} {$m / 1024:.1f} 0 0 0 0')" >>"$tmp/res.$1"
 }
 
 report() { # TITLE (LABEL NAME)...
@@ -133,11 +145,13 @@ report() { # TITLE (LABEL NAME)...
 import statistics, sys
 tmp, title, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
 print(f"{title}")
-print(f"  {'':36s} {'start CPU s':>11s} {'to ready s':>10s} {'rewind %':>9s} {'BPF %':>7s} {'sum %':>7s} {'RSS MB':>7s} {'lost':>8s}")
+print(f"  {'':36s} {'start CPU s':>11s} {'to ready s':>10s} {'rewind %':>9s} {'BPF %':>7s} {'sum %':>7s} {'RSS MB':>7s} {'lost':>8s}"
+      f" {'procs/min':>9s} {'files/min':>9s} {'churn %':>7s}")
 for label, name in zip(rest[::2], rest[1::2]):
     rows = [list(map(float, l.split())) for l in open(f"{tmp}/res.{name}") if l.strip()]
-    med = [statistics.median(r[i] for r in rows) for i in range(7)]
-    print(f"  {label:36s} {med[0]:11.2f} {med[1]:10.2f} {med[2]:9.3f} {med[3]:7.3f} {med[4]:7.3f} {med[5]:7.0f} {med[6]:8.0f}")
+    med = [statistics.median(r[i] for r in rows) for i in range(10)]
+    print(f"  {label:36s} {med[0]:11.2f} {med[1]:10.2f} {med[2]:9.3f} {med[3]:7.3f} {med[4]:7.3f} {med[5]:7.0f} {med[6]:8.0f}"
+          f" {med[7]:9.0f} {med[8]:9.0f} {med[9]:7.3f}")
     for r in rows:
         print(f"  {'':38s}run: " + " ".join(f"{x:g}" for x in r))
 PY
