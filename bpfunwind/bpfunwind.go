@@ -449,15 +449,23 @@ func (u *Unwinder) serve() {
 	}
 }
 
-// poll answers the notices waiting every Options.PollNotices, and up to
-// ten times less often while none come. Waiting in a Go timer instead of
-// a blocking epoll_wait spares the runtime's sysmon, which wakes every
-// 20 µs for a while after each goroutine blocked in a system call: with
-// a notice a process start or exit on a busy host, that was most of an
-// idle agent's CPU.
+// poll answers the notices waiting every Options.PollNotices, less and
+// less often while none come; after ten quiet checks it blocks in the
+// ring buffer until the next notice. Waiting in a Go timer instead of a
+// blocking epoll_wait while notices come spares the runtime's sysmon,
+// which wakes every 20 µs for a while after each goroutine blocked in a
+// system call: with a notice a process start or exit on a busy host,
+// that was most of an idle agent's CPU. Blocking once quiet spares the
+// timer's wakeups.
 func (u *Unwinder) poll() {
 	var rec ringbuf.Record
-	wait := u.opt.PollNotices
+	drain := func() {
+		u.notices.SetDeadline(time.Now()) // what is there, without waiting
+		for u.notices.ReadInto(&rec) == nil {
+			u.answer(rec.RawSample)
+		}
+	}
+	wait, quiet := u.opt.PollNotices, 0
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -467,11 +475,19 @@ func (u *Unwinder) poll() {
 		case <-t.C:
 		}
 		if u.notices.AvailableBytes() > 0 {
-			u.notices.SetDeadline(time.Now()) // what is there, without waiting
-			for u.notices.ReadInto(&rec) == nil {
-				u.answer(rec.RawSample)
+			drain()
+			wait, quiet = u.opt.PollNotices, 0
+		} else if quiet++; quiet >= 10 {
+			u.notices.SetDeadline(time.Time{})
+			err := u.notices.ReadInto(&rec)
+			if errors.Is(err, os.ErrClosed) {
+				return
 			}
-			wait = u.opt.PollNotices
+			if err == nil {
+				u.answer(rec.RawSample)
+				drain()
+			}
+			wait, quiet = u.opt.PollNotices, 0
 		} else {
 			wait = min(2*wait, 10*u.opt.PollNotices)
 		}

@@ -49,6 +49,8 @@
 # Scenarios (BUDGET_ONLY, comma-separated; default agent,offcpu,record):
 #   agent   system-wide agent at HZ, the CPU-bound fixture on every core
 #   many    the same with 500 more (sleeping) processes
+#   pid     agent -p of the CPU-bound fixture only (both ways): the
+#           per-period cost without the host's churn of new processes
 #   nosym   agent --no-symbolize, both ways
 #   perf    perf record -a --call-graph dwarf at HZ, as a reference
 #   offcpu  agent --off-cpu over 20 processes each blocking 500 times a
@@ -193,6 +195,9 @@ echo "rewind budget: $pairs pair(s), ${secs}s measured after $warm warm-up perio
 if want agent || want nosym || want perf; then
 	agent_pairs "system-wide agent, CPU-bound fixture on $ncpu cores, ${hz} Hz"
 	verdict "agent at ${hz} Hz ≤ 0.5% of one core (kernel, rewind + BPF, steady)" "$(le "$(med kagent 5)" 0.5)"
+fi
+if want pid; then
+	agent_pairs "agent -p of the CPU-bound fixture only, ${hz} Hz" -p "${pids[0]}"
 fi
 if want many; then
 	for i in $(seq 500); do "$tmp/sleeper" 1000 & pids+=($!); done
