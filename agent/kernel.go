@@ -121,13 +121,6 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 // profiles.
 func (a *Agent) flushKernel(u *bpfunwind.Unwinder, start, end time.Time) {
 	a.periods++
-	if a.periods == 2 {
-		// The start's transient memory (the host's files compiled
-		// into rows) is returned to the system at once: left to the
-		// runtime's background scavenger, it took a fifth of an idle
-		// agent's CPU for minutes.
-		debug.FreeOSMemory()
-	}
 	stacks, err := u.Read()
 	if err != nil {
 		a.cfg.Warn(fmt.Sprintf("reading the kernel's counts: %v", err))
@@ -153,6 +146,14 @@ func (a *Agent) flushKernel(u *bpfunwind.Unwinder, start, end time.Time) {
 		u.Feed(a.offCol, off, t, 0)
 		a.jobs <- buildJob{TypeOffCPU, start, end, a.offCol.Take(math.MaxUint64), a.offCol, true}
 		a.offCol.Prune(alive)
+	}
+	if a.periods == 2 {
+		// The start's transient memory (the host's files compiled
+		// into rows) is returned to the system at once: left to the
+		// runtime's background scavenger, it took a fifth of an idle
+		// agent's CPU for minutes. (After the read: the collection
+		// would move the period's end.)
+		debug.FreeOSMemory()
 	}
 	if a.cfg.Log != nil {
 		sent, dropped, failed, depth := a.queueStats()
