@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rewindstack/rewind/bpfunwind"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
@@ -127,8 +128,14 @@ type Agent struct {
 	lastPartial time.Time
 	builders    map[string]*profiles.Builder // the current period's, on the builder goroutine
 	// stats
+	began   time.Time // when Run was called (the ready line's start-up time)
 	periods int
-	last    struct{ samples, lost, switches, switchesLost uint64 }
+	bpf     struct {
+		d time.Duration
+		n uint64
+	} // the BPF programs' run time at the last period line
+	work bpfunwind.WorkStats // the unwinder's work at the last period line
+	last struct{ samples, lost, switches, switchesLost uint64 }
 }
 
 func (c *Config) fill() {
@@ -156,7 +163,7 @@ func (c *Config) fill() {
 // (up to 10 s) for the exporters to send what they hold, and returns.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.fill()
-	a := &Agent{cfg: cfg, seq: map[string]int{}, builders: map[string]*profiles.Builder{}, lastPartial: time.Now()}
+	a := &Agent{cfg: cfg, seq: map[string]int{}, builders: map[string]*profiles.Builder{}, lastPartial: time.Now(), began: time.Now()}
 	u, err := unwind.ByName(cfg.Method)
 	if err != nil {
 		return err
@@ -218,6 +225,7 @@ func Run(ctx context.Context, cfg Config) error {
 			cfg.Warn(err.Error())
 		}
 	}
+	a.logReady("unwinding stack copies in user space")
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}
@@ -263,6 +271,14 @@ func (a *Agent) startQueues() {
 		q := newQueue(e, a.cfg.QueueLen, a.cfg.Warn)
 		a.queues = append(a.queues, q)
 		go q.run()
+	}
+}
+
+// logReady prints the line that says sampling has begun, and how long
+// the start took (loading programs, reading the processes' mappings).
+func (a *Agent) logReady(how string) {
+	if a.cfg.Log != nil {
+		fmt.Fprintf(a.cfg.Log, "rewind agent: ready after %s (%s)\n", time.Since(a.began).Round(time.Millisecond), how)
 	}
 }
 

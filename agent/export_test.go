@@ -309,9 +309,14 @@ func TestAgentBackendDown(t *testing.T) {
 	}
 	wmu.Unlock()
 	t.Logf("progress:\n%s", log.String())
-	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
-	stopped := lines[len(lines)-1]
-	lines = lines[:len(lines)-1]
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		if strings.HasPrefix(l, "rewind agent: period ") {
+			lines = append(lines, l)
+		}
+	}
+	all := strings.Split(strings.TrimSpace(log.String()), "\n")
+	stopped := all[len(all)-1]
 	if len(lines) < 12 {
 		t.Fatalf("%d progress lines in 3 s of 200 ms periods, want 15 or 16", len(lines))
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -36,7 +36,8 @@ func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
 	if a.cfg.Scope.Cgroup != "" {
 		err = errors.New("the in-kernel unwinder does not select by cgroup")
 	} else {
-		u, err = bpfunwind.Load(bpfunwind.Options{PIDs: a.cfg.Scope.PIDs, Objects: a.cpuCol.Objects, Warn: a.cfg.Warn})
+		u, err = bpfunwind.Load(bpfunwind.Options{PIDs: a.cfg.Scope.PIDs, Objects: a.cpuCol.Objects, Warn: a.cfg.Warn,
+			LoadInBackground: true, SkipSelf: true, PollNotices: 10 * time.Millisecond})
 	}
 	if err == nil {
 		return u, nil
@@ -54,15 +55,22 @@ func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
 // copies.
 func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 	defer u.Close()
-	// The processes already running are described up front (their
-	// files' rows loaded once, from the table cache when warm); new ones
-	// as the program meets them.
+	// The processes already running are described up front, their
+	// files' rows loaded once in the background (from the table cache
+	// when warm); new ones as the program meets them. This process is
+	// described without rows, so that walks of its own threads, whose
+	// samples are dropped, end at once.
 	if len(a.cfg.Scope.PIDs) == 0 {
 		for _, pid := range allPIDs() {
-			if pid != os.Getpid() {
-				u.Describe(pid)
-			}
+			u.DescribeLater(pid)
 		}
+	}
+	// The processes given by PID are walked in full from the first
+	// sample: their files are loaded before the programs attach. A whole
+	// host's load in the background meanwhile; until it is done, stacks
+	// reaching a file not loaded yet end file-not-loaded (period line).
+	if len(a.cfg.Scope.PIDs) > 0 {
+		u.WaitLoaded(time.Minute)
 	}
 	if err := u.OnCPU(a.cfg.Freq); err != nil {
 		return err
@@ -80,6 +88,7 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 			a.cfg.Warn(err.Error())
 		}
 	}
+	a.logReady("unwinding in the kernel")
 	if a.cfg.Ready != nil {
 		a.cfg.Ready()
 	}
@@ -138,12 +147,48 @@ func (a *Agent) flushKernel(u *bpfunwind.Unwinder, start, end time.Time) {
 		a.jobs <- buildJob{TypeOffCPU, start, end, a.offCol.Take(math.MaxUint64), a.offCol, true}
 		a.offCol.Prune(alive)
 	}
+	if a.periods == 2 {
+		// The start's transient memory (the host's files compiled
+		// into rows) is returned to the system at once: left to the
+		// runtime's background scavenger, it took a fifth of an idle
+		// agent's CPU for minutes. (After the read: the collection
+		// would move the period's end.)
+		debug.FreeOSMemory()
+	}
 	if a.cfg.Log != nil {
 		sent, dropped, failed, depth := a.queueStats()
-		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): unwound in the kernel: %d samples (0 lost)%s%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
+		fmt.Fprintf(a.cfg.Log, "rewind agent: period %d (%s): unwound in the kernel: %d samples (0 lost)%s%s%s; profiles sent %d, dropped %d, failed sends %d, queue depth %d\n",
 			a.periods, end.Sub(start).Round(time.Millisecond), st.samples, st.offLine(a.offCol != nil), st.unfinished(u),
-			sent, dropped, failed, depth)
+			a.bpfLine(u)+a.workLine(u), sent, dropped, failed, depth)
 	}
+}
+
+// bpfLine says how much CPU the BPF programs took since the last period
+// line: time the kernel charges to the tasks they walked, not to the
+// agent (empty when the kernel keeps no statistics).
+func (a *Agent) bpfLine(u *bpfunwind.Unwinder) string {
+	d, n := u.ProgramTime()
+	if n == 0 {
+		return ""
+	}
+	dd, dn := d-a.bpf.d, n-a.bpf.n
+	a.bpf.d, a.bpf.n = d, n
+	each := 0.0
+	if dn > 0 {
+		each = float64(dd) / 1e3 / float64(dn)
+	}
+	return fmt.Sprintf("; BPF programs %.1f ms of CPU in the sampled tasks (%d runs, %.1f µs each)", float64(dd)/1e6, dn, each)
+}
+
+// workLine says what the agent did for the program since the last period
+// line: processes described (and asked for again unchanged), exits, files
+// whose rows were loaded, and the time these took.
+func (a *Agent) workLine(u *bpfunwind.Unwinder) string {
+	w := u.Work()
+	l := a.work
+	a.work = w
+	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms)",
+		w.Described-l.Described, float64(w.Describe-l.Describe)/1e6, w.Unchanged-l.Unchanged, w.Exits-l.Exits, w.Files-l.Files, float64(w.Load-l.Load)/1e6)
 }
 
 // kernelStats counts a period's kernel walks.

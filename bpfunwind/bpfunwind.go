@@ -39,6 +39,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -197,6 +198,22 @@ type Options struct {
 	Warn func(string)
 	// Sizes of the maps; the zero value is Host.
 	Sizes Sizes
+	// LoadInBackground has a goroutine load the rows of files seen for
+	// the first time, in order, instead of the Describe that met them:
+	// describing a process (at start, after an exec) then takes
+	// milliseconds, and its walks end file-not-loaded where they reach a
+	// file not loaded yet. The agent sets it; record, which describes
+	// its command's files before starting it, does not.
+	LoadInBackground bool
+	// SkipSelf describes this process to the program without rows, so
+	// that its walks end at once (file-not-loaded): the agent, which
+	// drops its own samples, sets it.
+	SkipSelf bool
+	// PollNotices, when set, has the program's notices read every
+	// PollNotices (up to ten times less often while none come) instead
+	// of as each comes: describing a process then waits up to that long,
+	// and an idle agent is not woken by every process start and exit.
+	PollNotices time.Duration
 }
 
 // Unwinder is the loaded BPF program and its maps.
@@ -207,7 +224,8 @@ type Unwinder struct {
 	perfFDs []int
 	notices *ringbuf.Reader
 	done    chan struct{}
-	stats   io.Closer // keeps the kernel's BPF run-time statistics on
+	stop    chan struct{} // closed by Close: serve returns
+	stats   io.Closer     // keeps the kernel's BPF run-time statistics on
 
 	mu           sync.Mutex
 	files        map[string]uint32 // file identity -> index in files
@@ -222,7 +240,25 @@ type Unwinder struct {
 	exitedBefore map[int]bool                            // ... before the last Read: forgotten at the next
 	notes        map[string]int                          // period-line notes: files too big, maps full
 	active       uint32
-	lastPrune    [2]int // kernel stacks kept and deleted by the last Read
+	lastPrune    [2]int                                 // kernel stacks kept and deleted by the last Read
+	inodes       map[struct{ Dev, Ino uint64 }]inodeVal // what the inodes map was told
+	described    map[int]describedProc                  // what each process was last described with
+	work         workCounters
+	selfDev      uint64 // this process's executable (Options.SkipSelf)
+	selfIno      uint64
+	offOn        bool               // the off-CPU program is attached
+	credited     map[uint32]credit  // blocked intervals credited to past periods, by thread
+	owed         map[countKey]*owed // ... and the time to take off their counts
+
+	loads       chan fileLoad   // files for the loader goroutine (Options.LoadInBackground)
+	urgentLoads chan fileLoad   // ... of processes the program asked about: first
+	later       map[uint32]bool // files in loads only
+	loaded      map[uint32]bool // files the loader took
+	loaderDone  sync.WaitGroup
+	closing     atomic.Bool // the loader skips what is left
+	pending     sync.Mutex
+	queued      int           // files handed to the loader and not loaded yet
+	idle        chan struct{} // closed when queued drops to zero (WaitLoaded)
 
 	py pyState // CPython processes (python.go)
 }
@@ -243,11 +279,15 @@ func Load(opt Options) (*Unwinder, error) {
 		opt.Objects = &target.Objects{}
 	}
 	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, history: map[int]map[int][]target.Mapping{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
-		notes: map[string]int{}, done: make(chan struct{})}
+		notes: map[string]int{}, done: make(chan struct{}), stop: make(chan struct{}), inodes: map[struct{ Dev, Ino uint64 }]inodeVal{}, described: map[int]describedProc{}, owed: map[countKey]*owed{}}
 	if opt.Sizes == (Sizes{}) {
 		opt.Sizes = Host
 	}
 	u.opt.Sizes = opt.Sizes
+	var st unix.Stat_t
+	if opt.SkipSelf && unix.Stat("/proc/self/exe", &st) == nil {
+		u.selfDev, u.selfIno = uint64(unix.Major(st.Dev))<<20|uint64(unix.Minor(st.Dev)), st.Ino
+	}
 	if err := u.loadObjects(); err != nil {
 		return nil, loadError(err)
 	}
@@ -305,6 +345,14 @@ func Load(opt Options) (*Unwinder, error) {
 	// The programs' CPU time is charged to the tasks they run on, not to
 	// this process: the kernel's statistics tell it (ProgramTime).
 	u.stats, _ = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if opt.LoadInBackground {
+		u.loads = make(chan fileLoad, MaxFiles)
+		u.urgentLoads = make(chan fileLoad, 2*MaxFiles)
+		u.later, u.loaded = map[uint32]bool{}, map[uint32]bool{}
+		u.loaderDone.Add(2)
+		go u.loader(u.loads)
+		go u.loader(u.urgentLoads)
+	}
 	go u.serve()
 	for _, pid := range opt.PIDs {
 		u.Describe(pid)
@@ -378,6 +426,7 @@ func (u *Unwinder) OffCPU(minBlock time.Duration) error {
 		return fmt.Errorf("attaching to sched_switch: %w", err)
 	}
 	u.links = append(u.links, l)
+	u.offOn = true
 	return nil
 }
 
@@ -408,38 +457,109 @@ func (u *Unwinder) Close() error {
 		u.stats = nil
 	}
 	if u.notices != nil {
+		close(u.stop)
 		u.notices.Close()
 		<-u.done
 		u.notices = nil
 	}
+	if u.loads != nil {
+		u.closing.Store(true)
+		close(u.loads)
+		close(u.urgentLoads)
+		u.loaderDone.Wait()
+		u.loads = nil
+	}
 	return u.objs.Close()
 }
 
-// serve answers the program's notices until Close.
+// serve answers the program's notices until Close: as each comes, or
+// with Options.PollNotices in batches.
 func (u *Unwinder) serve() {
 	defer close(u.done)
+	if u.opt.PollNotices > 0 {
+		u.poll()
+		return
+	}
+	var rec ringbuf.Record
 	for {
-		rec, err := u.notices.Read()
-		if err != nil {
+		if err := u.notices.ReadInto(&rec); err != nil {
 			if errors.Is(err, os.ErrClosed) {
 				return
 			}
 			continue
 		}
-		if len(rec.RawSample) < 8 {
-			continue
+		u.answer(rec.RawSample)
+	}
+}
+
+// poll answers the notices waiting every Options.PollNotices, less and
+// less often while none come; after ten quiet checks it blocks in the
+// ring buffer until the next notice. Waiting in a Go timer instead of a
+// blocking epoll_wait while notices come spares the runtime's sysmon,
+// which wakes every 20 µs for a while after each goroutine blocked in a
+// system call: with a notice a process start or exit on a busy host,
+// that was most of an idle agent's CPU. Blocking once quiet spares the
+// timer's wakeups.
+func (u *Unwinder) poll() {
+	var rec ringbuf.Record
+	drain := func() {
+		u.notices.SetDeadline(time.Now()) // what is there, without waiting
+		for u.notices.ReadInto(&rec) == nil {
+			u.answer(rec.RawSample)
 		}
-		n := notice{binary.LittleEndian.Uint32(rec.RawSample), binary.LittleEndian.Uint32(rec.RawSample[4:])}
-		switch n.Kind {
-		case 1:
-			u.Describe(int(n.PID))
-		case 3:
-			u.refreshPython(int(n.PID))
-		case 2:
-			u.objs.Procs.Delete(n.PID)
-			u.mu.Lock()
+	}
+	wait, quiet := u.opt.PollNotices, 0
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.stop:
+			return
+		case <-t.C:
+		}
+		if u.notices.AvailableBytes() > 0 {
+			drain()
+			wait, quiet = u.opt.PollNotices, 0
+		} else if quiet++; quiet >= 10 {
+			u.notices.SetDeadline(time.Time{})
+			err := u.notices.ReadInto(&rec)
+			if errors.Is(err, os.ErrClosed) {
+				return
+			}
+			if err == nil {
+				u.answer(rec.RawSample)
+				drain()
+			}
+			wait, quiet = u.opt.PollNotices, 0
+		} else {
+			wait = min(2*wait, 10*u.opt.PollNotices)
+		}
+		t.Reset(wait)
+	}
+}
+
+// answer handles one notice: describes a process, forgets one that
+// exited, or reads a CPython process's threads again.
+func (u *Unwinder) answer(raw []byte) {
+	if len(raw) < 8 {
+		return
+	}
+	n := notice{binary.LittleEndian.Uint32(raw), binary.LittleEndian.Uint32(raw[4:])}
+	switch n.Kind {
+	case 1:
+		u.Describe(int(n.PID))
+	case 3:
+		u.refreshPython(int(n.PID))
+	case 2:
+		u.work.exits.Add(1)
+		u.mu.Lock()
+		_, known := u.gen[int(n.PID)]
+		if known {
 			u.exited[int(n.PID)] = true
-			u.mu.Unlock()
+		}
+		u.mu.Unlock()
+		if known { // (a process never described has nothing to forget)
+			u.objs.Procs.Delete(n.PID)
 		}
 	}
 }

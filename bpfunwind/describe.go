@@ -1,6 +1,7 @@
 package bpfunwind
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -19,16 +22,50 @@ import (
 )
 
 // Describe reads a process's executable mappings from /proc, loads the
-// rows of files not loaded yet and tells the program the process's
+// rows of files not loaded yet (or hands them to the loader goroutine,
+// Options.LoadInBackground) and tells the program the process's
 // mappings. A process that exited is forgotten by the program (its
 // mappings stay known here, for symbolizing its stacks).
-func (u *Unwinder) Describe(pid int) error {
-	maps, err := procmaps.Read(pid)
+func (u *Unwinder) Describe(pid int) error { return u.describe(pid, true) }
+
+// DescribeLater is Describe for a process not sampled yet (the agent's
+// start): with Options.LoadInBackground its files are loaded after those
+// of the processes the program asked about.
+func (u *Unwinder) DescribeLater(pid int) error { return u.describe(pid, false) }
+
+func (u *Unwinder) describe(pid int, urgent bool) error {
+	began := time.Now()
+	path := "/proc/" + strconv.Itoa(pid) + "/maps"
+	text, err := os.ReadFile(path)
 	if err != nil {
 		u.objs.Procs.Delete(uint32(pid))
 		return err
 	}
+	// The program asks again when a walk meets a PC outside the described
+	// mappings (code in anonymous memory, a JIT's), at most every 10 ms:
+	// while the executable mappings are those described, the process's
+	// entry is only put back (an exec of an identical image removed it).
+	sum := execSum(text)
+	u.mu.Lock()
+	last, seen := u.described[pid]
+	gen := uint32(u.gen[pid])
+	u.mu.Unlock()
+	if seen && last.sum == sum {
+		var p proc
+		p.N = uint32(copy(p.Maps[:], last.maps))
+		p.Gen = gen // the stacks walked with it are named with that description
+		u.work.unchanged.Add(1)
+		return u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny)
+	}
+	defer func() { u.work.describeNS.Add(int64(time.Since(began))) }()
+	u.work.described.Add(1)
+	maps, err := procmaps.Parse(text)
+	if err != nil {
+		u.objs.Procs.Delete(uint32(pid))
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	space := target.NewAddressSpace(maps, u.opt.Objects)
+	self := u.opt.SkipSelf && pid == os.Getpid()
 	var p proc
 	var kept []target.Mapping
 	for _, m := range space.Mappings() {
@@ -40,7 +77,12 @@ func (u *Unwinder) Describe(pid int) error {
 			u.note(fmt.Sprintf("process %d has more than %d executable mappings", pid, MaxMaps))
 			break
 		}
-		file, bias, ok := u.fileOf(m)
+		file, bias, ok := uint32(0), uint64(0), false
+		if self || u.isSelfExe(m) {
+			file, ok = u.selfFile()
+		} else {
+			file, bias, ok = u.fileOf(m, urgent)
+		}
 		if !ok {
 			continue
 		}
@@ -66,12 +108,15 @@ func (u *Unwinder) Describe(pid int) error {
 	}
 	h[u.gen[pid]] = kept
 	delete(h, u.gen[pid]-historyLen)
+	u.described[pid] = describedProc{sum, append([]mapping(nil), p.Maps[:p.N]...)}
 	u.mu.Unlock()
 	if err := u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny); err != nil {
 		u.note("the BPF process map is full")
 		return err
 	}
-	u.describePython(pid, maps)
+	if !self {
+		u.describePython(pid, maps)
+	}
 	return nil
 }
 
@@ -95,6 +140,84 @@ func sameMappings(a, b []target.Mapping) bool {
 // made in it (a process that maps and unmaps libraries more often than
 // that between two reads has its older stacks named with the newest).
 const historyLen = 16
+
+// describedProc is what a process was last described with: a sum of the
+// executable lines of its maps file, and the program's mappings.
+type describedProc struct {
+	sum  uint64
+	maps []mapping
+}
+
+// execSum sums the lines of a maps file that map code (FNV-1a).
+func execSum(text []byte) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = nil
+		}
+		// "start-end perms ...": the third permission letter.
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 || sp+3 >= len(line) || line[sp+3] != 'x' {
+			continue
+		}
+		for _, c := range line {
+			h = (h ^ uint64(c)) * 0x100000001b3
+		}
+		h = (h ^ '\n') * 0x100000001b3
+	}
+	return h
+}
+
+// WorkStats count what user space did for the program since it was
+// loaded.
+type WorkStats struct {
+	Described int64         // processes described (their mappings read and told)
+	Unchanged int64         // descriptions asked for whose code mappings had not changed
+	Exits     int64         // process exits the program announced
+	Files     int64         // files whose rows were loaded
+	Describe  time.Duration // time spent describing (files loaded in the background apart)
+	Load      time.Duration // time spent building, compiling and writing files' rows
+}
+
+// workCounters are WorkStats as they are counted.
+type workCounters struct {
+	described, unchanged, exits, files atomic.Int64
+	describeNS, loadNS                 atomic.Int64
+}
+
+// Work returns what user space did for the program so far.
+func (u *Unwinder) Work() WorkStats {
+	w := &u.work
+	return WorkStats{w.described.Load(), w.unchanged.Load(), w.exits.Load(), w.files.Load(),
+		time.Duration(w.describeNS.Load()), time.Duration(w.loadNS.Load())}
+}
+
+// isSelfExe reports, under Options.SkipSelf, whether a mapping is of this
+// process's executable: a child this process forks runs it until its
+// exec, which is too short to be worth loading a large Go program's rows.
+func (u *Unwinder) isSelfExe(m *target.Mapping) bool {
+	if !u.opt.SkipSelf || u.selfIno == 0 {
+		return false
+	}
+	dev, ok := kernelDev(m.Dev)
+	return ok && dev == u.selfDev && m.Inode == u.selfIno
+}
+
+// selfFile returns the index of the file without rows that this
+// process's mappings are described with under Options.SkipSelf.
+func (u *Unwinder) selfFile() (uint32, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	idx, ok := u.files["self"]
+	if !ok && len(u.files) < MaxFiles {
+		idx, ok = uint32(len(u.files)), true
+		u.files["self"] = idx
+	}
+	return idx, ok
+}
 
 // Maps returns the executable mappings a process was last described with.
 func (u *Unwinder) Maps(pid int) []target.Mapping {
@@ -121,24 +244,113 @@ func (u *Unwinder) Notes() map[string]int {
 }
 
 // fileIndex returns the index of the file with this key in the program's
-// files map, loading its rows on first use (a file whose rows cannot be
-// loaded is noted for the period line).
-func (u *Unwinder) fileIndex(key string, mod *target.Module) uint32 {
+// files map, giving it one on first use and loading its rows then: at
+// once, or with Options.LoadInBackground by the loader goroutine (until
+// its rows are written, the file's count is zero and walks reaching it
+// end file-not-loaded). A file whose rows cannot be loaded is noted for
+// the period line; ok is false when the files map is full.
+func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx uint32, ok bool) {
 	u.mu.Lock()
-	idx, ok := u.files[key]
-	u.mu.Unlock()
-	if !ok {
-		var err error
-		if idx, err = u.loadRows(key, mod); err != nil {
-			u.note(err.Error())
+	if idx, ok := u.files[key]; ok {
+		// A file queued behind the host's (the agent's start) that a
+		// sampled process maps goes ahead.
+		promote := urgent && u.later[idx]
+		delete(u.later, idx)
+		u.mu.Unlock()
+		if promote {
+			u.queue(u.urgentLoads, fileLoad{idx, mod})
 		}
+		return idx, true
 	}
-	return idx
+	if len(u.files) >= MaxFiles {
+		u.mu.Unlock()
+		u.note(fmt.Sprintf("the BPF files map is full (%d files): %s not loaded", MaxFiles, mod.Path))
+		return 0, false
+	}
+	idx = uint32(len(u.files))
+	u.files[key] = idx
+	if u.loads != nil && !urgent {
+		u.later[idx] = true
+	}
+	u.mu.Unlock()
+	if u.loads != nil {
+		if urgent {
+			u.queue(u.urgentLoads, fileLoad{idx, mod})
+		} else {
+			u.queue(u.loads, fileLoad{idx, mod})
+		}
+		return idx, true
+	}
+	if err := u.loadRows(idx, mod); err != nil {
+		u.note(err.Error())
+	}
+	return idx, true
+}
+
+// queue hands a file to the loader goroutine.
+func (u *Unwinder) queue(q chan fileLoad, l fileLoad) {
+	u.pending.Lock()
+	u.queued++
+	u.pending.Unlock()
+	q <- l
+}
+
+// fileLoad is a file whose rows the loader goroutine is to load.
+type fileLoad struct {
+	idx uint32
+	mod *target.Module
+}
+
+// loader loads the rows of the files fileIndex hands it on q, so that
+// describing a process (an exec, a new process) never waits for a large
+// file's table to be built and compiled. Two run: one for the files of
+// processes the program asked about, one for the rest (the host's, at
+// the agent's start), so that a sampled process never waits for those.
+func (u *Unwinder) loader(q <-chan fileLoad) {
+	defer u.loaderDone.Done()
+	for l := range q {
+		u.mu.Lock()
+		done := u.loaded[l.idx]
+		u.loaded[l.idx] = true
+		delete(u.later, l.idx)
+		u.mu.Unlock()
+		if !done && !u.closing.Load() {
+			if err := u.loadRows(l.idx, l.mod); err != nil {
+				u.note(err.Error())
+			}
+		}
+		u.pending.Lock()
+		u.queued--
+		if u.queued == 0 && u.idle != nil {
+			close(u.idle)
+			u.idle = nil
+		}
+		u.pending.Unlock()
+	}
+}
+
+// WaitLoaded waits until the rows of every file met so far are loaded
+// (with Options.LoadInBackground), or for at most limit.
+func (u *Unwinder) WaitLoaded(limit time.Duration) {
+	u.pending.Lock()
+	if u.queued == 0 {
+		u.pending.Unlock()
+		return
+	}
+	if u.idle == nil {
+		u.idle = make(chan struct{})
+	}
+	idle := u.idle
+	u.pending.Unlock()
+	select {
+	case <-idle:
+	case <-time.After(limit):
+	}
 }
 
 // fileOf returns the index of a mapping's file in the program's files map,
 // loading its rows on first use, and the mapping's load bias.
-func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
+func (u *Unwinder) fileOf(m *target.Mapping, urgent bool) (uint32, uint64, bool) {
 	mod, bias := m.Module, m.Bias
 	if m.Path == target.VDSOPath {
 		if mod = u.vdso(); mod != nil && mod.File != nil {
@@ -152,7 +364,10 @@ func (u *Unwinder) fileOf(m *target.Mapping) (uint32, uint64, bool) {
 	if mod == nil || mod.File == nil {
 		return 0, 0, false
 	}
-	idx := u.fileIndex(fileKey(mod, m), mod)
+	idx, ok := u.fileIndex(fileKey(mod, m), mod, urgent)
+	if !ok {
+		return 0, 0, false
+	}
 	// A file without rows: its stacks end file-not-loaded.
 	if dev, ok := kernelDev(m.Dev); ok && m.Inode != 0 {
 		u.registerInode(dev, m.Inode, idx, int64(m.Start-m.Offset-bias))
@@ -185,9 +400,27 @@ func (u *Unwinder) registerInode(dev, ino uint64, file uint32, delta int64) {
 		_     uint32
 		Delta int64
 	}{File: file, Delta: delta}
+	// Every process mapping libc says the same: told once.
+	u.mu.Lock()
+	was, told := u.inodes[k]
+	if told && was.file == file && was.delta == delta {
+		u.mu.Unlock()
+		return
+	}
+	u.inodes[k] = inodeVal{file, delta}
+	u.mu.Unlock()
 	if err := u.objs.Inodes.Update(k, v, ebpf.UpdateAny); err != nil {
 		u.note("the BPF inodes map is full")
+		u.mu.Lock()
+		delete(u.inodes, k)
+		u.mu.Unlock()
 	}
+}
+
+// inodeVal is what the inodes map was told about a file.
+type inodeVal struct {
+	file  uint32
+	delta int64
 }
 
 func fileKey(mod *target.Module, m *target.Mapping) string {
@@ -197,53 +430,53 @@ func fileKey(mod *target.Module, m *target.Mapping) string {
 	return fmt.Sprintf("file:%s:%s:%d", m.Path, m.Dev, m.Inode)
 }
 
-// loadRows compiles a module's rows into the rows map and gives the file
-// an index; a file whose rows do not fit gets an index with no rows.
-func (u *Unwinder) loadRows(key string, mod *target.Module) (uint32, error) {
+// loadRows compiles a module's rows into the rows map for the file with
+// index idx; a file whose rows do not fit keeps a count of zero.
+func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
+	began := time.Now()
+	defer func() {
+		u.work.files.Add(1)
+		u.work.loadNS.Add(int64(time.Since(began)))
+	}()
 	t, err := mod.Table()
-	var rows []Row
-	if err == nil {
-		rows = CompileRows(t, Marks(mod))
+	if err != nil {
+		return fmt.Errorf("%s: no unwind table: %v", mod.Path, err)
+	}
+	limit := min(u.opt.Sizes.Rows, MaxRows)
+	// A table far larger than the room left is not compiled to find
+	// that out (a compiler's million rows took 150 ms and 50 MB).
+	u.mu.Lock()
+	left := uint64(limit) - uint64(u.nextRow)
+	u.mu.Unlock()
+	if n := uint64(t.Stats().Rows); n > 2*left {
+		return fmt.Errorf("%s: about %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, n, uint64(limit)-left, limit)
+	}
+	rows := CompileRows(t, Marks(mod))
+	if len(rows) == 0 {
+		return nil
 	}
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	if idx, ok := u.files[key]; ok {
-		return idx, nil
+	first := u.nextRow
+	if uint64(first)+uint64(len(rows)) > uint64(limit) {
+		u.mu.Unlock()
+		return fmt.Errorf("%s: %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, len(rows), first, limit)
 	}
-	idx := uint32(len(u.files))
-	if idx >= MaxFiles {
-		return 0, fmt.Errorf("the BPF files map is full (%d files): %s not loaded", MaxFiles, mod.Path)
+	u.nextRow += uint32(len(rows))
+	u.mu.Unlock()
+	keys := make([]uint32, len(rows))
+	for i := range keys {
+		keys[i] = first + uint32(i)
 	}
-	u.files[key] = idx
-	fr := struct{ First, Count uint32 }{u.nextRow, 0}
-	switch {
-	case err != nil:
-		err = fmt.Errorf("%s: no unwind table: %v", mod.Path, err)
-	case uint64(u.nextRow)+uint64(len(rows)) > uint64(min(u.opt.Sizes.Rows, MaxRows)):
-		err = fmt.Errorf("%s: %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, len(rows), u.nextRow, min(u.opt.Sizes.Rows, MaxRows))
-	case len(rows) > 0:
-		keys := make([]uint32, len(rows))
-		for i := range keys {
-			keys[i] = u.nextRow + uint32(i)
-		}
-		if _, berr := u.objs.Rows.BatchUpdate(keys, rows, nil); berr != nil {
-			for i := range rows {
-				if berr = u.objs.Rows.Update(keys[i], &rows[i], ebpf.UpdateAny); berr != nil {
-					break
-				}
-			}
-			if berr != nil {
-				err = fmt.Errorf("%s: writing its rows: %v", mod.Path, berr)
-				break
+	if _, berr := u.objs.Rows.BatchUpdate(keys, rows, nil); berr != nil {
+		for i := range rows {
+			if berr = u.objs.Rows.Update(keys[i], &rows[i], ebpf.UpdateAny); berr != nil {
+				return fmt.Errorf("%s: writing its rows: %v", mod.Path, berr)
 			}
 		}
-		fr.Count = uint32(len(rows))
-		u.nextRow += uint32(len(rows))
 	}
-	if uerr := u.objs.Files.Update(idx, fr, ebpf.UpdateAny); uerr != nil && err == nil {
-		err = uerr
-	}
-	return idx, err
+	// The count last: the program uses the rows once it sees it.
+	fr := struct{ First, Count uint32 }{first, uint32(len(rows))}
+	return u.objs.Files.Update(idx, fr, ebpf.UpdateAny)
 }
 
 var (
@@ -312,7 +545,10 @@ func (u *Unwinder) Prewarm(program string) {
 		if mod.File == nil {
 			continue
 		}
-		idx := u.fileIndex(fileKey(mod, &target.Mapping{Path: p}), mod)
+		idx, ok := u.fileIndex(fileKey(mod, &target.Mapping{Path: p}), mod, true)
+		if !ok {
+			continue
+		}
 		var st unix.Stat_t
 		delta, dok := execDelta(p)
 		if dok && unix.Stat(p, &st) == nil {

@@ -155,6 +155,7 @@ func (u *Unwinder) forgetExited() {
 	for pid := range gone {
 		u.forgetPython(pid)
 		delete(u.procMaps, pid)
+		delete(u.described, pid)
 		delete(u.gen, pid)
 		delete(u.history, pid)
 		delete(u.comms, pid)

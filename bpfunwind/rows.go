@@ -113,18 +113,31 @@ func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
 	if t == nil || t.Arch() != regs.AMD64 {
 		return nil
 	}
-	var rows []Row
-	t.Rows(func(start, end uint64, r *unwindtable.Rule) {
+	// Sized once: a large file (a compiler, a browser) has a million rows,
+	// and growing the slice row by row cost more than compiling them.
+	rows := make([]Row, 0, t.Stats().Rows+2*len(marks)+1)
+	var end uint64 // where the last row ends
+	t.Rows(func(start, stop uint64, r *unwindtable.Rule) {
 		row := convert(t, r)
 		row.PC = start
-		if n := len(rows); n > 0 && rows[n-1].PC == start {
+		n := len(rows)
+		switch {
+		case n > 0 && end != start:
+			rows = append(rows, Row{PC: end}) // a gap between them
+		case n > 0 && rows[n-1].PC == start:
 			rows[n-1] = row
-		} else {
-			rows = append(rows, row)
+			end = stop
+			return
+		case n > 0 && sameRule(rows[n-1], row):
+			end = stop
+			return
 		}
-		gap := Row{PC: end}
-		rows = append(rows, gap) // replaced by the next row when it starts here
+		rows = append(rows, row)
+		end = stop
 	})
+	if len(rows) > 0 {
+		rows = append(rows, Row{PC: end})
+	}
 	rows = markRows(rows, marks)
 	return merge(rows)
 }
@@ -219,8 +232,8 @@ func bregFP(e []byte) (int32, bool) {
 	return 0, false
 }
 
-// markRows splits rows at the marked functions' extents and flags the rows
-// inside them.
+// markRows splits rows (sorted by PC) at the marked functions' extents
+// and flags the rows inside them.
 func markRows(rows []Row, roots []Mark) []Row {
 	if len(roots) == 0 {
 		return rows
@@ -234,20 +247,30 @@ func markRows(rows []Row, roots []Mark) []Row {
 		r.PC = pc
 		return r
 	}
-	var extra []Row
+	extra := make([]Row, 0, 2*len(roots))
 	for _, rr := range roots {
 		extra = append(extra, rule(rr.Start), rule(rr.End))
 	}
-	rows = append(rows, extra...)
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].PC < rows[j].PC })
-	for i := range rows {
-		for _, rr := range roots {
-			if rows[i].PC >= rr.Start && rows[i].PC < rr.End {
-				rows[i].Flags |= rr.Flags
-			}
+	sort.SliceStable(extra, func(i, j int) bool { return extra[i].PC < extra[j].PC })
+	// Merged in order, the rows before the split rows of the same PC.
+	out := make([]Row, 0, len(rows)+len(extra))
+	i, j := 0, 0
+	for i < len(rows) || j < len(extra) {
+		if j == len(extra) || i < len(rows) && rows[i].PC <= extra[j].PC {
+			out = append(out, rows[i])
+			i++
+		} else {
+			out = append(out, extra[j])
+			j++
 		}
 	}
-	return rows
+	for _, rr := range roots {
+		k := sort.Search(len(out), func(k int) bool { return out[k].PC >= rr.Start })
+		for ; k < len(out) && out[k].PC < rr.End; k++ {
+			out[k].Flags |= rr.Flags
+		}
+	}
+	return out
 }
 
 // merge keeps, of rows starting at the same PC, the last, and drops rows
