@@ -185,6 +185,7 @@ func TestDescribeKeepsGeneration(t *testing.T) {
 	}
 	u.mu.Lock()
 	u.history[pid][g] = u.history[pid][g][1:] // as if a mapping were new
+	delete(u.described, pid)                  // ... and its maps file had changed
 	u.mu.Unlock()
 	u.Describe(pid)
 	if gen() != g+1 {

@@ -297,22 +297,9 @@ func livePID(arg string, lf *locateFlags) (int, error) {
 // earlyOpen; tables: the walks read unwind tables).
 func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (_ *output.Report, rerr error) {
 	lopt.Threads = opt.Threads
-	var fc *fibers.Copier
-	var found []fibers.Spec
-	if fr.scan {
-		var st fibers.ScanStats
-		var err error
-		if found, st, err = fibers.ScanLive(pid, fr.lim); err != nil {
-			return nil, err
-		}
-		if n := st.Note(); n != "" {
-			warn(n)
-		}
-		fr.specs = append(fr.specs, found...)
-	}
-	if fr.any() {
-		fc = fibers.NewCopier(pid, fr.specs, fr.auto, warn)
-		fc.Apply(&lopt)
+	fc, found, err := liveFibers(pid, fr, &lopt)
+	if err != nil {
+		return nil, err
 	}
 	maps, _ := procmaps.Read(pid) // nil: the capture says why
 	py := livePython(pid, fr.python, &lopt, maps)
@@ -325,7 +312,6 @@ func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Object
 	var tg *target.Target
 	var walks []stacks.Walked
 	var snap *live.Snapshot
-	var err error
 	if lazy {
 		err = live.WithStopped(pid, lopt, func(s *live.Snapshot) error {
 			snap = s
@@ -377,6 +363,30 @@ func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Object
 	rep.PauseUS = &pause
 	tm.pause(snap)
 	return rep, nil
+}
+
+// liveFibers scans process pid for fibers when asked (the specs found are
+// returned, to drop phantom walks) and returns the copier of the fibers'
+// stacks, set up in lopt, or nil when no fibers are asked for.
+func liveFibers(pid int, fr fiberReq, lopt *live.Options) (*fibers.Copier, []fibers.Spec, error) {
+	var found []fibers.Spec
+	if fr.scan {
+		var st fibers.ScanStats
+		var err error
+		if found, st, err = fibers.ScanLive(pid, fr.lim); err != nil {
+			return nil, nil, err
+		}
+		if n := st.Note(); n != "" {
+			warn(n)
+		}
+		fr.specs = append(fr.specs, found...)
+	}
+	if !fr.any() {
+		return nil, found, nil
+	}
+	fc := fibers.NewCopier(pid, fr.specs, fr.auto, warn)
+	fc.Apply(lopt)
+	return fc, found, nil
 }
 
 // preload has the symbolizer start reading, in the background, what the
