@@ -657,6 +657,17 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
 	py_walk_stack(w);
 	__u64 key = (((w->hash ^ w->st.gen) * 0x100000001b3ULL) ^ w->st.end) | 1;
+	// A stack kept already (its key hashes its PCs, description and end)
+	// is not written again: an update of the LRU map takes a free node
+	// and copies the whole stack before it finds the key, which cost the
+	// off-CPU program more than the walk (a thread blocking 500 times a
+	// second in one place walks the same stack each time).
+	struct stack *old = bpf_map_lookup_elem(&stacks, &key);
+	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen &&
+	    old->fpmask[0] == w->st.fpmask[0] && old->fpmask[1] == w->st.fpmask[1] && old->pcs[0] == w->st.pcs[0]) {
+		py_store(key);
+		return key;
+	}
 	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
 		bump(1);
 		return 0;
