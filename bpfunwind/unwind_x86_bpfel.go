@@ -34,6 +34,7 @@ const (
 	unwindMapPyscratch       = "pyscratch"
 	unwindMapPystacks        = "pystacks"
 	unwindMapPythreads       = "pythreads"
+	unwindMapRowcache        = "rowcache"
 	unwindMapRows            = "rows"
 	unwindMapScratch         = "scratch"
 	unwindMapStacks          = "stacks"
@@ -126,6 +127,7 @@ type unwindMapSpecs struct {
 	Pyscratch *ebpf.MapSpec `ebpf:"pyscratch"`
 	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
 	Pythreads *ebpf.MapSpec `ebpf:"pythreads"`
+	Rowcache  *ebpf.MapSpec `ebpf:"rowcache"`
 	Rows      *ebpf.MapSpec `ebpf:"rows"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
@@ -176,6 +178,7 @@ type unwindMaps struct {
 	Pyscratch *ebpf.Map `ebpf:"pyscratch"`
 	Pystacks  *ebpf.Map `ebpf:"pystacks"`
 	Pythreads *ebpf.Map `ebpf:"pythreads"`
+	Rowcache  *ebpf.Map `ebpf:"rowcache"`
 	Rows      *ebpf.Map `ebpf:"rows"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
@@ -202,6 +205,7 @@ func (m *unwindMaps) Close() error {
 		m.Pyscratch,
 		m.Pystacks,
 		m.Pythreads,
+		m.Rowcache,
 		m.Rows,
 		m.Scratch,
 		m.Stacks,

@@ -348,7 +348,7 @@ struct walk {
 	__u64 pc, sp, fp;
 	__u64 r10, r13; // the sampled registers: known in the leaf frame only
 	__u32 tgid;
-	__u32 _pad;
+	__u32 mhint; // the mapping of the previous frame (index into the proc's)
 	__u64 hash;
 	struct mapping vm; // a mapping found through the VMA
 	struct stack st;
@@ -444,8 +444,17 @@ static long msearch_step(__u32 i, struct msearch *c)
 	return 0;
 }
 
-static __always_inline struct mapping *find_mapping(struct proc *p, __u64 pc)
+static __always_inline struct mapping *find_mapping(struct proc *p, __u64 pc, __u32 *hint)
 {
+	// The previous frame's mapping first (a caller is most often in the
+	// same file): the mappings are sorted and disjoint, so one that holds
+	// pc is the one the search would find.
+	__u32 h = *hint;
+	if (h < p->n && h < MAX_MAPS) {
+		struct mapping *m = &p->m[h & (MAX_MAPS - 1)];
+		if (m->start <= pc && pc < m->end)
+			return m;
+	}
 	struct msearch c = {.p = p, .key = pc, .lo = 0, .hi = p->n};
 	if (c.hi > MAX_MAPS)
 		c.hi = MAX_MAPS;
@@ -456,6 +465,7 @@ static __always_inline struct mapping *find_mapping(struct proc *p, __u64 pc)
 	struct mapping *m = &p->m[(c.lo - 1) & (MAX_MAPS - 1)];
 	if (pc >= m->end)
 		return NULL;
+	*hint = c.lo - 1;
 	return m;
 }
 
@@ -479,14 +489,54 @@ static long rsearch_step(__u32 i, struct rsearch *c)
 	return 0;
 }
 
+// rowcache remembers, per CPU, which row the search found for a file's
+// address (a thread blocking in one place walks the same frames each
+// time). It is a hint only: a hit is checked against the rows themselves
+// (the row starts at or before the address and the next one of the file
+// after it), so a slot overwritten halfway by a program interrupting
+// this one on the same CPU can cost a search, never give a wrong row.
+#define ROWCACHE 1024
+
+struct rowhint {
+	__u64 addr;  // file address looked up
+	__u32 first; // the file's first row
+	__u32 row;   // the row found
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ROWCACHE);
+	__type(key, __u32);
+	__type(value, struct rowhint);
+} rowcache SEC(".maps");
+
 static __always_inline struct row *find_row(struct file_rows *f, __u64 addr)
 {
-	__u32 first = f->first;
-	struct rsearch c = {.key = addr, .lo = first, .hi = first + f->count};
+	__u32 first = f->first, end = first + f->count;
+	__u32 slot = (__u32)(((addr ^ ((__u64)first << 32)) * 0x9e3779b97f4a7c15ULL) >> 54) & (ROWCACHE - 1);
+	struct rowhint *h = bpf_map_lookup_elem(&rowcache, &slot);
+	if (h && h->addr == addr && h->first == first) {
+		__u32 i = h->row;
+		if (i >= first && i < end) {
+			struct row *r = bpf_map_lookup_elem(&rows, &i);
+			if (r && r->pc <= addr) {
+				__u32 j = i + 1;
+				struct row *nr = j < end ? bpf_map_lookup_elem(&rows, &j) : NULL;
+				if (j >= end || (nr && nr->pc > addr))
+					return r;
+			}
+		}
+	}
+	struct rsearch c = {.key = addr, .lo = first, .hi = end};
 	bpf_loop(22, rsearch_step, &c, 0);
 	if (c.lo == first)
 		return NULL;
 	__u32 i = c.lo - 1;
+	if (h) {
+		h->addr = addr;
+		h->first = first;
+		h->row = i;
+	}
 	return bpf_map_lookup_elem(&rows, &i);
 }
 
@@ -501,7 +551,7 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	__u64 pc = w->pc;
 	// Return addresses are looked up one byte back (in the call).
 	__u64 lookup = i == 0 ? pc : pc - 1;
-	struct mapping *m = p ? find_mapping(p, lookup) : NULL;
+	struct mapping *m = p ? find_mapping(p, lookup, &w->mhint) : NULL;
 	if (!m) {
 		notify(w->tgid, 1);
 		m = vma_mapping(w, lookup);
@@ -640,6 +690,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 	w->r10 = regs->r10;
 	w->r13 = regs->r13;
 	w->tgid = tgid;
+	w->mhint = 0;
 	w->hash = 0xcbf29ce484222325ULL;
 	w->st.n = 0;
 	w->st.end = END_NONE;
@@ -657,6 +708,17 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
 	py_walk_stack(w);
 	__u64 key = (((w->hash ^ w->st.gen) * 0x100000001b3ULL) ^ w->st.end) | 1;
+	// A stack kept already (its key hashes its PCs, description and end)
+	// is not written again: an update of the LRU map takes a free node
+	// and copies the whole stack before it finds the key, which cost the
+	// off-CPU program more than the walk (a thread blocking 500 times a
+	// second in one place walks the same stack each time).
+	struct stack *old = bpf_map_lookup_elem(&stacks, &key);
+	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen &&
+	    old->fpmask[0] == w->st.fpmask[0] && old->fpmask[1] == w->st.fpmask[1] && old->pcs[0] == w->st.pcs[0]) {
+		py_store(key);
+		return key;
+	}
 	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
 		bump(1);
 		return 0;
