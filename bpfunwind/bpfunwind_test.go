@@ -34,6 +34,13 @@ func load(t *testing.T, pids ...int) *Unwinder {
 // startReady runs argv and waits for it to print "ready".
 func startReady(t *testing.T, argv ...string) *exec.Cmd {
 	t.Helper()
+	cmd, _ := startLines(t, argv...)
+	return cmd
+}
+
+// startLines is startReady returning the program's further lines too.
+func startLines(t *testing.T, argv ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -43,11 +50,11 @@ func startReady(t *testing.T, argv ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
-		t.Fatalf("%s: %q, %v", argv[0], line, err)
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || strings.TrimSpace(lines.Text()) != "ready" {
+		t.Fatalf("%s: %q, %v", argv[0], lines.Text(), lines.Err())
 	}
-	return cmd
+	return cmd, lines
 }
 
 func build(t *testing.T, dir string, argv ...string) {
@@ -206,19 +213,7 @@ func TestOffCPU(t *testing.T) {
 	dir := t.TempDir()
 	src, _ := filepath.Abs("testdata/block.c")
 	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "block", src)
-	cmd := exec.Command(filepath.Join(dir, "block"))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "ready" {
-		t.Fatalf("block: %q", lines.Text())
-	}
+	cmd, lines := startLines(t, filepath.Join(dir, "block"))
 	pid := cmd.Process.Pid
 	u := load(t, pid)
 	if err := u.OffCPU(0); err != nil {

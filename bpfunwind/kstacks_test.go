@@ -1,7 +1,6 @@
 package bpfunwind
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,19 +19,7 @@ func TestKernelStacksPruned(t *testing.T) {
 	dir := t.TempDir()
 	src, _ := filepath.Abs("testdata/block.c")
 	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "block", src)
-	cmd := exec.Command(filepath.Join(dir, "block"))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "ready" {
-		t.Fatalf("block: %q", lines.Text())
-	}
+	cmd, lines := startLines(t, filepath.Join(dir, "block"))
 	pid := cmd.Process.Pid
 	u := load(t, pid)
 	if err := u.OffCPU(0); err != nil {

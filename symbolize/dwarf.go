@@ -507,16 +507,9 @@ func (ix *dwarfIndex) missingUnits(addrs []uint64) (offs []uint64, cis []int) {
 // will need besides .debug_info (the other sections, the part of
 // .debug_line), which want then reads.
 func (ix *dwarfIndex) prefetch(addrs []uint64) {
-	need := ix.missing(addrs)
-	if len(need) == 0 {
-		return
-	}
-	ix.mu.Lock()
-	src := ix.source()
-	ix.mu.Unlock()
-	if src != nil {
+	if src, last := ix.sourceFor(addrs); src != nil {
 		src.startOthers()
-		src.prefetchLine(slices.Max(need))
+		src.prefetchLine(last)
 	}
 }
 
@@ -524,19 +517,24 @@ func (ix *dwarfIndex) prefetch(addrs []uint64) {
 // addrs looks into that the index does not hold yet (see
 // Symbolizer.ReadAhead).
 func (ix *dwarfIndex) readAhead(addrs []uint64) {
+	if src, last := ix.sourceFor(addrs); src != nil {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.walkTo(last)
+	}
+}
+
+// sourceFor returns the DWARF source and the last of the units a lookup
+// of addrs looks into that the index does not hold yet, or nil when it
+// holds them all (or there is no source).
+func (ix *dwarfIndex) sourceFor(addrs []uint64) (*dwarfSource, uint64) {
 	need := ix.missing(addrs)
 	if len(need) == 0 {
-		return
+		return nil, 0
 	}
 	ix.mu.Lock()
-	src := ix.source()
-	ix.mu.Unlock()
-	if src == nil {
-		return
-	}
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	src.walkTo(slices.Max(need))
+	defer ix.mu.Unlock()
+	return ix.source(), slices.Max(need)
 }
 
 // want makes sure the DWARF read covers every unit that a lookup of
