@@ -44,6 +44,31 @@ func init() {
 				}
 			}()
 		}
+		if path := os.Getenv("REWIND_PEAKHEAPPROFILE"); path != "" {
+			peakHeapProfile(path)
+		}
 		return run()
 	}
+}
+
+// peakHeapProfile writes, after each garbage collection that found more
+// live memory than any before, the heap profile (inuse_space: what was
+// live at that collection) to path, for finding what a report's peak
+// memory is made of.
+func peakHeapProfile(path string) {
+	var peak uint64
+	watchLive(func() bool {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapAlloc > peak {
+			peak = ms.HeapAlloc
+			if f, err := outfile.Create(path, 0o666); err == nil {
+				defer f.Abort()
+				if pprof.Lookup("heap").WriteTo(f, 0) == nil {
+					f.Commit()
+				}
+			}
+		}
+		return true
+	})
 }
