@@ -364,10 +364,12 @@ func protect(fn func() error) (err error) {
 // call) instead of copied into fresh memory: libc's .eh_frame is 45 pages
 // a dump would touch, each a page fault, and page faults are what a dump
 // pays most for on a VM. The mappings are never unmapped (the data may be
-// kept beyond the File), so it is for short-lived commands (dump); and
-// the file must not be truncated while they are read (as for any mapped
-// file, that faults; rewind maps files mapped by the target, which the
-// target itself would fault on). It does nothing where mapping is not
+// kept beyond the File), so it is for commands that end when their work
+// does (dump; report, whose bound on anonymous memory the mapped pages
+// do not count against); and the file must not be truncated while they
+// are read (as for any mapped file, that faults: dump maps files mapped
+// by the target, which the target itself would fault on; perf report
+// maps the files it reads too). It does nothing where mapping is not
 // supported.
 func MapSections(on bool) { mapSections.Store(on) }
 
