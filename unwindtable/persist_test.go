@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/rewindstack/rewind/elfobj"
@@ -160,4 +161,57 @@ func damaged(enc []byte, off uint32, patch []byte) []byte {
 		b = b[:int(off)%len(b)]
 	}
 	return b
+}
+
+// TestUnmarshalInPlace: a table decoded from aligned bytes (a mapped cache
+// file is page-aligned) uses their arrays in place and takes almost no
+// memory of its own; from misaligned bytes it copies them; both decode
+// the same table.
+func TestUnmarshalInPlace(t *testing.T) {
+	want, _ := tableOf(t, "/lib/x86_64-linux-gnu/libc.so.6")
+	enc, err := want.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aligned := append(make([]byte, 0, len(enc)), enc...) // (large: page-aligned)
+	misaligned := append(make([]byte, 1, len(enc)+1), enc...)[1:]
+	for _, c := range []struct {
+		name    string
+		b       []byte
+		inPlace bool
+	}{{"aligned", aligned, true}, {"misaligned", misaligned, false}} {
+		got := &unwindtable.Table{}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := got.UnmarshalBinary(c.b)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		sameTable(t, c.name, got, want)
+		took := after.TotalAlloc - before.TotalAlloc
+		if small := took < uint64(len(enc))/10; small != c.inPlace {
+			t.Errorf("%s: decoding %d bytes allocated %d bytes", c.name, len(enc), took)
+		}
+		t.Logf("%s: decoding %d bytes allocated %d bytes", c.name, len(enc), took)
+	}
+}
+
+// TestCacheUsesSavedTable: a large table Get built and saved is returned
+// as read back from its file (mapped: the built copy is dropped), and is
+// the same table.
+func TestCacheUsesSavedTable(t *testing.T) {
+	want, key := tableOf(t, "/lib/x86_64-linux-gnu/libc.so.6")
+	if key == "" {
+		t.Skip("libc has no build-id")
+	}
+	c := &unwindtable.Cache{Dir: t.TempDir()}
+	got, err := c.Get(key, func() (*unwindtable.Table, error) { return want, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == want {
+		t.Fatalf("Get returned the built table (%d bytes), not the saved one", want.Bytes())
+	}
+	sameTable(t, "saved", got, want)
 }
