@@ -8,10 +8,13 @@
 #
 # Rows: dump of a live 17-thread C program vs eu-stack (plain and -s -i)
 # and gdb; the same dump with an empty cache (cold, its --stats phases
-# beside); a core vs eu-stack
+# beside); the least any Go program can do for that dump (start, stop
+# and resume the threads: scripts/floor) vs eu-stack; a core vs eu-stack
 # --core; report vs perf script on a perf record --call-graph dwarf file
 # (back to back, and 3 s apart), and on a system-wide recording of at
-# least 300 MB (made once, cached under ~/.cache/rewind/bench-peers);
+# least 300 MB (made once, cached under ~/.cache/rewind/bench-peers)
+# and, beside it, the least any Go program can do for it (start and copy
+# the file with pread);
 # record's CPU use vs perf record's at the same rate; unwind table build
 # vs readelf --debug-dump=frames on libc; gostack.Callers and CallersFP
 # vs runtime.Callers; software shadow stacks and their stack IDs vs the
@@ -52,6 +55,9 @@ echo
 
 # Built as the README's install line builds it (a static binary).
 CGO_ENABLED=0 go build -o "$tmp/rewind" ./cmd/rewind
+# The least a Go program can do for a dump or a report (scripts/floor):
+# its rows say what the machine leaves for the work itself.
+CGO_ENABLED=0 go build -o "$tmp/floor" ./scripts/floor
 csrc=internal/fixture/csrc
 gcc -O2 -g -pthread -I"$csrc" -o "$tmp/threads" "$csrc/threads.c" "$csrc/libfix.c"
 gcc -O2 -g -pthread -fomit-frame-pointer -o "$tmp/cpu" internal/perftest/csrc/cpu.c
@@ -124,6 +130,8 @@ if have eu-stack; then
 	# dump ever), made and removed outside the timed run; where the time
 	# goes follows (scripts/bench-dump-cold.sh has cold and warm alone).
 	FRESH=REWIND_CACHE_DIR STATS=1 pair "dump, empty cache, vs eu-stack -p" "$pairs" "$rw" dump "$tpid" -- eu-stack -p "$tpid"
+	# Go's start-up and the threads' stop and resume, nothing else.
+	pair "floor: Go stop/resume only, vs eu-stack -p" "$pairs" "$tmp/floor" dump "$tpid" -- eu-stack -p "$tpid"
 fi
 if have gdb; then
 	pair "dump PID vs gdb -batch thread apply all bt" 5 "$rw" dump "$tpid" -- gdb -nx -batch -p "$tpid" -ex "thread apply all bt"
@@ -163,6 +171,8 @@ if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; the
 	if [ -s "$sw/perf.data" ]; then
 		swmb=$(($(stat -c %s "$sw/perf.data") / 1000000))
 		(cd "$tmp" && pair "report ${swmb} MB system-wide vs perf script" 5 "$rw" report -q -o "$tmp/sw.pb.gz" "$sw/perf.data" -- perf script -i "$sw/perf.data")
+		# Go's start-up and the file's copy, nothing decoded.
+		pair "floor: Go pread of ${swmb} MB only, vs perf script" 5 "$tmp/floor" read "$sw/perf.data" -- perf script -i "$sw/perf.data"
 		/usr/bin/time -f "%M" -o "$tmp/sw.rss" "$rw" report -q --stats -o "$tmp/sw.pb.gz" "$sw/perf.data" 2>&1 |
 			sed -n -E 's/^rewind: (read .* ms|[0-9]+ samples were unwound .*)$/  rewind report --stats: \1/p'
 		echo "  peak RSS of that run (anonymous and the file's pages): $(($(tail -1 "$tmp/sw.rss") / 1024)) MB"
