@@ -198,7 +198,7 @@ func FuzzDebugOffsets(f *testing.F) {
 	v := map[string]uint64{"pyobject.size": 16, "pyobject.ob_type": 8, "bytes_object.ob_size": 16, "bytes_object.ob_sval": 32,
 		"unicode_object.length": 16, "unicode_object.state": 32, "code_object.size": 200, "unicode_object.asciiobject_size": 40}
 	off := 24
-	for _, st := range schema313 {
+	for _, st := range schemas()[13][0] {
 		for _, f := range st {
 			binary.LittleEndian.PutUint64(good[off:], v[f])
 			off += 8

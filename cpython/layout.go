@@ -3,6 +3,7 @@ package cpython
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // layout is where the fields the reader needs lie in one CPython
@@ -95,9 +96,10 @@ func fields(st string, names ...string) []string {
 // The members of 3.13's _Py_DebugOffsets, and of 3.14's (two revisions
 // of its header: the second adds the generation counters, tlbc_index and
 // co_tlbc of the free-threaded build's per-thread bytecode). Only the
-// members up to unicode_object matter.
-var (
-	schema313 = schema{
+// members up to unicode_object matter. They are made on first use: their
+// 150 names were most of the allocations of every rewind's start.
+func makeSchemas() map[int][]schema {
+	schema313 := schema{
 		fields("runtime_state", "size", "finalizing", "interpreters_head"),
 		fields("interpreter_state", "size", "id", "next", "threads_head", "gc", "imports_modules", "sysdict", "builtins",
 			"ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked", "gil_runtime_state_holder"),
@@ -115,7 +117,7 @@ var (
 		fields("bytes_object", "size", "ob_size", "ob_sval"),
 		fields("unicode_object", "size", "state", "length", "asciiobject_size"),
 	}
-	schema314 = schema{
+	schema314 := schema{
 		schema313[0],
 		fields("interpreter_state", "size", "id", "next", "threads_head", "threads_main", "gc", "imports_modules", "sysdict", "builtins",
 			"ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked", "gil_runtime_state_holder"),
@@ -125,7 +127,7 @@ var (
 		fields("set_object", "size", "used", "table", "mask"),
 		schema313[9], schema313[10], schema313[11], schema313[12], schema313[13],
 	}
-	schema314tlbc = schema{
+	schema314tlbc := schema{
 		schema313[0],
 		fields("interpreter_state", "size", "id", "next", "threads_head", "threads_main", "gc", "imports_modules", "sysdict", "builtins",
 			"ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled", "gil_runtime_state_locked", "gil_runtime_state_holder",
@@ -138,10 +140,11 @@ var (
 		fields("set_object", "size", "used", "table", "mask"),
 		schema313[9], schema313[10], schema313[11], schema313[12], schema313[13],
 	}
-)
+	return map[int][]schema{13: {schema313}, 14: {schema314tlbc, schema314}}
+}
 
-// schemas are the candidates for each minor version.
-var schemas = map[int][]schema{13: {schema313}, 14: {schema314tlbc, schema314}}
+// schemas returns the candidates for each minor version.
+var schemas = sync.OnceValue(makeSchemas)
 
 // values reads b as sc says: field name → value; nil when b is too short.
 func (sc schema) values(b []byte) map[string]uint64 {
@@ -189,7 +192,7 @@ func fromDebugOffsets(b []byte, want int) (layout, error) {
 		return layout{}, &UnsupportedError{Version: fmt.Sprintf("3.%dt", minor), Why: "free-threaded builds are not supported"}
 	}
 	var v map[string]uint64
-	for _, sc := range schemas[minor] {
+	for _, sc := range schemas()[minor] {
 		if w := sc.values(b); fits(w) {
 			v = w
 			break
