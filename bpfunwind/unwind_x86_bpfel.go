@@ -38,6 +38,7 @@ const (
 	unwindMapRows            = "rows"
 	unwindMapScratch         = "scratch"
 	unwindMapStacks          = "stacks"
+	unwindMapUcache          = "ucache"
 	unwindMapUnmapping       = "unmapping"
 	unwindProgOffCpu         = "off_cpu"
 	unwindProgOnCpu          = "on_cpu"
@@ -131,6 +132,7 @@ type unwindMapSpecs struct {
 	Rows      *ebpf.MapSpec `ebpf:"rows"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
+	Ucache    *ebpf.MapSpec `ebpf:"ucache"`
 	Unmapping *ebpf.MapSpec `ebpf:"unmapping"`
 }
 
@@ -182,6 +184,7 @@ type unwindMaps struct {
 	Rows      *ebpf.Map `ebpf:"rows"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
+	Ucache    *ebpf.Map `ebpf:"ucache"`
 	Unmapping *ebpf.Map `ebpf:"unmapping"`
 }
 
@@ -209,6 +212,7 @@ func (m *unwindMaps) Close() error {
 		m.Rows,
 		m.Scratch,
 		m.Stacks,
+		m.Ucache,
 		m.Unmapping,
 	)
 }

@@ -344,6 +344,9 @@ struct {
 	__type(value, struct config);
 } config SEC(".maps");
 
+// The user memory words a walk read, for the walk cache (below).
+#define UC_READS 32
+
 struct walk {
 	__u64 pc, sp, fp;
 	__u64 r10, r13; // the sampled registers: known in the leaf frame only
@@ -351,6 +354,12 @@ struct walk {
 	__u32 mhint; // the mapping of the previous frame (index into the proc's)
 	__u64 hash;
 	struct mapping vm; // a mapping found through the VMA
+	__u32 nreads;  // words read (UC_READS + 1: more)
+	__u32 nocache; // the walk used something the cache cannot check
+	__u32 fpreg;   // fp is still the sampled register's value
+	__u32 usedfp;  // ... and the walk used it
+	__u64 raddr[UC_READS];
+	__u64 rval[UC_READS];
 	struct stack st;
 };
 
@@ -392,6 +401,7 @@ static __always_inline struct mapping *vma_mapping(struct walk *w, __u64 pc)
 	w->vm.end = c.end;
 	w->vm.bias = c.start - c.pgoff * 4096 - f->delta;
 	w->vm.file = f->file;
+	w->nocache = 1;
 	return &w->vm;
 }
 
@@ -540,9 +550,20 @@ static __always_inline struct row *find_row(struct file_rows *f, __u64 addr)
 	return bpf_map_lookup_elem(&rows, &i);
 }
 
-static __always_inline int read_u64(__u64 addr, __u64 *v)
+// read_u64 reads a word of the walked stack, and notes it for the cache.
+static __always_inline int read_u64(struct walk *w, __u64 addr, __u64 *v)
 {
-	return bpf_probe_read_user(v, sizeof(*v), (const void *)addr);
+	long e = bpf_probe_read_user(v, sizeof(*v), (const void *)addr);
+	if (e != 0)
+		return e;
+	__u32 n = w->nreads;
+	if (n < UC_READS) {
+		w->raddr[n & (UC_READS - 1)] = addr;
+		w->rval[n & (UC_READS - 1)] = *v;
+	}
+	if (n <= UC_READS)
+		w->nreads = n + 1;
+	return 0;
 }
 
 // step finds the caller of frame w->st.n - 1; it returns END_NONE to go on.
@@ -574,6 +595,10 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	__u8 kind = r ? r->cfa : CFA_NONE;
 	if (r && (r->flags & ROW_SIGNAL))
 		kind = CFA_SIGNAL;
+	// The sampled FP is used only where a rule says so (without frame
+	// pointers it is any value): the cache compares it only then.
+	if (w->fpreg && (kind == CFA_NONE || cross || kind == CFA_FP || kind == CFA_DEREF_FP || r->fp == REG_AT_FP))
+		w->usedfp = 1;
 	if (kind == CFA_NONE || cross) {
 		// No row: frame pointers, marked.
 		if (w->fp == 0)
@@ -581,8 +606,9 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 		if ((!cross && w->fp < w->sp) || (w->fp & 7))
 			return END_BAD_FP;
 		cfa = w->fp + 16;
-		if (read_u64(cfa - 8, &ra) || read_u64(cfa - 16, &fp))
+		if (read_u64(w, cfa - 8, &ra) || read_u64(w, cfa - 16, &fp))
 			return END_UNREADABLE;
+		w->fpreg = 0;
 		w->st.fpmask[(i >> 6) & 1] |= 1ULL << (i & 63);
 		goto next;
 	}
@@ -596,11 +622,12 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	case CFA_REG:
 		if (i != 0)
 			return END_UNSUPPORTED;
+		w->nocache = 1; // (the cache does not compare r10 and r13)
 		cfa = (r->flags >> 4) == 10 ? w->r10 : w->r13;
 		cfa += (__s64)r->cfa_off;
 		break;
 	case CFA_DEREF_FP:
-		if (read_u64(w->fp + (__s64)r->cfa_off, &cfa))
+		if (read_u64(w, w->fp + (__s64)r->cfa_off, &cfa))
 			return END_UNREADABLE;
 		break;
 	case CFA_PLT:
@@ -610,9 +637,10 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 		// SP points at the kernel's ucontext: uc_mcontext at 40; rbp,
 		// rsp, rip at 80, 120, 128 in the sigcontext.
 		__u64 sp = w->sp;
-		if (read_u64(sp + 40 + 80, &fp) || read_u64(sp + 40 + 120, &cfa) || read_u64(sp + 40 + 128, &ra))
+		if (read_u64(w, sp + 40 + 80, &fp) || read_u64(w, sp + 40 + 120, &cfa) || read_u64(w, sp + 40 + 128, &ra))
 			return END_UNREADABLE;
 		w->fp = fp;
+		w->fpreg = 0;
 		w->sp = cfa;
 		// The interrupted PC is exact: add 1 so that the next
 		// lookup (pc - 1) finds it.
@@ -626,14 +654,16 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 		return END_RA_UNDEF;
 	if (r->ra != REG_AT_CFA)
 		return END_UNSUPPORTED;
-	if (read_u64(cfa + (__s64)r->ra_off, &ra))
+	if (read_u64(w, cfa + (__s64)r->ra_off, &ra))
 		return END_UNREADABLE;
 	if (r->fp == REG_AT_CFA) {
-		if (read_u64(cfa + (__s64)r->fp_off, &fp))
+		if (read_u64(w, cfa + (__s64)r->fp_off, &fp))
 			return END_UNREADABLE;
+		w->fpreg = 0;
 	} else if (r->fp == REG_AT_FP) {
-		if (read_u64(w->fp + (__s64)r->fp_off, &fp))
+		if (read_u64(w, w->fp + (__s64)r->fp_off, &fp))
 			return END_UNREADABLE;
+		w->fpreg = 0;
 	} else if (r->fp != REG_SAME) {
 		return END_UNSUPPORTED;
 	}
@@ -676,14 +706,122 @@ static long walk_one(__u32 i, struct loop_ctx *c)
 
 #include "python.h"
 
+// The walk cache. A thread that blocks again and again in one place
+// (a loop around a system call) has its user stack walked to the same
+// result every time. The walk is a function of the registers it starts
+// from, the words of user memory it reads, and the process's description
+// and files' rows: per CPU, a slot per thread (by TID) keeps the last
+// off-CPU walk's registers, description generation, the words it read
+// (address and value) and the stack's key. A walk starting from the same
+// PC, SP and FP, under the same description, that reads every one of
+// those words again and finds the same values would make the same steps
+// and find the same stack: the key is reused, without the walk. Only
+// walks that ended at a thread's root, an undefined return address or a
+// zero one (all complete and final) are kept, and only those that found
+// every file through the description (rows of a described file never
+// change; a description that changes gets a new generation or is marked
+// stale), did not use the sampled r10/r13, read at most UC_READS words,
+// and were not in a CPython process (whose interpreter frames live in
+// heap memory the native walk does not read).
+#define UC_SLOTS 128
+
+struct ucache {
+	__u32 tid, tgid;
+	__u32 gen, nreads;
+	__u64 pc, sp, fp;
+	__u64 key;
+	__u32 usedfp; // fp is compared
+	__u32 _pad;
+	__u64 raddr[UC_READS];
+	__u64 rval[UC_READS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UC_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ucache);
+} ucache SEC(".maps");
+
+struct ucheck {
+	struct ucache *c;
+	__u32 ok;
+};
+
+static long ucheck_one(__u32 i, struct ucheck *k)
+{
+	struct ucache *c = k->c;
+	if (!c || i >= c->nreads || i >= UC_READS) {
+		k->ok = 1;
+		return 1;
+	}
+	// (The compiler would drop a mask it can prove redundant, and the
+	// verifier wants one.)
+	__u32 j = i;
+	asm volatile("" : "+r"(j));
+	j &= UC_READS - 1;
+	__u64 v;
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)c->raddr[j]) != 0 || v != c->rval[j])
+		return 1;
+	return 0;
+}
+
+// ucache_hit returns the key of the stack the cache says a walk from regs
+// would find (0: walk).
+static __always_inline __u64 ucache_hit(struct ucache *c, struct pt_regs *regs, __u32 tid, __u32 tgid, struct proc *p)
+{
+	if (!c || !p || c->tid != tid || c->tgid != tgid || c->key == 0 || c->gen != p->gen ||
+	    c->pc != regs->ip || c->sp != regs->sp || (c->usedfp && c->fp != regs->bp))
+		return 0;
+	struct ucheck k = {.c = c};
+	bpf_loop(UC_READS + 1, ucheck_one, &k, 0);
+	if (!k.ok)
+		return 0;
+	// The stack may have been evicted since.
+	__u64 key = c->key;
+	if (!bpf_map_lookup_elem(&stacks, &key))
+		return 0;
+	return key;
+}
+
+static __always_inline void ucache_keep(struct ucache *c, struct walk *w, struct pt_regs *regs, __u32 tid, struct proc *p, __u64 key)
+{
+	if (!c)
+		return;
+	c->key = 0;
+	if (!p || w->nocache || w->nreads > UC_READS ||
+	    (w->st.end != END_ROOT && w->st.end != END_RA_UNDEF && w->st.end != END_ZERO))
+		return;
+	c->tid = tid;
+	c->tgid = w->tgid;
+	c->gen = w->st.gen;
+	c->nreads = w->nreads;
+	c->pc = regs->ip;
+	c->sp = regs->sp;
+	c->fp = regs->bp;
+	c->usedfp = w->usedfp;
+	__builtin_memcpy(c->raddr, w->raddr, sizeof(c->raddr));
+	__builtin_memcpy(c->rval, w->rval, sizeof(c->rval));
+	c->key = key;
+}
+
 // walk_user unwinds the current task's user stack from regs into the
 // scratch, stores it in stacks and returns its key (0: none).
-static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
+static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 tid, bool cached)
 {
 	__u32 zero = 0;
 	struct walk *w = bpf_map_lookup_elem(&scratch, &zero);
 	if (!w)
 		return 0;
+	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct ucache *uc = NULL;
+	if (cached && p && !bpf_map_lookup_elem(&pyprocs, &tgid)) {
+		__u32 slot = tid & (UC_SLOTS - 1);
+		uc = bpf_map_lookup_elem(&ucache, &slot);
+		__u64 key = ucache_hit(uc, regs, tid, tgid, p);
+		if (key)
+			return key;
+	}
 	w->pc = regs->ip;
 	w->sp = regs->sp;
 	w->fp = regs->bp;
@@ -692,13 +830,16 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 	w->tgid = tgid;
 	w->mhint = 0;
 	w->hash = 0xcbf29ce484222325ULL;
+	w->nreads = 0;
+	w->nocache = 0;
+	w->fpreg = 1;
+	w->usedfp = 0;
 	w->st.n = 0;
 	w->st.end = END_NONE;
 	w->st.fpmask[0] = 0;
 	w->st.fpmask[1] = 0;
 	// An unknown process (new, or just exec'd) is walked through its
 	// VMAs while user space describes it.
-	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		notify(tgid, 1);
 	// Stacks of the same PCs walked under different descriptions (a
@@ -717,13 +858,17 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid)
 	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen &&
 	    old->fpmask[0] == w->st.fpmask[0] && old->fpmask[1] == w->st.fpmask[1] && old->pcs[0] == w->st.pcs[0]) {
 		py_store(key);
+		ucache_keep(uc, w, regs, tid, p, key);
 		return key;
 	}
 	if (bpf_map_update_elem(&stacks, &key, &w->st, BPF_ANY) != 0) {
 		bump(1);
+		if (uc)
+			uc->key = 0;
 		return 0;
 	}
 	py_store(key);
+	ucache_keep(uc, w, regs, tid, p, key);
 	return key;
 }
 
@@ -768,7 +913,7 @@ static __always_inline bool wanted(struct config *cfg, __u32 tgid)
 
 // fill_key walks the current task's stacks into k, the kernel stack into
 // the period's kernel-stack map.
-static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_struct *task, struct count_key *k, __u64 skip)
+static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_struct *task, struct count_key *k, __u64 skip, bool cached)
 {
 	if (cfg && cfg->active == 1) {
 		k->kstack = bpf_get_stackid(ctx, &kstacks1, skip);
@@ -786,7 +931,7 @@ static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_
 	struct pt_regs *regs = bpf_task_pt_regs(task);
 	if (!regs)
 		return;
-	k->stack = walk_user(regs, k->pid);
+	k->stack = walk_user(regs, k->pid, k->tid, cached);
 }
 
 SEC("perf_event")
@@ -801,7 +946,7 @@ int on_cpu(struct bpf_perf_event_data *ctx)
 	if (!wanted(cfg, k.pid))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	fill_key(ctx, cfg, task, &k, 0);
+	fill_key(ctx, cfg, task, &k, 0, false);
 	add(counts, &k, 1);
 	return 0; // nothing for the perf ring buffer
 }
@@ -839,7 +984,7 @@ int off_cpu(__u64 *ctx)
 	s.key.kind = KIND_OFFCPU;
 	// The kernel stack starts at __schedule: the program's own frame
 	// and the tracepoint's trampoline are skipped.
-	fill_key(ctx, cfg, prev, &s.key, 2);
+	fill_key(ctx, cfg, prev, &s.key, 2, true);
 	if (bpf_map_update_elem(&offcpu, &ptid, &s, BPF_ANY) != 0)
 		bump(2);
 	return 0;
