@@ -77,11 +77,8 @@ func runReport(args []string) error {
 	// tables, symbols and debug information load while the records are
 	// decoded.
 	sym, dir := profileSymbolizer(pf)
-	// Sections mapped from their files rather than copied into the heap:
-	// page cache, not anonymous memory, which a report bounds (a 2.2 GB
-	// system-wide recording beside a build had 22 MB of section copies
-	// live at its peak). A report is one command; the mappings go with
-	// its process (see elfobj.MapSections).
+	// Sections mapped, not copied: page cache is not the anonymous memory
+	// a report bounds (22 MB of copies of a 2.2 GB recording's peak).
 	elfobj.MapSections(true)
 	defer lessGC()()
 	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
