@@ -30,9 +30,11 @@ var symCacheDir atomic.Pointer[string]
 // CacheSymbols makes symbol tables built from then on be kept in dir (the
 // persistent cache directory, see package internal/cachefile for the
 // checks every read and write makes) and read back from there by later
-// runs. "" turns it off. Only tables of objects with a build-id and at
-// least minCachedSymbols bytes of symbol tables are kept: smaller ones
-// build faster than a file is opened.
+// runs. "" turns it off. Only tables of objects with at least
+// minCachedSymbols bytes of symbol tables are kept: smaller ones build
+// faster than a file is opened. (Objects without a build-id are kept
+// too, named by their identity alone: the symbols of a build's Go tools,
+// built anew by every report, were 42 MB of its heap.)
 func CacheSymbols(dir string) { symCacheDir.Store(&dir) }
 
 const (
@@ -55,6 +57,11 @@ func (f *File) loadSymbols() (*symtab, error) {
 		return f.buildSymbols()
 	}
 	id := hex.EncodeToString(f.BuildID)
+	if id == "" {
+		// No build-id (Go's toolchain and the programs it builds carry
+		// only Go's own): the file's identity alone names the table.
+		id = "00"
+	}
 	h := sha256.New()
 	h.Write([]byte(symCacheMagic))
 	cachefile.Identity(h, f.Path)
@@ -74,10 +81,10 @@ func (f *File) loadSymbols() (*symtab, error) {
 }
 
 // symbolCacheDir is where f's symbol table is cached: "" when caching is
-// off, or f has no build-id or path, or its tables are small.
+// off, or f has no path, or its tables are small.
 func (f *File) symbolCacheDir() string {
 	p := symCacheDir.Load()
-	if p == nil || *p == "" || len(f.BuildID) == 0 || f.Path == "" {
+	if p == nil || *p == "" || f.Path == "" {
 		return ""
 	}
 	var n uint64
