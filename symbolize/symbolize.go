@@ -522,12 +522,6 @@ func (di *debugInfo) goTable() *goTable {
 func (di *debugInfo) dwarf() *dwarfIndex {
 	di.dwOnce.Do(func() {
 		defer di.dwDone.Store(true)
-		held := false // a turn to build a whole index (see wholeBuilds)
-		defer func() {
-			if held {
-				<-wholeBuilds
-			}
-		}()
 		for _, p := range uniq(di.symPath, di.objPath) {
 			var saved, key string
 			var stored *dwarfIndex
@@ -545,12 +539,6 @@ func (di *debugInfo) dwarf() *dwarfIndex {
 				} else {
 					cachefile.Note(err, "DWARF index rebuilt")
 				}
-			}
-			if saved != "" && !di.incremental && !held {
-				// A whole index is built below (the DWARF is inflated
-				// when opened): one at a time.
-				wholeBuilds <- struct{}{}
-				held = true
 			}
 			if stored != nil {
 				// Not incremental: complete the index now, once.
@@ -587,13 +575,6 @@ func (di *debugInfo) dwarf() *dwarfIndex {
 	})
 	return di.dw
 }
-
-// wholeBuilds lets one whole index be built at a time (a report's, with
-// the persistent cache): a build parses its units on every CPU already,
-// and two at once held both objects' inflated DWARF and parsed units,
-// which took the first report of a 2.2 GB system-wide recording, with an
-// empty cache, past its bound on anonymous memory.
-var wholeBuilds = make(chan struct{}, 1)
 
 // useSaved notes err, writeIndex's, and when the index was written uses
 // it as read back from its file instead of the one built: the units it
