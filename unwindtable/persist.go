@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/regs"
@@ -98,6 +99,18 @@ func (r *reader) take(n int) []byte {
 	p := r.b[r.off : r.off+n]
 	r.off += n
 	return p
+}
+
+// checkRuleIndexes checks that every row's rule index (idx, read at
+// offset at) names one of nrules rules.
+func checkRuleIndexes[T uint16 | uint32](idx []T, nrules, at int) error {
+	size := int(unsafe.Sizeof(T(0)))
+	for i, v := range idx {
+		if uint64(v) >= uint64(nrules) {
+			return fmt.Errorf("%w: row %d at offset %d names rule %d of %d", errCorrupt, i, at+size*i, v, nrules)
+		}
+	}
+	return nil
 }
 
 // align skips the zeros pad4 wrote.
@@ -196,20 +209,16 @@ func (t *Table) UnmarshalBinary(data []byte) error {
 	if r.err != nil {
 		return r.err
 	}
+	var err error
 	if wide {
 		nt.idx32 = arrayOf(ip, nrows, le.Uint32)
-		for i, v := range nt.idx32 {
-			if v >= uint32(nrules) {
-				return fmt.Errorf("%w: row %d at offset %d names rule %d of %d", errCorrupt, i, idxAt+4*i, v, nrules)
-			}
-		}
+		err = checkRuleIndexes(nt.idx32, nrules, idxAt)
 	} else {
 		nt.idx16 = arrayOf(ip, nrows, le.Uint16)
-		for i, v := range nt.idx16 {
-			if uint32(v) >= uint32(nrules) {
-				return fmt.Errorf("%w: row %d at offset %d names rule %d of %d", errCorrupt, i, idxAt+2*i, v, nrules)
-			}
-		}
+		err = checkRuleIndexes(nt.idx16, nrules, idxAt)
+	}
+	if err != nil {
+		return err
 	}
 	r.align()
 	rp := r.take(20 * nrules)
