@@ -60,16 +60,15 @@ func (a *Agent) runKernel(ctx context.Context, u *bpfunwind.Unwinder) error {
 	// when warm); new ones as the program meets them. This process is
 	// described without rows, so that walks of its own threads, whose
 	// samples are dropped, end at once.
-	if len(a.cfg.Scope.PIDs) == 0 {
-		for _, pid := range allPIDs() {
-			u.DescribeLater(pid)
-		}
-	}
 	// The processes given by PID are walked in full from the first
 	// sample: their files are loaded before the programs attach. A whole
 	// host's load in the background meanwhile; until it is done, stacks
 	// reaching a file not loaded yet end file-not-loaded (period line).
-	if len(a.cfg.Scope.PIDs) > 0 {
+	if len(a.cfg.Scope.PIDs) == 0 {
+		for _, pid := range allPIDs() {
+			u.DescribeLater(pid)
+		}
+	} else {
 		u.WaitLoaded(time.Minute)
 	}
 	if err := u.OnCPU(a.cfg.Freq); err != nil {

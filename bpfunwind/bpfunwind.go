@@ -286,7 +286,7 @@ func Load(opt Options) (*Unwinder, error) {
 	u.opt.Sizes = opt.Sizes
 	var st unix.Stat_t
 	if opt.SkipSelf && unix.Stat("/proc/self/exe", &st) == nil {
-		u.selfDev, u.selfIno = uint64(unix.Major(st.Dev))<<20|uint64(unix.Minor(st.Dev)), st.Ino
+		u.selfDev, u.selfIno = statDev(&st), st.Ino
 	}
 	if err := u.loadObjects(); err != nil {
 		return nil, loadError(err)

@@ -202,8 +202,11 @@ func (u *Unwinder) isSelfExe(m *target.Mapping) bool {
 	if !u.opt.SkipSelf || u.selfIno == 0 {
 		return false
 	}
+	if m.Inode != u.selfIno {
+		return false
+	}
 	dev, ok := kernelDev(m.Dev)
-	return ok && dev == u.selfDev && m.Inode == u.selfIno
+	return ok && dev == u.selfDev
 }
 
 // selfFile returns the index of the file without rows that this
@@ -274,11 +277,11 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx u
 	}
 	u.mu.Unlock()
 	if u.loads != nil {
+		q := u.loads
 		if urgent {
-			u.queue(u.urgentLoads, fileLoad{idx, mod})
-		} else {
-			u.queue(u.loads, fileLoad{idx, mod})
+			q = u.urgentLoads
 		}
+		u.queue(q, fileLoad{idx, mod})
 		return idx, true
 	}
 	if err := u.loadRows(idx, mod); err != nil {
@@ -373,6 +376,12 @@ func (u *Unwinder) fileOf(m *target.Mapping, urgent bool) (uint32, uint64, bool)
 		u.registerInode(dev, m.Inode, idx, int64(m.Start-m.Offset-bias))
 	}
 	return idx, bias, true
+}
+
+// statDev is st's device as the kernel's s_dev (major << 20 | minor), as
+// kernelDev gives a mapping's.
+func statDev(st *unix.Stat_t) uint64 {
+	return uint64(unix.Major(st.Dev))<<20 | uint64(unix.Minor(st.Dev))
 }
 
 // kernelDev turns the device /proc/PID/maps prints ("fd:01", major and
@@ -552,7 +561,7 @@ func (u *Unwinder) Prewarm(program string) {
 		var st unix.Stat_t
 		delta, dok := execDelta(p)
 		if dok && unix.Stat(p, &st) == nil {
-			u.registerInode(uint64(unix.Major(st.Dev))<<20|uint64(unix.Minor(st.Dev)), st.Ino, idx, delta)
+			u.registerInode(statDev(&st), st.Ino, idx, delta)
 		}
 	}
 }

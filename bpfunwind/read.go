@@ -62,8 +62,9 @@ func (u *Unwinder) Read() ([]Stack, error) {
 	// The intervals still running are taken at once: one that ends
 	// between the switch and this look is counted whole in the next
 	// period (its time before the switch with it).
+	split := u.offOn && cfg.MinBlock == 0 // blocked intervals split at the swap
 	var running []offRunning
-	if u.offOn && cfg.MinBlock == 0 {
+	if split {
 		running = u.runningIntervals()
 	}
 	time.Sleep(SwapGrace)
@@ -75,7 +76,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		keys = append(keys, k)
 	}
 	counts := make(map[countKey]countVal, len(keys))
-	order := make([]countKey, 0, len(keys))
+	order := keys[:0] // the keys still there, in the same order
 	for _, k := range keys {
 		if err := old.LookupAndDelete(&k, &v); err != nil {
 			continue
@@ -83,7 +84,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 		counts[k] = v
 		order = append(order, k)
 	}
-	if u.offOn && cfg.MinBlock == 0 {
+	if split {
 		order = u.splitIntervals(counts, order, running, swap)
 	}
 	var out []Stack

@@ -115,8 +115,8 @@ func CompileRows(t *unwindtable.Table, marks []Mark) []Row {
 	}
 	// Sized once: a large file (a compiler, a browser) has a million rows,
 	// and growing the slice row by row cost more than compiling them.
-	rows := make([]Row, 0, t.Stats().Rows+2*len(marks)+1)
-	var end uint64 // where the last row ends
+	rows := make([]Row, 0, t.Stats().Rows+1) // (markRows makes its own)
+	var end uint64                           // where the last row ends
 	t.Rows(func(start, stop uint64, r *unwindtable.Rule) {
 		row := convert(t, r)
 		row.PC = start
