@@ -46,11 +46,28 @@ func (FramePointers) Step(c *Cursor) error {
 	if ra == 0 {
 		return ErrChainEnd
 	}
+	ra = stripPAC(arch, ra)
+	if !c.mayReturnTo(ra) {
+		return fmt.Errorf("%w: return address %#x at %#x is not in executable memory", ErrBadFP, ra, fp+8)
+	}
 	*c.Caller = regs.New(arch)
-	c.Caller.Set(arch.PC(), stripPAC(arch, ra))
+	c.Caller.Set(arch.PC(), ra)
 	c.Caller.Set(arch.SP(), fp+16)
 	c.Caller.Set(arch.FP(), savedFP)
 	return nil
+}
+
+// mayReturnTo reports whether ra can be a return address: it lies in an
+// executable mapping, or the address space lists no mappings at all (a
+// source that knows none). A frame pointer that code without frame
+// pointers used for data yields a "return address" anywhere; taking it
+// would add a frame no symbolizer can name and go on from garbage.
+func (c *Cursor) mayReturnTo(ra uint64) bool {
+	if c.space == nil || len(c.space.Mappings()) == 0 {
+		return true
+	}
+	m := c.space.Find(ra - 1)
+	return m != nil && m.Executable()
 }
 
 // stripPAC removes arm64 pointer-authentication bits from a return address

@@ -104,6 +104,32 @@ func TestFramePointerEnds(t *testing.T) {
 	}
 }
 
+// TestFramePointerOutsideCode: where the address space is known, a
+// frame record whose return address is not in executable memory (a frame
+// pointer used for data) ends the walk instead of adding a frame no
+// mapping holds.
+func TestFramePointerOutsideCode(t *testing.T) {
+	s := newFakeStack(0x7000, 0x1000)
+	s.put(0x7100, 0x7200)
+	s.put(0x7108, 0x401111)
+	s.put(0x7200, 0x7300)
+	s.put(0x7208, 0x7f3226fa7ad7) // anonymous data, as a garbage rbp finds
+	s.put(0x7300, 0)
+	s.put(0x7308, 0x403333)
+	space := target.NewAddressSpace([]target.Mapping{
+		{Start: 0x400000, End: 0x500000, Path: "[anon:code]", Perms: "r-xp"},
+		{Start: 0x7f3226f00000, End: 0x7f3227000000, Perms: "rw-p"},
+	}, nil)
+	st := NewFP().Walk(amd64Regs(0x400000, 0x7080, 0x7100), s.mem(), space)
+	if got, want := pcs(st), []uint64{0x400000, 0x401111}; !slices.Equal(got, want) || st.End != EndBadFP {
+		t.Errorf("pcs %#x, end %v (%s); want %#x, bad-frame-pointer", got, st.End, st.Detail, want)
+	}
+	// Without mappings the same chain is taken as it is.
+	if st := NewFP().Walk(amd64Regs(0x400000, 0x7080, 0x7100), s.mem(), nil); len(st.Frames) != 4 {
+		t.Errorf("no address space: %d frames, want 4", len(st.Frames))
+	}
+}
+
 func TestDepthLimit(t *testing.T) {
 	s := newFakeStack(0x7000, 0x1000)
 	for a := uint64(0x7000); a < 0x7ff0; a += 16 {
