@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -94,6 +95,10 @@ var goSwitchSyms = []struct {
 type goSwitchRange struct {
 	lo, hi uint64
 	kind   goSwitchKind
+	// child, for runtime.clone, is where the code only the new thread
+	// runs begins (0 when not found): there it is on its new stack, and
+	// clone is its outermost frame.
+	child uint64
 }
 
 // goSwitchRanges finds the extents of a Go module's switching functions
@@ -106,11 +111,11 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 	var rs []goSwitchRange
 	for _, s := range goSwitchSyms {
 		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
-			rs = append(rs, goSwitchRange{lo, hi, s.kind})
+			rs = append(rs, goSwitchRange{lo: lo, hi: hi, kind: s.kind})
 		}
 	}
 	if len(rs) > 0 {
-		return rs
+		return cloneChildren(m, rs)
 	}
 	// A stripped binary: the pcln table names the functions too
 	// (assembly ones without ".abi0").
@@ -125,7 +130,39 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 	ext := gt.Extents(names)
 	for _, s := range goSwitchSyms {
 		if e, ok := ext[s.name]; ok && e[1] > e[0] {
-			rs = append(rs, goSwitchRange{e[0], e[1], s.kind})
+			rs = append(rs, goSwitchRange{lo: e[0], hi: e[1], kind: s.kind})
+		}
+	}
+	rs = cloneChildren(m, rs)
+	return rs
+}
+
+// cloneChildren finds, in runtime.clone's code, where the child's part
+// begins. After the clone system call both threads test its result:
+//
+//	SYSCALL; CMPQ AX, $0; JEQ child; (the parent returns)
+//
+// and the child, at the jump's target, runs on the stack the kernel gave
+// it, where nothing lies above its frame but whatever the memory held
+// before. The sequence is amd64's (sys_linux_amd64.s, unchanged since
+// Go 1.x); arm64's clone is left to the steppers, as goSwitch is.
+func cloneChildren(m *target.Module, rs []goSwitchRange) []goSwitchRange {
+	if m.File.Arch != regs.AMD64 {
+		return rs
+	}
+	pattern := []byte{0x0f, 0x05, 0x48, 0x83, 0xf8, 0x00, 0x74}
+	for i := range rs {
+		r := &rs[i]
+		if r.kind != goClone || r.hi-r.lo > 4096 {
+			continue
+		}
+		code := make([]byte, r.hi-r.lo)
+		if m.File.ReadVaddr(r.lo, code) != nil {
+			continue
+		}
+		if j := bytes.Index(code, pattern); j >= 0 && j+len(pattern) < len(code) {
+			next := uint64(j + len(pattern) + 1)
+			r.child = r.lo + next + uint64(int64(int8(code[j+len(pattern)])))
 		}
 	}
 	return rs
@@ -184,7 +221,13 @@ func goSwitch(c *Cursor) error {
 		if c.Exact && newGoThread(c) {
 			return fmt.Errorf("%w: runtime.clone: a new thread, at its first instruction", ErrChainEnd)
 		}
-		return ErrNoInfo // the parent's frame, or the child's later on
+		// Only the child calls anything from clone: a return address
+		// into it is the new thread's outermost frame, as is a PC in the
+		// child's part.
+		if !c.Exact || cloneChildAt(c) {
+			return fmt.Errorf("%w: runtime.clone: a new thread's first frame", ErrChainEnd)
+		}
+		return ErrNoInfo // the parent's frame
 	}
 	if kind == goFPSwitch {
 		fp, ok := c.get(c.Regs.Arch.FP())
@@ -254,6 +297,18 @@ func goSwitch(c *Cursor) error {
 	}
 	// morestack: g0's own chain.
 	return goFrameRecord(c, bp, false)
+}
+
+// cloneChildAt reports whether the cursor's PC, in runtime.clone, is in
+// the part only the new thread runs.
+func cloneChildAt(c *Cursor) bool {
+	v := c.PC - c.Map.Bias
+	for _, r := range c.info.goSwitch {
+		if r.kind == goClone && r.child != 0 && v >= r.child && v < r.hi {
+			return true
+		}
+	}
+	return false
 }
 
 // newGoThread says whether the innermost frame, in runtime.clone, is a

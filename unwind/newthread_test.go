@@ -3,6 +3,7 @@ package unwind
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"runtime"
 	"strings"
 	"testing"
@@ -18,7 +19,10 @@ import (
 // is that one frame, ended as outermost, rather than a caller taken from
 // the word above the stack (here a plausible return address into
 // main.work, which the frame's CFI would find). The parent at the same
-// instruction, with the child's id in rax, goes on to its caller.
+// instruction, with the child's id in rax, goes on to its caller. Later
+// on, past the parent's return, the child is still on that stack: a PC
+// there, or a return address into clone from a function the child
+// called (runtime.stackcheck), ends the walk at clone too.
 func TestGoNewThread(t *testing.T) {
 	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
 		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
@@ -28,13 +32,15 @@ func TestGoNewThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clone, work elf.Symbol
+	var clone, work, stackcheck elf.Symbol
 	for _, s := range syms {
 		switch strings.TrimSuffix(s.Name, ".abi0") {
 		case "runtime.clone":
 			clone = s
 		case "main.work":
 			work = s
+		case "runtime.stackcheck":
+			stackcheck = s
 		}
 	}
 	text := ef.Section(".text")
@@ -70,6 +76,34 @@ func TestGoNewThread(t *testing.T) {
 		st = u.Walk(at(4321), mem, space)
 		if got := pcs(st); len(got) < 2 || got[1] != work.Value+0x10 {
 			t.Errorf("%s: parent: frames %#x, end %s (%s); want runtime.clone's caller next", name, got, st.End, st.Detail)
+		}
+		// The child's exit loop, at clone's end, with gettid's result
+		// in rax.
+		r := amd64Regs(clone.Value+clone.Size-2, 0x7f00, 0)
+		r.Set(regs.AMD64RAX, 4321)
+		st = u.Walk(r, mem, space)
+		if got := pcs(st); len(got) != 1 || st.End != EndOutermost || !strings.Contains(st.Detail, "new thread") {
+			t.Errorf("%s: child later: frames %#x, end %s (%s); want runtime.clone alone, outermost, a new thread", name, got, st.End, st.Detail)
+		}
+	}
+	// runtime.stackcheck, called by the child, at its first instruction.
+	ret := uint64(0)
+	for i := 0; i+5 <= len(code); i++ {
+		if code[i] == 0xe8 && clone.Value+uint64(i+5)+uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:])))) == stackcheck.Value {
+			ret = clone.Value + uint64(i+5)
+		}
+	}
+	if ret == 0 {
+		t.Fatalf("runtime.clone does not call runtime.stackcheck (%+v): % x", stackcheck, code)
+	}
+	s.put(0x7e00, ret)
+	mem = s.mem()
+	mem.Regions = append(mem.Regions, target.Region{Addr: clone.Value, Data: code})
+	for _, name := range []string{"auto", "dwarf"} {
+		u, _ := ByName(name)
+		st := u.Walk(amd64Regs(stackcheck.Value, 0x7e00, 0), mem, space)
+		if got := pcs(st); len(got) != 2 || got[1] != ret || st.End != EndOutermost || !strings.Contains(st.Detail, "new thread") {
+			t.Errorf("%s: stackcheck called by the child: frames %#x, end %s (%s); want stackcheck <- runtime.clone, outermost", name, got, st.End, st.Detail)
 		}
 	}
 }
