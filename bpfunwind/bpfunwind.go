@@ -179,6 +179,8 @@ type config struct {
 	Active   uint32
 	Filter   uint32
 	MinBlock uint64
+	Period   uint32 // switches of the count maps (the kernel-stack cache's ids are per period)
+	_        uint32
 }
 
 type notice struct{ PID, Kind uint32 }

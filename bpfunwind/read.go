@@ -25,6 +25,21 @@ func (u *Unwinder) Errors() Errors {
 	return Errors{e[0], e[1], e[2], e[3], e[4]}
 }
 
+// KStacksReused returns how many off-CPU kernel stacks the program took
+// from its kernel-stack cache instead of walking them (see kcache in
+// bpf/unwind.bpf.c).
+func (u *Unwinder) KStacksReused() uint64 {
+	var per []uint64
+	if u.objs.Kreused.Lookup(uint32(0), &per) != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
+}
+
 // SwapGrace is how long Read waits after switching the program to the
 // other count map before reading the one it left: programs that looked the
 // old map up before the switch finish within microseconds (they run with
@@ -52,6 +67,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 	}
 	old := u.countsMap(cfg.Active)
 	cfg.Active ^= 1
+	cfg.Period++
 	u.active = cfg.Active
 	if err := u.objs.Config.Update(uint32(0), cfg, ebpf.UpdateAny); err != nil {
 		return nil, err

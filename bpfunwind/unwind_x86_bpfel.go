@@ -23,6 +23,9 @@ const (
 	unwindMapErrors          = "errors"
 	unwindMapFiles           = "files"
 	unwindMapInodes          = "inodes"
+	unwindMapKcache          = "kcache"
+	unwindMapKreused         = "kreused"
+	unwindMapKscratch        = "kscratch"
 	unwindMapKstacks0        = "kstacks0"
 	unwindMapKstacks1        = "kstacks1"
 	unwindMapNotices         = "notices"
@@ -117,6 +120,9 @@ type unwindMapSpecs struct {
 	Errors    *ebpf.MapSpec `ebpf:"errors"`
 	Files     *ebpf.MapSpec `ebpf:"files"`
 	Inodes    *ebpf.MapSpec `ebpf:"inodes"`
+	Kcache    *ebpf.MapSpec `ebpf:"kcache"`
+	Kreused   *ebpf.MapSpec `ebpf:"kreused"`
+	Kscratch  *ebpf.MapSpec `ebpf:"kscratch"`
 	Kstacks0  *ebpf.MapSpec `ebpf:"kstacks0"`
 	Kstacks1  *ebpf.MapSpec `ebpf:"kstacks1"`
 	Notices   *ebpf.MapSpec `ebpf:"notices"`
@@ -169,6 +175,9 @@ type unwindMaps struct {
 	Errors    *ebpf.Map `ebpf:"errors"`
 	Files     *ebpf.Map `ebpf:"files"`
 	Inodes    *ebpf.Map `ebpf:"inodes"`
+	Kcache    *ebpf.Map `ebpf:"kcache"`
+	Kreused   *ebpf.Map `ebpf:"kreused"`
+	Kscratch  *ebpf.Map `ebpf:"kscratch"`
 	Kstacks0  *ebpf.Map `ebpf:"kstacks0"`
 	Kstacks1  *ebpf.Map `ebpf:"kstacks1"`
 	Notices   *ebpf.Map `ebpf:"notices"`
@@ -197,6 +206,9 @@ func (m *unwindMaps) Close() error {
 		m.Errors,
 		m.Files,
 		m.Inodes,
+		m.Kcache,
+		m.Kreused,
+		m.Kscratch,
 		m.Kstacks0,
 		m.Kstacks1,
 		m.Notices,

@@ -52,7 +52,9 @@ static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static long (*bpf_get_stackid)(void *ctx, void *map, __u64 flags) = (void *)27;
+static long (*bpf_get_stack)(void *ctx, void *buf, __u32 size, __u64 flags) = (void *)67;
 static long (*bpf_probe_read_user)(void *dst, __u32 size, const void *unsafe_ptr) = (void *)112;
+static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *unsafe_ptr) = (void *)113;
 static long (*bpf_ringbuf_output)(void *ringbuf, void *data, __u64 size, __u64 flags) = (void *)130;
 static void *(*bpf_get_current_task_btf)(void) = (void *)158;
 static long (*bpf_loop)(__u32 nr_loops, void *callback_fn, void *callback_ctx, __u64 flags) = (void *)181;
@@ -239,6 +241,8 @@ struct config {
 	__u32 active;   // count map taking adds: 0 or 1
 	__u32 filter;   // 1: only processes in pids
 	__u64 min_block_ns;
+	__u32 period;   // user space's count of map switches
+	__u32 _pad;
 };
 
 struct {
@@ -911,24 +915,294 @@ static __always_inline bool wanted(struct config *cfg, __u32 tgid)
 
 #define EEXIST 17
 
-// fill_key walks the current task's stacks into k, the kernel stack into
-// the period's kernel-stack map.
-static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_struct *task, struct count_key *k, __u64 skip, bool cached)
+// The kernel-stack cache. The kernel's own stack walk (bpf_get_stackid)
+// is most of what the off-CPU program costs, and a thread that blocks
+// again and again in one place has the same kernel stack each time. That
+// walk (ORC on x86-64) is a function of where it starts and of the return
+// addresses it reads: it starts at this program's context, which the
+// tracepoint keeps on the thread's kernel stack a fixed distance below
+// __schedule's frame, and each step goes from a return address (whose
+// unwind entry gives the frame's size) to the next one above it. So per
+// CPU, a slot per thread keeps the last walk's stack id and where each of
+// its return addresses lay: all but the outermost as words above the
+// context, the outermost (into the system-call entry, stored before the
+// kernel moved the stack by a random offset, CONFIG_RANDOMIZE_KSTACK_OFFSET)
+// as words below the thread's pt_regs. Blocking again with the same
+// return address in every one of those places, the thread has the same
+// kernel stack: the id is reused, without the walk. The places are found
+// by looking for the walk's return addresses (bpf_get_stack, a second
+// walk) among the words between the context and pt_regs, and kept only
+// when each appears there exactly once and in order, so that a stale copy
+// left in a frame's locals cannot stand for one. An id is reused only in
+// the period (count map) it was taken in; a thread whose stack changes
+// every time has KC_BUILDS entries built a period at most (entries that
+// were used do not count).
+#define KC_SLOTS 128
+#define KC_FRAMES 32 // return addresses an entry checks
+#define KC_WORDS 512 // kernel-stack words between the context and pt_regs looked at (4 KB)
+#define KC_BUILDS 4
+
+struct kcache {
+	__u32 tid, period;
+	__u32 n;      // return addresses checked (0: nothing kept)
+	__s32 id;     // the stack's id in the period's kernel-stack map
+	__u16 wasted; // entries built for tid this period and never used
+	__u16 hits;   // uses of this entry
+	__u16 top;    // the outermost's place: words below pt_regs
+	__u16 _pad;
+	__u16 off[KC_FRAMES]; // the others' places: words above the context
+	__u64 val[KC_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KC_SLOTS);
+	__type(key, __u32);
+	__type(value, struct kcache);
+} kcache SEC(".maps");
+
+// Kernel stacks the cache gave (per CPU; user space sums them).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} kreused SEC(".maps");
+
+struct kscratch {
+	// Pointers stored here read back as plain numbers (a privileged
+	// program may leak them into a map): the stack is measured with them.
+	__u64 ctx, regs;
+	__u64 minip, maxip;
+	__u32 n, next, bad, _pad;
+	__u16 off[KC_FRAMES];
+	__u64 ips[KC_FRAMES];
+	__u64 win[KC_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kscratch);
+} kscratch SEC(".maps");
+
+struct kcheck {
+	struct kcache *c;
+	struct kscratch *s;
+	__u32 base, ok;
+};
+
+static long kcheck_one(__u32 i, struct kcheck *k)
 {
-	if (cfg && cfg->active == 1) {
-		k->kstack = bpf_get_stackid(ctx, &kstacks1, skip);
-		k->kind |= KSTACKS1;
-	} else {
-		k->kstack = bpf_get_stackid(ctx, &kstacks0, skip);
+	struct kcache *c = k->c;
+	if (i + 1 >= c->n || i >= KC_FRAMES) {
+		k->ok = 1;
+		return 1;
 	}
-	if (k->kstack == -EEXIST)
+	__u32 j = i;
+	asm volatile("" : "+r"(j));
+	j &= KC_FRAMES - 1;
+	__u32 w = c->off[j] - k->base;
+	asm volatile("" : "+r"(w));
+	w &= KC_WORDS - 1;
+	return k->s->win[w] != c->val[j];
+}
+
+struct kscan {
+	struct kscratch *s;
+	__u64 v;
+};
+
+static long kmember_one(__u32 k, struct kscan *c)
+{
+	struct kscratch *s = c->s;
+	if (k >= s->n || k >= KC_FRAMES)
+		return 1;
+	asm volatile("" : "+r"(k));
+	if (s->ips[k & (KC_FRAMES - 1)] != c->v)
+		return 0;
+	s->bad = 1;
+	return 1;
+}
+
+// kscan_one looks at word i of the window for the walk's return
+// addresses: each must be found once, in order.
+static long kscan_one(__u32 i, struct kscan *c)
+{
+	struct kscratch *s = c->s;
+	__u32 w = i;
+	asm volatile("" : "+r"(w));
+	w &= KC_WORDS - 1;
+	__u64 v = s->win[w];
+	if (v < s->minip || v > s->maxip)
+		return 0;
+	__u32 next = s->next;
+	if (next < KC_FRAMES && next < s->n && s->ips[next] == v) {
+		s->off[next] = w;
+		s->next = next + 1;
+		return 0;
+	}
+	c->v = v;
+	bpf_loop(KC_FRAMES, kmember_one, c, 0);
+	return s->bad ? 1 : 0;
+}
+
+static long kbounds_one(__u32 i, struct kscan *c)
+{
+	struct kscratch *s = c->s;
+	asm volatile("" : "+r"(i));
+	__u64 v = s->ips[i & (KC_FRAMES - 1)];
+	if (v < s->minip)
+		s->minip = v;
+	if (v > s->maxip)
+		s->maxip = v;
+	return 0;
+}
+
+static long kkeep_one(__u32 i, struct kcheck *k)
+{
+	asm volatile("" : "+r"(i));
+	i &= KC_FRAMES - 1;
+	k->c->off[i] = k->s->off[i];
+	k->c->val[i] = k->s->ips[i];
+	return 0;
+}
+
+// ctx_regs stores the context's and the thread's pt_regs addresses in s
+// as numbers; it returns the words between them (0: not usable).
+static __always_inline __u32 ctx_regs(struct kscratch *s, void *ctx, struct pt_regs *regs)
+{
+	*(volatile __u64 *)&s->ctx = (__u64)ctx;
+	*(volatile __u64 *)&s->regs = (__u64)regs;
+	__u64 lo = *(volatile __u64 *)&s->ctx, hi = *(volatile __u64 *)&s->regs;
+	if (hi <= lo || hi - lo >= KC_WORDS * 8)
+		return 0;
+	return (hi - lo) / 8;
+}
+
+// kstack_cached returns the id the thread's last kernel stack had, when
+// the cache shows the current one is the same; -1 otherwise.
+static __always_inline long kstack_cached(struct kcache *c, struct kscratch *s, struct config *cfg, __u32 tid, __u32 words)
+{
+	if (!cfg || c->tid != tid || c->period != cfg->period || c->n == 0 || c->n > KC_FRAMES || c->top > words)
+		return -1;
+	__u64 v;
+	if (bpf_probe_read_kernel(&v, sizeof(v), (const void *)(s->regs - c->top * 8)) != 0 ||
+	    v != c->val[(c->n - 1) & (KC_FRAMES - 1)])
+		return -1;
+	if (c->n > 1) {
+		__u32 lo = c->off[0], hi = c->off[(c->n - 2) & (KC_FRAMES - 1)];
+		if (hi < lo || hi >= words)
+			return -1;
+		__u32 size = (hi - lo + 1) * 8;
+		if (size > sizeof(s->win))
+			return -1;
+		if (bpf_probe_read_kernel(s->win, size, (const void *)(s->ctx + lo * 8)) != 0)
+			return -1;
+		struct kcheck k = {.c = c, .s = s, .base = lo};
+		bpf_loop(KC_FRAMES, kcheck_one, &k, 0);
+		if (!k.ok)
+			return -1;
+	}
+	c->hits++;
+	return c->id;
+}
+
+// kc_build keeps what the cache needs of the stack id just taken.
+static __always_inline void kc_build(void *ctx, struct kcache *c, struct kscratch *s, struct config *cfg, __u32 tid, __u32 words, __u64 skip, long id)
+{
+	if (!cfg)
+		return;
+	if (c->tid != tid || c->period != cfg->period) {
+		c->tid = tid;
+		c->period = cfg->period;
+		c->wasted = 0;
+	} else if (c->n != 0 && c->hits == 0) {
+		c->wasted++;
+	}
+	c->n = 0;
+	c->hits = 0;
+	if (id < 0 || c->wasted >= KC_BUILDS)
+		return;
+	long got = bpf_get_stack(ctx, s->ips, sizeof(s->ips), skip);
+	if (got <= 0 || got >= (long)sizeof(s->ips)) // (full: maybe cut)
+		return;
+	__u32 n = (__u64)got / 8;
+	s->n = n;
+	s->minip = ~0ULL;
+	s->maxip = 0;
+	struct kscan sc = {.s = s};
+	bpf_loop(n, kbounds_one, &sc, 0);
+	if (bpf_probe_read_kernel(s->win, (words * 8) & (sizeof(s->win) - 1), (const void *)s->ctx) != 0)
+		return;
+	s->next = 0;
+	s->bad = 0;
+	bpf_loop(words, kscan_one, &sc, 0);
+	if (s->bad || s->next != n)
+		return;
+	struct kcheck kc = {.c = c, .s = s};
+	bpf_loop(n, kkeep_one, &kc, 0);
+	c->top = words - s->off[(n - 1) & (KC_FRAMES - 1)];
+	c->id = id;
+	c->n = n;
+}
+
+// kernel_stack returns the current task's kernel stack id in the
+// period's map (negative: none), through the kernel-stack cache when
+// cached. (Not inlined: the verifier then looks at the user walk after it
+// once, rather than once for each way this one went.)
+#define KS_ONE 1    // the period's map is kstacks1
+#define KS_CACHED 2 // off CPU: skip this program's frame and the tracepoint's, use the cache
+
+static __attribute__((noinline)) long kernel_stack(void *ctx, struct config *cfg, struct pt_regs *regs, __u32 tid, __u32 flags)
+{
+	bool cached = flags & KS_CACHED;
+	struct kcache *kc = NULL;
+	struct kscratch *ks = NULL;
+	__u32 words = 0;
+	if (cached && regs) {
+		__u32 zero = 0, slot = tid & (KC_SLOTS - 1);
+		ks = bpf_map_lookup_elem(&kscratch, &zero);
+		kc = bpf_map_lookup_elem(&kcache, &slot);
+		if (ks && kc && (words = ctx_regs(ks, ctx, regs)) != 0) {
+			long id = kstack_cached(kc, ks, cfg, tid, words);
+			if (id >= 0) {
+				__u64 *n = bpf_map_lookup_elem(&kreused, &zero);
+				if (n)
+					(*n)++;
+				return id;
+			}
+		} else {
+			kc = NULL;
+		}
+	}
+	long id;
+	if (flags & KS_ONE)
+		id = bpf_get_stackid(ctx, &kstacks1, cached ? 3 : 0);
+	else
+		id = bpf_get_stackid(ctx, &kstacks0, cached ? 3 : 0);
+	if (id == -EEXIST)
 		bump(4);
+	if (kc && ks)
+		kc_build(ctx, kc, ks, cfg, tid, words, 3, id);
+	return id;
+}
+
+// fill_key walks the current task's stacks into k, the kernel stack into
+// the period's kernel-stack map; off CPU (cached), through the caches.
+static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_struct *task, struct count_key *k, bool cached)
+{
+	struct pt_regs *regs = bpf_task_pt_regs(task);
+	__u32 one = cfg && cfg->active == 1;
+	if (one)
+		k->kind |= KSTACKS1;
+	k->kstack = kernel_stack(ctx, cfg, regs, k->tid, (one ? KS_ONE : 0) | (cached ? KS_CACHED : 0));
 	k->stack = 0;
 	// A kernel thread has no user stack, nor has an exiting task whose
 	// memory is being torn down.
 	if (task->flags & (PF_KTHREAD | PF_EXITING))
 		return;
-	struct pt_regs *regs = bpf_task_pt_regs(task);
 	if (!regs)
 		return;
 	k->stack = walk_user(regs, k->pid, k->tid, cached);
@@ -946,7 +1220,7 @@ int on_cpu(struct bpf_perf_event_data *ctx)
 	if (!wanted(cfg, k.pid))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	fill_key(ctx, cfg, task, &k, 0, false);
+	fill_key(ctx, cfg, task, &k, false);
 	add(counts, &k, 1);
 	return 0; // nothing for the perf ring buffer
 }
@@ -982,9 +1256,9 @@ int off_cpu(__u64 *ctx)
 	s.key.pid = ptgid;
 	s.key.tid = ptid;
 	s.key.kind = KIND_OFFCPU;
-	// The kernel stack starts at __schedule: the program's own frame
-	// and the tracepoint's trampoline are skipped.
-	fill_key(ctx, cfg, prev, &s.key, 2, true);
+	// The kernel stack starts at __schedule (KS_CACHED skips the
+	// program's own frame and the tracepoint's trampoline).
+	fill_key(ctx, cfg, prev, &s.key, true);
 	if (bpf_map_update_elem(&offcpu, &ptid, &s, BPF_ANY) != 0)
 		bump(2);
 	return 0;
