@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"os"
 	"os/exec"
+	"syscall"
 	"path/filepath"
 	"testing"
 	"time"
@@ -39,6 +40,8 @@ func start(t *testing.T, argv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	// Killed with the test binary too, should it die before its cleanups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,8 @@
 #           second, beside the CPU-bound fixture
 #   record  rewind record -F 999 of the CPU-bound fixture (2 threads)
 # BUDGET_PERIOD is the agent's period in seconds (default 10).
+# BUDGET_BASE=REV also builds rewind at git revision REV and measures its
+# kernel-mode off-CPU agent in the same pairs (a before/after of a change).
 #
 # Every timed run should hold the machine alone: run the script under
 # flock (flock /work/wt/bench.lock scripts/agent-budget.sh ...). Each
@@ -78,6 +80,11 @@ trap cleanup EXIT
 want() { [[ $only == *,$1,* ]]; }
 
 go build -o "$tmp/rewind" ./cmd/rewind
+if [ -n "${BUDGET_BASE:-}" ]; then
+	mkdir "$tmp/base"
+	git archive "$BUDGET_BASE" | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && go build -o "$tmp/rewind.base" ./cmd/rewind)
+fi
 gcc -O2 -g -pthread -o "$tmp/cpu" internal/perftest/csrc/cpu.c
 gcc -O2 -g -fomit-frame-pointer -o "$tmp/sleeper" agent/testdata/sleeper.c
 gcc -O2 -g -fomit-frame-pointer -o "$tmp/block" bpfunwind/testdata/block.c
@@ -227,13 +234,18 @@ if want offcpu; then
 	for i in $(seq 20); do "$tmp/block" >/dev/null & bpids+=($!); done
 	pids+=("${bpids[@]}")
 	sleep 1
-	: >"$tmp/res.koff"; : >"$tmp/res.uoff"
+	: >"$tmp/res.koff"; : >"$tmp/res.uoff"; : >"$tmp/res.boff"
+	base=()
 	for i in $(seq "$pairs"); do
 		REWIND_CACHE_DIR="$tmp/cache" measure_agent koff "$tmp/rewind" agent --unwind-in kernel --off-cpu -F "$hz" --period "${period}s" --out-dir "$tmp/out"
+		if [ -n "${BUDGET_BASE:-}" ]; then
+			REWIND_CACHE_DIR="$tmp/cache" measure_agent boff "$tmp/rewind.base" agent --unwind-in kernel --off-cpu -F "$hz" --period "${period}s" --out-dir "$tmp/out"
+			base=("  ... kernel, at $BUDGET_BASE" boff)
+		fi
 		REWIND_CACHE_DIR="$tmp/cache" measure_agent uoff "$tmp/rewind" agent --unwind-in user --off-cpu -F "$hz" --period "${period}s" --out-dir "$tmp/out"
 	done
 	report "agent --off-cpu: 20 processes blocking 500 times a second each, beside the CPU-bound fixture, ${hz} Hz" \
-		"agent --off-cpu --unwind-in kernel" koff "agent --off-cpu --unwind-in user" uoff
+		"agent --off-cpu --unwind-in kernel" koff "${base[@]}" "agent --off-cpu --unwind-in user" uoff
 	verdict "off-CPU: 0 records lost (kernel)" "$(le "$(med koff 7)" 0)"
 	verdict "off-CPU ≤ 3% of one core (kernel, rewind + BPF, steady)" "$(le "$(med koff 5)" 3)"
 	verdict "off-CPU ≤ 150 MB RSS (kernel)" "$(le "$(med koff 6)" 150)"
