@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"os"
 	"os/exec"
-	"syscall"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
