@@ -55,6 +55,7 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 		p.N = uint32(copy(p.Maps[:], last.maps))
 		p.Gen = gen // the stacks walked with it are named with that description
 		u.work.unchanged.Add(1)
+		u.quieten(pid)
 		return u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny)
 	}
 	defer func() { u.work.describeNS.Add(int64(time.Since(began))) }()
@@ -108,7 +109,7 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 	}
 	h[u.gen[pid]] = kept
 	delete(h, u.gen[pid]-historyLen)
-	u.described[pid] = describedProc{sum, append([]mapping(nil), p.Maps[:p.N]...)}
+	u.described[pid] = describedProc{sum: sum, maps: append([]mapping(nil), p.Maps[:p.N]...)}
 	u.mu.Unlock()
 	if err := u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny); err != nil {
 		u.note("the BPF process map is full")
@@ -146,6 +147,29 @@ const historyLen = 16
 type describedProc struct {
 	sum  uint64
 	maps []mapping
+	// quiet is how long the program waits before asking about the
+	// process again after an answer that found it unchanged: doubled
+	// with each such answer, up to maxQuiet.
+	quiet time.Duration
+}
+
+// maxQuiet bounds how long a process whose walks meet code outside its
+// files (a JIT's, a memfd executable) is not described again. Changes of
+// its mappings are told at once regardless (mmap, munmap, exec).
+const maxQuiet = 5 * time.Second
+
+// quieten doubles how long the program waits before asking about pid
+// again: a process asked about and found unchanged has code outside its
+// files, which every walk through it meets.
+func (u *Unwinder) quieten(pid int) {
+	u.mu.Lock()
+	d := u.described[pid]
+	d.quiet = min(max(2*d.quiet, 20*time.Millisecond), maxQuiet)
+	u.described[pid] = d
+	u.mu.Unlock()
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // the program's clock
+	u.objs.Asked.Update(uint32(pid), uint64(ts.Nano())+uint64(d.quiet), ebpf.UpdateAny)
 }
 
 // execSum sums the lines of a maps file that map code (FNV-1a).

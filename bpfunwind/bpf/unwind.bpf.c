@@ -329,6 +329,8 @@ struct {
 	__type(value, __u64);
 } errors SEC(".maps");
 
+// Per process, the soonest time (bpf_ktime_get_ns) a walk may ask for it
+// to be described again.
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -427,12 +429,15 @@ static __always_inline void bump(__u32 i)
 static __always_inline void notify(__u32 pid, __u32 kind)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 *last = bpf_map_lookup_elem(&asked, &pid);
-	if (kind == 1 && last && now - *last < 10000000ULL)
+	__u64 *quiet = bpf_map_lookup_elem(&asked, &pid);
+	if (kind == 1 && quiet && now < *quiet)
 		return;
 	if (kind == 3)
-		kind = 1; // an exec: always told
-	bpf_map_update_elem(&asked, &pid, &now, BPF_ANY);
+		kind = 1; // an exec or a change of mappings: always told
+	// Asked again in 10 ms at the soonest; user space makes that longer
+	// for a process it found unchanged.
+	__u64 next = now + 10000000ULL;
+	bpf_map_update_elem(&asked, &pid, &next, BPF_ANY);
 	struct notice n = {.pid = pid, .kind = kind};
 	if (bpf_ringbuf_output(&notices, &n, sizeof(n), 0) != 0)
 		bump(3);
