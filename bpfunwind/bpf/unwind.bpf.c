@@ -954,7 +954,7 @@ struct kcache {
 	__u16 wasted; // entries built for tid this period and never used
 	__u16 hits;   // uses of this entry
 	__u16 top;    // the outermost's place: words below pt_regs
-	__u16 _pad;
+	__u16 one;    // the id is in kstacks1 (a torn read of the config cannot mix maps)
 	__u16 off[KC_FRAMES]; // the others' places: words above the context
 	__u64 val[KC_FRAMES];
 };
@@ -1088,9 +1088,10 @@ static __always_inline __u32 ctx_regs(struct kscratch *s, void *ctx, struct pt_r
 
 // kstack_cached returns the id the thread's last kernel stack had, when
 // the cache shows the current one is the same; -1 otherwise.
-static __always_inline long kstack_cached(struct kcache *c, struct kscratch *s, struct config *cfg, __u32 tid, __u32 words)
+static __always_inline long kstack_cached(struct kcache *c, struct kscratch *s, struct config *cfg, __u32 tid, __u32 words, __u16 one)
 {
-	if (!cfg || c->tid != tid || c->period != cfg->period || c->n == 0 || c->n > KC_FRAMES || c->top > words)
+	if (!cfg || c->tid != tid || c->period != cfg->period || c->one != one || c->n == 0 || c->n > KC_FRAMES ||
+	    c->top > words)
 		return -1;
 	__u64 v;
 	if (bpf_probe_read_kernel(&v, sizeof(v), (const void *)(s->regs - c->top * 8)) != 0 ||
@@ -1115,7 +1116,7 @@ static __always_inline long kstack_cached(struct kcache *c, struct kscratch *s, 
 }
 
 // kc_build keeps what the cache needs of the stack id just taken.
-static __always_inline void kc_build(void *ctx, struct kcache *c, struct kscratch *s, struct config *cfg, __u32 tid, __u32 words, __u64 skip, long id)
+static __always_inline void kc_build(void *ctx, struct kcache *c, struct kscratch *s, struct config *cfg, __u32 tid, __u32 words, __u16 one, __u64 skip, long id)
 {
 	if (!cfg)
 		return;
@@ -1149,6 +1150,7 @@ static __always_inline void kc_build(void *ctx, struct kcache *c, struct kscratc
 	struct kcheck kc = {.c = c, .s = s};
 	bpf_loop(n, kkeep_one, &kc, 0);
 	c->top = words - s->off[(n - 1) & (KC_FRAMES - 1)];
+	c->one = one;
 	c->id = id;
 	c->n = n;
 }
@@ -1158,7 +1160,7 @@ static __always_inline void kc_build(void *ctx, struct kcache *c, struct kscratc
 // cached. (Not inlined: the verifier then looks at the user walk after it
 // once, rather than once for each way this one went.)
 #define KS_ONE 1    // the period's map is kstacks1
-#define KS_CACHED 2 // off CPU: skip this program's frame and the tracepoint's, use the cache
+#define KS_CACHED 2 // off CPU: use the cache; skip this function's, the program's and the tracepoint's frames
 
 static __attribute__((noinline)) long kernel_stack(void *ctx, struct config *cfg, struct pt_regs *regs, __u32 tid, __u32 flags)
 {
@@ -1171,7 +1173,7 @@ static __attribute__((noinline)) long kernel_stack(void *ctx, struct config *cfg
 		ks = bpf_map_lookup_elem(&kscratch, &zero);
 		kc = bpf_map_lookup_elem(&kcache, &slot);
 		if (ks && kc && (words = ctx_regs(ks, ctx, regs)) != 0) {
-			long id = kstack_cached(kc, ks, cfg, tid, words);
+			long id = kstack_cached(kc, ks, cfg, tid, words, flags & KS_ONE);
 			if (id >= 0) {
 				__u64 *n = bpf_map_lookup_elem(&kreused, &zero);
 				if (n)
@@ -1190,7 +1192,7 @@ static __attribute__((noinline)) long kernel_stack(void *ctx, struct config *cfg
 	if (id == -EEXIST)
 		bump(4);
 	if (kc && ks)
-		kc_build(ctx, kc, ks, cfg, tid, words, 3, id);
+		kc_build(ctx, kc, ks, cfg, tid, words, flags & KS_ONE, 3, id);
 	return id;
 }
 
@@ -1262,7 +1264,7 @@ int off_cpu(__u64 *ctx)
 	s.key.tid = ptid;
 	s.key.kind = KIND_OFFCPU;
 	// The kernel stack starts at __schedule (KS_CACHED skips the
-	// program's own frame and the tracepoint's trampoline).
+	// program's frames and the tracepoint's trampoline).
 	fill_key(ctx, cfg, prev, &s.key, true);
 	if (bpf_map_update_elem(&offcpu, &ptid, &s, BPF_ANY) != 0)
 		bump(2);
