@@ -57,6 +57,27 @@ func startLines(t *testing.T, argv ...string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, lines
 }
 
+// startC builds testdata/NAME.c with gcc -O2 -g and flags, runs it until
+// it prints "ready" and returns its PID and further lines.
+func startC(t *testing.T, name string, flags ...string) (int, *bufio.Scanner) {
+	t.Helper()
+	dir := t.TempDir()
+	src, _ := filepath.Abs("testdata/" + name + ".c")
+	build(t, dir, append(append([]string{"gcc", "-O2", "-g"}, flags...), "-o", name, src)...)
+	cmd, lines := startLines(t, filepath.Join(dir, name))
+	return cmd.Process.Pid, lines
+}
+
+// loadOffCPU is load for pid with the off-CPU program attached.
+func loadOffCPU(t *testing.T, pid int) *Unwinder {
+	t.Helper()
+	u := load(t, pid)
+	if err := u.OffCPU(0); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func build(t *testing.T, dir string, argv ...string) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -127,11 +148,7 @@ func names(sym *symbolize.Symbolizer, space *target.AddressSpace, s Stack) []str
 // of the samples, with the program's own call chain (as its source says)
 // in order under the leaf.
 func TestNoFramePointersIntoLibc(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/spin.c")
-	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "spin", src)
-	cmd := startReady(t, filepath.Join(dir, "spin"))
-	pid := cmd.Process.Pid
+	pid, _ := startC(t, "spin", "-fomit-frame-pointer")
 	u := load(t, pid)
 	stacks := collect(t, u, pid, 500)
 	objs := &target.Objects{}
@@ -210,15 +227,8 @@ func TestGo(t *testing.T) {
 // (sleeps overshoot by the timer slack and the wait for a CPU) and at most
 // the wall time counted, and every stack must reach the root.
 func TestOffCPU(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/block.c")
-	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "block", src)
-	cmd, lines := startLines(t, filepath.Join(dir, "block"))
-	pid := cmd.Process.Pid
-	u := load(t, pid)
-	if err := u.OffCPU(0); err != nil {
-		t.Fatal(err)
-	}
+	pid, lines := startC(t, "block", "-fomit-frame-pointer")
+	u := loadOffCPU(t, pid)
 	// The program's own account: sleeps asked between two of its lines
 	// printed after the counts were cleared (lines printed while the
 	// unwinder loaded wait in the pipe: skipped by their time).

@@ -1,7 +1,6 @@
 package bpfunwind
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +18,8 @@ import (
 // frames and none of poll's, and the other way round, while kernel
 // stacks do come from the cache.
 func TestKernelStackCacheTellsPathsApart(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/twokpaths.c")
-	build(t, dir, "gcc", "-O2", "-g", "-o", "twokpaths", src)
-	cmd := startReady(t, filepath.Join(dir, "twokpaths"))
-	pid := cmd.Process.Pid
-	u := load(t, pid)
-	if err := u.OffCPU(0); err != nil {
-		t.Fatal(err)
-	}
+	pid, _ := startC(t, "twokpaths")
+	u := loadOffCPU(t, pid)
 	ksyms, err := profiles.LoadKallsyms()
 	if err != nil {
 		t.Skipf("no kernel symbols: %v", err)

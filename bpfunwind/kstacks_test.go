@@ -1,12 +1,14 @@
 package bpfunwind
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestKernelStacksPruned counts a program blocking 500 times a second
@@ -16,21 +18,24 @@ import (
 // blocked stacks of every period, those of intervals that began in the
 // period before included, keep their kernel frames.
 func TestKernelStacksPruned(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/block.c")
-	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "block", src)
-	cmd, lines := startLines(t, filepath.Join(dir, "block"))
-	pid := cmd.Process.Pid
-	u := load(t, pid)
-	if err := u.OffCPU(0); err != nil {
-		t.Fatal(err)
-	}
+	pid, lines := startC(t, "block", "-fomit-frame-pointer")
+	u := loadOffCPU(t, pid)
 	var total, withKernel uint64
 	pruned := 0
 	for period := 0; period < 6; period++ {
-		// A period: the program prints a line every 100 sleeps.
-		if !lines.Scan() {
-			t.Fatal("block ended")
+		// A period: at least 100 sleeps (the program prints a line
+		// every 100; those printed before the period, while the
+		// unwinder loaded on a loaded machine, wait in the pipe).
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		for fresh := 0; fresh < 2; {
+			if !lines.Scan() {
+				t.Fatal("block ended")
+			}
+			var asked, at int64
+			if fmt.Sscan(lines.Text(), &asked, &at); at >= ts.Nano() {
+				fresh++
+			}
 		}
 		stacks, err := u.Read()
 		if err != nil {
@@ -121,11 +126,7 @@ func TestKernelStacksFull(t *testing.T) {
 func TestPreallocated(t *testing.T) {
 	forcePrealloc = true
 	defer func() { forcePrealloc = false }()
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/spin.c")
-	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "spin", src)
-	cmd := startReady(t, filepath.Join(dir, "spin"))
-	pid := cmd.Process.Pid
+	pid, _ := startC(t, "spin", "-fomit-frame-pointer")
 	u := load(t, pid)
 	notes := u.Notes()
 	t.Log(notes)
@@ -154,11 +155,7 @@ func TestPreallocated(t *testing.T) {
 // not change keeps its generation (its stacks stay one), and a new
 // mapping makes a new one.
 func TestDescribeKeepsGeneration(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/spin.c")
-	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "spin", src)
-	cmd := startReady(t, filepath.Join(dir, "spin"))
-	pid := cmd.Process.Pid
+	pid, _ := startC(t, "spin", "-fomit-frame-pointer")
 	u := load(t, pid)
 	gen := func() int { u.mu.Lock(); defer u.mu.Unlock(); return u.gen[pid] }
 	g := gen()

@@ -1,7 +1,6 @@
 package bpfunwind
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -13,15 +12,8 @@ import (
 // (20 ms, 40 ms, ... up to maxQuiet), not every 10 ms: a few answers in
 // three seconds, not hundreds.
 func TestQuietAfterUnchanged(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/anoncode.c")
-	build(t, dir, "gcc", "-O2", "-g", "-o", "anoncode", src)
-	cmd := startReady(t, filepath.Join(dir, "anoncode"))
-	pid := cmd.Process.Pid
-	u := load(t, pid)
-	if err := u.OffCPU(0); err != nil {
-		t.Fatal(err)
-	}
+	pid, _ := startC(t, "anoncode")
+	u := loadOffCPU(t, pid)
 	var blocked uint64
 	before := u.Work().Unchanged
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {

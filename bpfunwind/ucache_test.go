@@ -1,7 +1,6 @@
 package bpfunwind
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +17,8 @@ import (
 // as many under each (a reuse across the switch would put most under
 // one).
 func TestWalkCacheTellsPathsApart(t *testing.T) {
-	dir := t.TempDir()
-	src, _ := filepath.Abs("testdata/twopaths.c")
-	build(t, dir, "gcc", "-O2", "-g", "-fomit-frame-pointer", "-o", "twopaths", src)
-	cmd := startReady(t, filepath.Join(dir, "twopaths"))
-	pid := cmd.Process.Pid
-	u := load(t, pid)
-	if err := u.OffCPU(0); err != nil {
-		t.Fatal(err)
-	}
+	pid, _ := startC(t, "twopaths", "-fomit-frame-pointer")
+	u := loadOffCPU(t, pid)
 	space := target.NewAddressSpace(u.Maps(pid), &target.Objects{})
 	sym := &symbolize.Symbolizer{}
 	var a, b, other uint64
