@@ -36,8 +36,15 @@ func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
 	if a.cfg.Scope.Cgroup != "" {
 		err = errors.New("the in-kernel unwinder does not select by cgroup")
 	} else {
-		u, err = bpfunwind.Load(bpfunwind.Options{PIDs: a.cfg.Scope.PIDs, Objects: a.cpuCol.Objects, Warn: a.cfg.Warn,
-			LoadInBackground: true, SkipSelf: true, PollNotices: 10 * time.Millisecond})
+		opt := bpfunwind.Options{PIDs: a.cfg.Scope.PIDs, Objects: a.cpuCol.Objects, Warn: a.cfg.Warn,
+			LoadInBackground: true, SkipSelf: true, PollNotices: 10 * time.Millisecond}
+		if re := a.cfg.Comm; re != nil {
+			// Processes out of --comm's scope are not described: on a
+			// busy host, loading their files' rows would delay those of
+			// the processes profiled.
+			opt.Skip = func(pid int) bool { return !anyCommMatches(pid, re) }
+		}
+		u, err = bpfunwind.Load(opt)
 	}
 	if err == nil {
 		return u, nil

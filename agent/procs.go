@@ -66,6 +66,28 @@ func (t *procTable) matches(pid, tid int, re *regexp.Regexp, threadComm string) 
 	return ok
 }
 
+// anyCommMatches reports whether the command name of process pid or of
+// one of its threads (the first 4,096) matches re.
+func anyCommMatches(pid int, re *regexp.Regexp) bool {
+	dir := "/proc/" + strconv.Itoa(pid)
+	if c := readTrim(dir + "/comm"); c != "" && re.MatchString(c) {
+		return true
+	}
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return false
+	}
+	for i, e := range tasks {
+		if i == 4096 {
+			break
+		}
+		if c := readTrim(dir + "/task/" + e.Name() + "/comm"); c != "" && re.MatchString(c) {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *procTable) info(pid int, comm string) *ProcInfo {
 	p := &ProcInfo{PID: pid, Comm: comm}
 	dir := "/proc/" + strconv.Itoa(pid)

@@ -216,6 +216,12 @@ type Options struct {
 	// of as each comes: describing a process then waits up to that long,
 	// and an idle agent is not woken by every process start and exit.
 	PollNotices time.Duration
+	// Skip, when set, names processes not to describe (the agent's
+	// --comm scope): their files are not loaded for them, and their walks
+	// end unknown-process or where they reach a file not loaded. Asked
+	// again, a skipped process is looked at less and less often (up to
+	// every 5 s), and at once after an exec.
+	Skip func(pid int) bool
 }
 
 // Unwinder is the loaded BPF program and its maps.

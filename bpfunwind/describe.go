@@ -34,6 +34,10 @@ func (u *Unwinder) Describe(pid int) error { return u.describe(pid, true) }
 func (u *Unwinder) DescribeLater(pid int) error { return u.describe(pid, false) }
 
 func (u *Unwinder) describe(pid int, urgent bool) error {
+	if u.opt.Skip != nil && pid != os.Getpid() && u.opt.Skip(pid) {
+		u.quieten(pid)
+		return nil
+	}
 	began := time.Now()
 	path := "/proc/" + strconv.Itoa(pid) + "/maps"
 	text, err := os.ReadFile(path)
@@ -160,7 +164,7 @@ const maxQuiet = 5 * time.Second
 
 // quieten doubles how long the program waits before asking about pid
 // again: a process asked about and found unchanged has code outside its
-// files, which every walk through it meets.
+// files, which every walk through it meets (or is skipped).
 func (u *Unwinder) quieten(pid int) {
 	u.mu.Lock()
 	d := u.described[pid]
