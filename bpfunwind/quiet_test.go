@@ -19,17 +19,8 @@ func TestQuietAfterUnchanged(t *testing.T) {
 	u := loadOffCPU(t, pid)
 	var blocked uint64
 	before := u.Work().Unchanged
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
-		time.Sleep(500 * time.Millisecond)
-		stacks, err := u.Read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stacks {
-			if s.PID == pid && s.OffCPU {
-				blocked += s.Events
-			}
-		}
+	for _, s := range offCPUStacks(t, u, pid, 3*time.Second) {
+		blocked += s.Events
 	}
 	asked := u.Work().Unchanged - before
 	t.Logf("%d blocked intervals; the process was found unchanged %d times", blocked, asked)
@@ -66,19 +57,10 @@ func TestSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var blocked, finished uint64
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-		time.Sleep(500 * time.Millisecond)
-		stacks, err := u.Read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stacks {
-			if s.PID == pid && s.OffCPU {
-				blocked += s.Events
-				if s.End.Complete() {
-					finished += s.Events
-				}
-			}
+	for _, s := range offCPUStacks(t, u, pid, 2*time.Second) {
+		blocked += s.Events
+		if s.End.Complete() {
+			finished += s.Events
 		}
 	}
 	t.Logf("%d blocked intervals, %d walks finished; asked %d times", blocked, finished, asked.Load())
@@ -93,4 +75,23 @@ func TestSkip(t *testing.T) {
 	if n := asked.Load(); n < 1 || n > 60 {
 		t.Errorf("asked about the skipped process %d times in 2 s, want 1 to 60", n)
 	}
+}
+
+// offCPUStacks reads pid's off-CPU stacks every half second for d.
+func offCPUStacks(t *testing.T, u *Unwinder, pid int, d time.Duration) []Stack {
+	t.Helper()
+	var out []Stack
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(500 * time.Millisecond)
+		stacks, err := u.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stacks {
+			if s.PID == pid && s.OffCPU {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
