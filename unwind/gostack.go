@@ -133,8 +133,7 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 			rs = append(rs, goSwitchRange{lo: e[0], hi: e[1], kind: s.kind})
 		}
 	}
-	rs = cloneChildren(m, rs)
-	return rs
+	return cloneChildren(m, rs)
 }
 
 // cloneChildren finds, in runtime.clone's code, where the child's part
@@ -144,8 +143,9 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 //
 // and the child, at the jump's target, runs on the stack the kernel gave
 // it, where nothing lies above its frame but whatever the memory held
-// before. The sequence is amd64's (sys_linux_amd64.s, unchanged since
-// Go 1.x); arm64's clone is left to the steppers, as goSwitch is.
+// before. The sequence is amd64's (sys_linux_amd64.s, as in Go 1.26):
+// where it is not found, only a return address into clone ends the walk
+// there. On arm64 goSwitch leaves every frame to the steppers.
 func cloneChildren(m *target.Module, rs []goSwitchRange) []goSwitchRange {
 	if m.File.Arch != regs.AMD64 {
 		return rs
