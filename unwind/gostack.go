@@ -299,6 +299,23 @@ func goSwitch(c *Cursor) error {
 	return goFrameRecord(c, bp, false)
 }
 
+// goSwitchCaller checks the caller a stepper found for a frame in one of
+// the switching functions goSwitch left to the steppers (morestack
+// stopped in, say): their unwind information describes the stack they
+// were entered on, and once they have moved to the other one, it finds
+// whatever lies there. A caller outside executable memory is such a
+// word, not a return address: the walk ends at the switch.
+func goSwitchCaller(c *Cursor) error {
+	kind, _ := goSwitchAt(c)
+	if kind == goNoSwitch {
+		return nil
+	}
+	if pc, ok := c.Caller.PC(); ok && !c.mayReturnTo(pc) {
+		return fmt.Errorf("%w: the caller found, %#x, is not code: the frame is on the other stack", ErrGoSwitch, pc)
+	}
+	return nil
+}
+
 // cloneChildAt reports whether the cursor's PC, in runtime.clone, is in
 // the part only the new thread runs.
 func cloneChildAt(c *Cursor) bool {

@@ -107,3 +107,57 @@ func TestGoNewThread(t *testing.T) {
 		}
 	}
 }
+
+// TestGoMorestackOnG0: a thread stopped in runtime.morestack after it
+// moved to g0's stack, at its call of runtime.newstack. morestack's
+// unwind information describes the goroutine's stack, so a step reads
+// the word at g0's stack pointer as the return address; a word that is
+// not code (0x1af here, as a sample once found) ends the walk at the
+// switch instead of becoming a frame.
+func TestGoMorestackOnG0(t *testing.T) {
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	ef, maps := goText(t)
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var morestack, newstack elf.Symbol
+	for _, s := range syms {
+		switch strings.TrimSuffix(s.Name, ".abi0") {
+		case "runtime.morestack":
+			morestack = s
+		case "runtime.newstack":
+			newstack = s
+		}
+	}
+	text := ef.Section(".text")
+	if morestack.Size == 0 || newstack.Value == 0 || text == nil {
+		t.Fatalf("runtime.morestack %+v, runtime.newstack %+v, .text %v", morestack, newstack, text)
+	}
+	data, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := data[morestack.Value-text.Addr : morestack.Value-text.Addr+morestack.Size]
+	call := uint64(0)
+	for i := 0; i+5 <= len(code); i++ {
+		if code[i] == 0xe8 && morestack.Value+uint64(i+5)+uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:])))) == newstack.Value {
+			call = morestack.Value + uint64(i)
+		}
+	}
+	if call == 0 {
+		t.Fatalf("runtime.morestack does not call runtime.newstack: % x", code)
+	}
+	space := target.NewAddressSpace(maps, &target.Objects{})
+	s := newFakeStack(0x7000, 0x1000)
+	s.put(0x7f00, 0x1af)
+	for _, name := range []string{"auto", "dwarf"} {
+		u, _ := ByName(name)
+		st := u.Walk(amd64Regs(call, 0x7f00, 0x7f80), s.mem(), space)
+		if got := pcs(st); len(got) != 1 || st.End != EndGoSwitch {
+			t.Errorf("%s: frames %#x, end %s (%s); want runtime.morestack alone, go-stack-switch", name, got, st.End, st.Detail)
+		}
+	}
+}

@@ -398,6 +398,8 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 			// This frame is a signal trampoline: the kernel, not a call
 			// instruction, stored its address, so it is exact too.
 			f.Exact = true
+		} else if err == nil && info != nil && info.goSwitch != nil {
+			err = goSwitchCaller(c)
 		}
 		if err != nil {
 			st.End, st.Detail = endFor(err)
