@@ -24,34 +24,9 @@ import (
 // there, or a return address into clone from a function the child
 // called (runtime.stackcheck), ends the walk at clone too.
 func TestGoNewThread(t *testing.T) {
-	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
-		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
-	}
-	ef, maps := goText(t)
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var clone, work, stackcheck elf.Symbol
-	for _, s := range syms {
-		switch strings.TrimSuffix(s.Name, ".abi0") {
-		case "runtime.clone":
-			clone = s
-		case "main.work":
-			work = s
-		case "runtime.stackcheck":
-			stackcheck = s
-		}
-	}
-	text := ef.Section(".text")
-	if clone.Size == 0 || work.Value == 0 || text == nil {
-		t.Fatalf("runtime.clone %+v, main.work %+v, .text %v", clone, work, text)
-	}
-	data, err := text.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	code := data[clone.Value-text.Addr : clone.Value-text.Addr+clone.Size]
+	fns, maps := goFuncs(t, "runtime.clone", "main.work", "runtime.stackcheck")
+	clone, work, stackcheck := fns[0], fns[1], fns[2]
+	code := clone.code
 	k := bytes.Index(code, []byte{0x0f, 0x05})
 	if k < 0 {
 		t.Fatalf("no SYSCALL in runtime.clone: % x", code)
@@ -87,15 +62,7 @@ func TestGoNewThread(t *testing.T) {
 		}
 	}
 	// runtime.stackcheck, called by the child, at its first instruction.
-	ret := uint64(0)
-	for i := 0; i+5 <= len(code); i++ {
-		if code[i] == 0xe8 && clone.Value+uint64(i+5)+uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:])))) == stackcheck.Value {
-			ret = clone.Value + uint64(i+5)
-		}
-	}
-	if ret == 0 {
-		t.Fatalf("runtime.clone does not call runtime.stackcheck (%+v): % x", stackcheck, code)
-	}
+	ret := callTo(t, clone, stackcheck) + 5
 	s.put(0x7e00, ret)
 	mem = s.mem()
 	mem.Regions = append(mem.Regions, target.Region{Addr: clone.Value, Data: code})
@@ -115,41 +82,8 @@ func TestGoNewThread(t *testing.T) {
 // not code (0x1af here, as a sample once found) ends the walk at the
 // switch instead of becoming a frame.
 func TestGoMorestackOnG0(t *testing.T) {
-	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
-		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
-	}
-	ef, maps := goText(t)
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var morestack, newstack elf.Symbol
-	for _, s := range syms {
-		switch strings.TrimSuffix(s.Name, ".abi0") {
-		case "runtime.morestack":
-			morestack = s
-		case "runtime.newstack":
-			newstack = s
-		}
-	}
-	text := ef.Section(".text")
-	if morestack.Size == 0 || newstack.Value == 0 || text == nil {
-		t.Fatalf("runtime.morestack %+v, runtime.newstack %+v, .text %v", morestack, newstack, text)
-	}
-	data, err := text.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	code := data[morestack.Value-text.Addr : morestack.Value-text.Addr+morestack.Size]
-	call := uint64(0)
-	for i := 0; i+5 <= len(code); i++ {
-		if code[i] == 0xe8 && morestack.Value+uint64(i+5)+uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:])))) == newstack.Value {
-			call = morestack.Value + uint64(i)
-		}
-	}
-	if call == 0 {
-		t.Fatalf("runtime.morestack does not call runtime.newstack: % x", code)
-	}
+	fns, maps := goFuncs(t, "runtime.morestack", "runtime.newstack")
+	call := callTo(t, fns[0], fns[1])
 	space := target.NewAddressSpace(maps, &target.Objects{})
 	s := newFakeStack(0x7000, 0x1000)
 	s.put(0x7f00, 0x1af)
@@ -160,4 +94,59 @@ func TestGoMorestackOnG0(t *testing.T) {
 			t.Errorf("%s: frames %#x, end %s (%s); want runtime.morestack alone, go-stack-switch", name, got, st.End, st.Detail)
 		}
 	}
+}
+
+// goFunc is a function of the Go fixture and its code.
+type goFunc struct {
+	elf.Symbol
+	code []byte
+}
+
+// goFuncs builds the Go fixture and returns the functions named (".abi0"
+// dropped) and its text mapping; it skips off linux/amd64, the register
+// sets built by these tests being amd64's.
+func goFuncs(t *testing.T, names ...string) ([]goFunc, []target.Mapping) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" || runtime.GOOS != "linux" {
+		t.Skipf("the register set built here is amd64's; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	ef, maps := goText(t)
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ef.Section(".text")
+	if text == nil {
+		t.Fatal("no .text")
+	}
+	data, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := make([]goFunc, len(names))
+	for _, s := range syms {
+		for i, n := range names {
+			if strings.TrimSuffix(s.Name, ".abi0") == n && s.Value >= text.Addr && s.Value+s.Size <= text.Addr+uint64(len(data)) {
+				fns[i] = goFunc{s, data[s.Value-text.Addr : s.Value-text.Addr+s.Size]}
+			}
+		}
+	}
+	for i, f := range fns {
+		if f.Size == 0 {
+			t.Fatalf("no %s in the Go fixture", names[i])
+		}
+	}
+	return fns, maps
+}
+
+// callTo returns the address of fn's direct call to callee.
+func callTo(t *testing.T, fn, callee goFunc) uint64 {
+	t.Helper()
+	for i := 0; i+5 <= len(fn.code); i++ {
+		if fn.code[i] == 0xe8 && fn.Value+uint64(i+5)+uint64(int64(int32(binary.LittleEndian.Uint32(fn.code[i+1:])))) == callee.Value {
+			return fn.Value + uint64(i)
+		}
+	}
+	t.Fatalf("%s does not call %s: % x", fn.Name, callee.Name, fn.code)
+	return 0
 }
