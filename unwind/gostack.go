@@ -188,6 +188,8 @@ func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
 // ErrNoInfo for every other frame. The walk calls it before the steppers
 // for frames in modules that have such functions (c.info.goSwitch).
 func goSwitch(c *Cursor) error {
+	kind, start := goSwitchAt(c)
+	c.goKind = kind
 	if c.Regs.Arch != regs.AMD64 {
 		// arm64 keeps the return address in a register and saves it
 		// elsewhere: left to the steppers for now.
@@ -207,7 +209,6 @@ func goSwitch(c *Cursor) error {
 			}
 		}
 	}
-	kind, start := goSwitchAt(c)
 	if kind == goSigreturn {
 		if !c.Exact {
 			return ErrNoInfo // a return into it: isSignalTrampoline's case
@@ -306,8 +307,7 @@ func goSwitch(c *Cursor) error {
 // whatever lies there. A caller outside executable memory is such a
 // word, not a return address: the walk ends at the switch.
 func goSwitchCaller(c *Cursor) error {
-	kind, _ := goSwitchAt(c)
-	if kind == goNoSwitch {
+	if c.goKind == goNoSwitch {
 		return nil
 	}
 	if pc, ok := c.Caller.PC(); ok && !c.mayReturnTo(pc) {

@@ -179,6 +179,9 @@ type Cursor struct {
 	// stackSwitch: the caller is on another stack (a Go stack switch), so
 	// its stack pointer need not lie above this frame's.
 	stackSwitch bool
+	// goKind is the Go switching function the frame is in, as goSwitch
+	// found it (goNoSwitch: none, or a module without such functions).
+	goKind goSwitchKind
 	// used is the registers of this frame the steppers read (bit n:
 	// register n); pass, those a stepper handed to the caller unchanged
 	// without reading them otherwise. A Memo compares only the registers
@@ -362,7 +365,7 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 		c := &w.c
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
-		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass = false, 0, false, 0, 0
+		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass, c.goKind = false, 0, false, 0, 0, goNoSwitch
 		root := rootAt(info, m, lookup, pc)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
