@@ -2,9 +2,7 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -16,47 +14,32 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/perfevent"
 )
 
 // collectorDir is the Go module of the test Collector.
 const collectorDir = "../internal/otelcol-test"
 
-// buildCollector builds the real OpenTelemetry Collector of
-// internal/otelcol-test (its own module, pinned by its go.sum) once per
-// version: the binary is cached in the user cache directory under a hash
-// of the module's files.
-func buildCollector(t *testing.T) string {
+// collectorExe returns the test Collector to run: the one $REWIND_COLLECTOR
+// names (.ci/run builds it and sets it), else the one already in the
+// cache. Building it takes minutes on an empty Go cache, longer than a
+// package's share of `go test ./...`, so without either the test is left
+// out, saying how to put it in.
+func collectorExe(t *testing.T) string {
 	t.Helper()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command: %v", err)
-	}
-	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
-		b, err := os.ReadFile(filepath.Join(collectorDir, f))
-		if err != nil {
-			t.Fatal(err)
+	if exe := os.Getenv(fixture.CollectorEnv); exe != "" {
+		if _, err := os.Stat(exe); err != nil {
+			t.Fatalf("$%s: %v", fixture.CollectorEnv, err)
 		}
-		h.Write(b)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	exe := filepath.Join(cache, "rewind", "otelcol-test-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if _, err := os.Stat(exe); err == nil {
 		return exe
 	}
-	t.Logf("building the test Collector into %s (once)", exe)
-	cmd := exec.Command(goCmd, "build", "-o", exe+".tmp", ".")
-	cmd.Dir = collectorDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the test Collector: %v\n%s", err, out)
-	}
-	if err := os.Rename(exe+".tmp", exe); err != nil {
+	exe, err := fixture.CollectorPath(collectorDir)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(exe); err != nil {
+		t.Skipf("left out: the test Collector is not built; %s", fixture.CollectorHowTo)
 	}
 	return exe
 }
@@ -80,7 +63,7 @@ type collector struct {
 
 func newCollector(t *testing.T) *collector {
 	dir := t.TempDir()
-	c := &collector{exe: buildCollector(t), config: filepath.Join(dir, "config.yaml"), out: filepath.Join(dir, "received.bin"),
+	c := &collector{exe: collectorExe(t), config: filepath.Join(dir, "config.yaml"), out: filepath.Join(dir, "received.bin"),
 		grpc: freePort(t), http: freePort(t)}
 	cfg := fmt.Sprintf(`receivers:
   otlp:
