@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 		childMain()
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(fixture.Main(m))
 }
 
 var parkHere = make(chan int)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rewindstack/rewind/internal/fixture"
 )
 
 func TestEditApply(t *testing.T) {
@@ -99,7 +101,7 @@ func testOverlay(t *testing.T) *Result {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := fixture.Main(m)
 	if overlayRes != nil {
 		os.RemoveAll(overlayRes.Dir)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/internal/perftest"
 )
@@ -536,10 +537,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }
 
 // TestUnknownID: a sample whose id no attribute has is reported as
 // ErrUnknownID (which File.Records skips and counts), not as a corrupt

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
@@ -245,10 +246,7 @@ func TestMatchesPerfScript(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }
 
 // TestRebuiltBinary records a program with perf, replaces the executable
 // with a different build, and reads the file: rewind must notice the

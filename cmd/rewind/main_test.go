@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 		mapFilesAndWait(strings.Split(files, ":"))
 		return
 	}
+	fixture.Guard() // the build below, and its directory, inside the guard
 	dir, err := os.MkdirTemp("", "rewind-cli-")
 	if err != nil {
 		panic(err)
