@@ -171,13 +171,8 @@ func TestAgentDropsPrivileges(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the test checks what root's agent keeps")
 	}
-	bin := filepath.Join(t.TempDir(), "rewind-nocgo")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "agent", "-d", "3s", "--period", "1s", "--out-dir", t.TempDir())
+	// rewindBin is built with CGO_ENABLED=0 (see TestMain).
+	cmd := exec.Command(rewindBin, "agent", "-d", "3s", "--period", "1s", "--out-dir", t.TempDir())
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

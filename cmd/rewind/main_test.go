@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 	// Commands under test keep their persistent caches here, not in the
 	// user's cache directory.
 	os.Setenv("REWIND_CACHE_DIR", filepath.Join(dir, "cache"))
-	if out, err := exec.Command("go", "build", "-o", rewindBin, ".").CombinedOutput(); err != nil {
+	// Static, as the README says to install it (and the build in which the
+	// agent drops its privileges): one build serves every test.
+	build := exec.Command("go", "build", "-o", rewindBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		panic("building rewind: " + err.Error() + "\n" + string(out))
 	}
 	code := fixture.Main(m)
