@@ -296,7 +296,7 @@ func NewCopier(pid int, specs []Spec, auto bool, warn func(string)) *Copier {
 
 // ScanLive finds saved contexts in a live process's writable memory (see
 // Scan), within lim, before a capture: a first, registers-only capture
-// gives the threads' stack pointers and the pointer guard; the contexts
+// gives the threads' thread pointers, hence the pointer guard; the contexts
 // found are then copied, with the threads, in the capture that follows,
 // like explicit ones. The scan reads the running process.
 func ScanLive(pid int, lim ScanLimits) ([]Spec, ScanStats, error) {
@@ -310,9 +310,6 @@ func ScanLive(pid int, lim ScanLimits) ([]Spec, ScanStats, error) {
 	}
 	in := ScanInput{Mem: live.NewReader(pid), Maps: maps}
 	for _, th := range snap.Threads {
-		if sp, ok := th.Regs.SP(); ok && th.Err == nil {
-			in.ThreadSPs = append(in.ThreadSPs, sp)
-		}
 		if th.TP != 0 && !in.HaveGuard {
 			if g, err := readU64(in.Mem, th.TP+0x30); err == nil {
 				in.Guard, in.HaveGuard = g, true
@@ -326,8 +323,8 @@ func ScanLive(pid int, lim ScanLimits) ([]Spec, ScanStats, error) {
 
 // ScanCore is ScanLive for a core's target tg (x86-64): its mappings and
 // anon, the core's anonymous memory (corefile's AnonymousSegments), which
-// holds the heap and the stacks; its threads' stack pointers mark the
-// stacks in use, and the pointer guard comes from their TCB in the core.
+// holds the heap and the stacks; the pointer guard comes from its threads'
+// TCB in the core.
 func ScanCore(tg *target.Target, anon []target.Mapping, lim ScanLimits) ([]Spec, ScanStats, error) {
 	if tg.Arch != regs.AMD64 {
 		return nil, ScanStats{}, fmt.Errorf("--fiber-scan knows x86-64's saved contexts, not %s's", tg.Arch)
@@ -337,11 +334,6 @@ func ScanCore(tg *target.Target, anon []target.Mapping, lim ScanLimits) ([]Spec,
 		maps = append(maps, *m)
 	}
 	in := ScanInput{Mem: tg.Mem, Maps: maps}
-	for _, th := range tg.Threads() {
-		if sp, ok := th.Regs.SP(); ok {
-			in.ThreadSPs = append(in.ThreadSPs, sp)
-		}
-	}
 	if g, err := pointerGuard(tg, tg.Mem); err == nil {
 		in.Guard, in.HaveGuard = g, true
 	}

@@ -55,27 +55,37 @@
 //   - a word that points at a libcoro record (coro) or, when the process
 //     has boost.context's jump_fcontext, at an fcontext record (its size
 //     read from that code), whose return address follows a call
-//     instruction in executable memory. The word must be stored outside
-//     the stack it points into (in another mapping, or 1 MiB or more away
-//     in the same one: Tarantool's slab arena holds a fiber's stack and
-//     its struct fiber in one mapping when no guard page falls between
-//     them) and outside every running thread's stack (a fiber's context
-//     lives in its runtime's data: a global, the heap), because stacks
-//     are full of pointers into themselves.
+//     instruction in executable memory, and a call that reaches the
+//     switch routine: the function called is jump_fcontext (decoded, its
+//     record size the process's) or libcoro's coro_transfer (pushes of
+//     the callee-saved registers, then mov %rsp,(%rdi)), or it jumps to
+//     it within its first 512 bytes (Tarantool's fiber_yield ends with
+//     jmp coro_transfer); PLT entries are followed through the GOT. A call
+//     through a register cannot be followed, and its record is taken
+//     unproven. The word must be stored outside the stack it points into
+//     (in another mapping, or 1 MiB or more away in the same one:
+//     Tarantool's slab arena holds a fiber's stack and its struct fiber
+//     in one mapping when no guard page falls between them), because
+//     stacks are full of pointers into themselves.
 //
 // The guards against false positives: the resumed stack pointer must lie
-// in writable memory and no running thread may be using that mapping for
-// its stack (a context saved by a thread that has since moved on, such as
-// main's own ucontext_t, is stale); the resumed PC must follow a call
-// instruction (e8 rel32, or ff /2) in an executable mapping, or, for a
-// ucontext made by makecontext and never run, be in executable memory;
-// contexts whose stack pointers are less than minFiberGap apart are one
-// stack, of which one is kept: a ucontext_t or jmp_buf (whose signatures
-// are strong) before a pointer to a record, then the lowest stack pointer
-// (the most recent switch). Once the contexts are walked, DropPhantoms
-// drops those whose stack pointer lies in the live part of another
-// walk's stack (from its stack pointer to its outermost frame): records a
-// fiber left in frames it still has, further than the cluster's reach.
+// in writable memory; the resumed PC must follow a call instruction (e8
+// rel32, or ff /2) in an executable mapping, or, for a ucontext made by
+// makecontext and never run, be in executable memory; of contexts whose
+// stack pointers are less than minFiberGap apart (one stack), the scan
+// keeps the proven ones (ucontext_t and jmp_buf, whose signatures are
+// strong, and records whose call reaches the switch routine), or when
+// there is none the lowest unproven one. No mapping says whether a stack
+// is in use: the kernel merges adjacent anonymous mappings of equal flags,
+// so one mapping may hold the stack a thread runs on and parked fibers'
+// beside it (stacks carved from one mmap), and the same program must give
+// the same contexts whether guard pages split them or not. Once the
+// contexts and the threads are walked, DropPhantoms drops the stale ones
+// by their frames: records in the live part of a running stack (main's
+// own ucontext_t) or below it whose frames climb into it, records that
+// pass through another context's switch or whose frames are older than
+// another's on the same stack, and records left in the live part of a
+// parked fiber's stack.
 package fibers
 
 import (

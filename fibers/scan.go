@@ -114,11 +114,17 @@ var (
 // a fiber's stack spans (Tarantool's are 512 KiB, boost's 128 KiB), so
 // that the stack's own pointers into itself are not taken. Tarantool
 // carves its fibers' stacks and its struct fiber (which holds the
-// coro_context) from one slab arena; a guard page below each stack splits
+// coro_context) from one slab arena: a guard page below each stack splits
 // the mapping, but nothing splits a stack from the slabs above it, so the
 // last fiber made shares its mapping with the structures above (in the
 // test app, fiber 108's struct lay 3.5 MiB above its stack). Requiring
-// another mapping, as the scan did, missed that fiber.
+// another mapping missed that fiber. This rule decides only which
+// pointers are looked at: one mapping may also hold several stacks (the
+// kernel merges adjacent anonymous mappings of equal flags), so a pointer
+// stored on one fiber's stack to a record on its neighbour's is taken
+// when a guard page splits them and not when they share a mapping; which
+// records are stale is decided on walks (DropPhantoms), never by
+// mappings.
 const sameMappingGap = 1 << 20
 
 // minFiberGap is the distance under which two saved stack pointers are
@@ -126,13 +132,13 @@ const sameMappingGap = 1 << 20
 const minFiberGap = 16 << 10
 
 // ScanInput is what a scan reads: the process's memory and mappings (with
-// permissions), its threads (their stack pointers mark stacks in use), its
-// pointer guard, and the fcontext record size of its jump_fcontext (0:
-// none).
+// permissions), its pointer guard, and the fcontext record size of its
+// jump_fcontext (0: none). Which stacks threads run on is not asked: one
+// mapping may hold a running stack and parked ones; DropPhantoms tells
+// them apart on the walks.
 type ScanInput struct {
 	Mem       target.Memory
 	Maps      []target.Mapping
-	ThreadSPs []uint64
 	Guard     uint64
 	HaveGuard bool
 	FcontextN uint64
@@ -141,11 +147,17 @@ type ScanInput struct {
 type found struct {
 	spec Spec
 	sp   uint64
-	weak bool // a pointer to a record, not a self-describing structure
+	// proven: a self-describing structure (ucontext_t, jmp_buf), or a
+	// pointer to a record whose return address follows a call that
+	// reaches the switch routine; not one whose call could not be
+	// followed.
+	proven bool
 }
 
-// Scan returns the saved contexts it finds, one per stack, and what it
-// covered within lim.
+// Scan returns the saved contexts it finds and what it covered within
+// lim: of those whose stack pointers are closer than minFiberGap (one
+// stack), every proven one (distinct stack pointers), or when there is
+// none, the unproven one with the lowest stack pointer.
 func Scan(in ScanInput, lim ScanLimits) ([]Spec, ScanStats) {
 	start := time.Now()
 	if lim.MaxBytes == 0 {
@@ -159,14 +171,7 @@ func Scan(in ScanInput, lim ScanLimits) ([]Spec, ScanStats) {
 	maps := append([]target.Mapping(nil), in.Maps...)
 	sort.Slice(maps, func(i, j int) bool { return maps[i].Start < maps[j].Start })
 	s := &scanner{in: in, maps: maps}
-	busy := map[int]bool{}
-	for _, sp := range in.ThreadSPs {
-		if i := s.mapIndex(sp); i >= 0 {
-			busy[i] = true
-		}
-	}
-	s.busy = busy
-	s.setFree()
+	s.setWritable()
 	// Smaller mappings first (the data, the heap, the stacks), so that a
 	// huge reservation does not spend the budget before them.
 	var order []int
@@ -264,37 +269,62 @@ func Scan(in ScanInput, lim ScanLimits) ([]Spec, ScanStats) {
 		}
 	}
 	st.Elapsed = time.Since(start)
-	// One context per stack (a cluster of close stack pointers).
-	sort.Slice(cands, func(i, j int) bool { return cands[i].sp < cands[j].sp })
+	return cluster(cands), st
+}
+
+// cluster keeps, of each run of candidates whose stack pointers are
+// closer than minFiberGap (one stack), the proven ones, one per stack
+// pointer (a ucontext_t or jmp_buf before a pointer to a record, then the
+// lowest address), or the lowest unproven one when none is proven. Several
+// proven ones on one stack are left for DropPhantoms, which tells the
+// stale from the real once they are walked: a stale record below a real
+// one's stack pointer (a switch made deeper, earlier) must not win just by
+// being lowest.
+func cluster(cands []found) []Spec {
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := &cands[i], &cands[j]
+		if a.sp != b.sp {
+			return a.sp < b.sp
+		}
+		if sa, sb := a.spec.Kind == UContext || a.spec.Kind == JmpBuf, b.spec.Kind == UContext || b.spec.Kind == JmpBuf; sa != sb {
+			return sa
+		}
+		return a.spec.Addr < b.spec.Addr
+	})
 	var out []Spec
 	for i := 0; i < len(cands); {
 		j := i + 1
 		for j < len(cands) && cands[j].sp-cands[j-1].sp < minFiberGap {
 			j++
 		}
-		best := i
+		n := len(out)
+		var last uint64 // the stack pointer of the last proven one kept
 		for k := i; k < j; k++ {
-			if cands[best].weak && !cands[k].weak {
-				best = k
+			if cands[k].proven && (len(out) == n || cands[k].sp != last) {
+				out = append(out, cands[k].spec)
+				last = cands[k].sp
 			}
 		}
-		out = append(out, cands[best].spec)
+		if len(out) == n {
+			out = append(out, cands[i].spec)
+		}
 		i = j
 	}
-	return out, st
+	return out
 }
 
 type scanner struct {
 	in   ScanInput
 	maps []target.Mapping
-	busy map[int]bool
-	// free are the writable mappings no thread runs on, in address
-	// order, and last the one freeStack found last: most words are no
-	// pointers into them, and those that are come in runs.
-	free []target.Mapping
+	// rw are the writable mappings, in address order, and last the one
+	// stackAt found last: most words are no pointers into them, and
+	// those that are come in runs.
+	rw   []target.Mapping
 	last int
 	// calls remembers afterCall's answers: return addresses repeat.
 	calls map[uint64]bool
+	// switches remembers isSwitch's answers, reaches reaches'.
+	switches, reaches map[switchKey]bool
 	// pages caches pages read (nil: the page did not read whole).
 	pages map[uint64][]byte
 }
@@ -302,14 +332,16 @@ type scanner struct {
 // maxCachedPages bounds the scanner's page cache (4 MiB).
 const maxCachedPages = 1024
 
-// setFree fills free from maps and busy.
-func (s *scanner) setFree() {
+// setWritable fills rw from maps.
+func (s *scanner) setWritable() {
 	for i := range s.maps {
-		if writable(&s.maps[i]) && !s.busy[i] {
-			s.free = append(s.free, s.maps[i])
+		if writable(&s.maps[i]) {
+			s.rw = append(s.rw, s.maps[i])
 		}
 	}
 	s.calls = map[uint64]bool{}
+	s.switches = map[switchKey]bool{}
+	s.reaches = map[switchKey]bool{}
 	s.pages = map[uint64][]byte{}
 }
 
@@ -326,9 +358,13 @@ func (s *scanner) mapIndex(addr uint64) int {
 	return -1
 }
 
-// freeStack reports whether sp is in writable memory no thread runs on.
-func (s *scanner) freeStack(sp uint64) bool {
-	f := s.free
+// stackAt reports whether sp is in writable memory. Whether a thread runs
+// on that stack is not asked here: mappings do not tell stacks apart (one
+// mapping may hold a thread's running fiber and the parked ones beside
+// it); DropPhantoms drops what lies in a running stack once the threads
+// are walked.
+func (s *scanner) stackAt(sp uint64) bool {
+	f := s.rw
 	if len(f) == 0 || sp < f[0].Start || sp >= f[len(f)-1].End {
 		return false
 	}
@@ -442,8 +478,8 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 	if fp, ok := word(regs.AMD64UContextFPRegs); ok && fp == a+regs.AMD64UContextFPRegsMem {
 		sp, _ := word(ucSP)
 		pc, _ := word(ucPC)
-		if s.freeStack(sp) && (s.afterCall(pc) || s.executable(pc)) {
-			return found{spec: Spec{Kind: UContext, Addr: a}, sp: sp}, true
+		if s.stackAt(sp) && (s.afterCall(pc) || s.executable(pc)) {
+			return found{spec: Spec{Kind: UContext, Addr: a}, sp: sp, proven: true}, true
 		}
 	}
 	// jmp_buf: rsp (slot 6) and pc (slot 7) mangled.
@@ -452,30 +488,171 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 		mpc, ok := word(56)
 		if ok {
 			sp, pc := demangle(msp, s.in.Guard), demangle(mpc, s.in.Guard)
-			if sp&7 == 0 && s.freeStack(sp) && s.afterCall(pc) {
-				return found{spec: Spec{Kind: JmpBuf, Addr: a}, sp: sp}, true
+			if sp&7 == 0 && s.stackAt(sp) && s.afterCall(pc) {
+				return found{spec: Spec{Kind: JmpBuf, Addr: a}, sp: sp, proven: true}, true
 			}
 		}
 	}
-	// A pointer to a saved record (libcoro, boost fcontext) on a free
-	// stack, stored elsewhere: in another mapping, or in the same one
-	// but further from the record than a fiber's stack spans.
-	if w == 0 || w&7 != 0 || !s.freeStack(w) {
+	// A pointer to a saved record (libcoro, boost fcontext) stored away
+	// from it: in another mapping, or further than sameMappingGap in the
+	// same one.
+	if w == 0 || w&7 != 0 || !s.stackAt(w) {
 		return found{}, false
 	}
-	if ai := s.mapIndex(a); ai < 0 || s.busy[ai] || (ai == s.mapIndex(w) && max(a, w)-min(a, w) < sameMappingGap) {
+	if ai := s.mapIndex(a); ai < 0 || (ai == s.mapIndex(w) && max(a, w)-min(a, w) < sameMappingGap) {
 		return found{}, false
 	}
-	try := func(kind string, n uint64) (found, bool) {
-		if ra, ok := s.word(w + n); ok && s.afterCall(ra) {
-			return found{spec: Spec{Kind: kind, Addr: a}, sp: w + n + 8, weak: true}, true
-		}
-		return found{}, false
-	}
+	// The record's return address follows a call that reaches the
+	// switch routine (see reachesSwitch): a record whose slot a later
+	// call rewrote (the fiber went on in that frame), or return addresses
+	// that are no record (backtrace()'s array), are not taken. A libcoro
+	// record whose call cannot be followed is taken unproven; an
+	// fcontext record must be shown (DropPhantoms trusts its PC as a
+	// switch's), which boost's own calls to jump_fcontext always are.
 	if s.in.FcontextN != 0 {
-		if f, ok := try(FContext, s.in.FcontextN); ok {
-			return f, true
+		if ra, ok := s.word(w + s.in.FcontextN); ok && s.afterCall(ra) {
+			if reach, _ := s.reachesSwitch(ra, FContext); reach {
+				return found{spec: Spec{Kind: FContext, Addr: a}, sp: w + s.in.FcontextN + 8, proven: true}, true
+			}
 		}
 	}
-	return try(Coro, 48)
+	if ra, ok := s.word(w + 48); ok && s.afterCall(ra) {
+		if reach, known := s.reachesSwitch(ra, Coro); reach || !known {
+			return found{spec: Spec{Kind: Coro, Addr: a}, sp: w + 56, proven: reach}, true
+		}
+	}
+	return found{}, false
+}
+
+// switchKey is a code address and the kind of switch routine asked about.
+type switchKey struct {
+	t    uint64
+	kind string
+}
+
+// tailReach is how far into a function called a tail jump to the switch
+// routine is looked for: Tarantool's fiber_yield ends with jmp
+// coro_transfer, so the return address of its records follows a call to
+// fiber_yield.
+const tailReach = 512
+
+// reachesSwitch reports whether the call before return address ra reaches
+// the switch routine of kind (jump_fcontext's, coro_transfer's): the
+// function it calls is that routine, or jumps to it (jmp rel32) within its
+// first tailReach bytes. known is false when the call cannot be followed
+// (through a register): the record is then taken, unproven.
+func (s *scanner) reachesSwitch(ra uint64, kind string) (reach, known bool) {
+	t, ok, alsoIndirect := s.callTarget(ra)
+	if !ok {
+		return false, false
+	}
+	key := switchKey{t, kind}
+	if r, seen := s.reaches[key]; seen {
+		return r, r || !alsoIndirect
+	}
+	reach = s.isSwitch(t, kind)
+	if !reach {
+		code := make([]byte, tailReach)
+		n := 0
+		for n < len(code) && s.read(t+uint64(n), code[n:n+64]) == nil {
+			n += 64
+		}
+		le := binary.LittleEndian
+		for i := 0; i+5 <= n && !reach; i++ {
+			if code[i] == 0xe9 {
+				u := t + uint64(i) + 5 + uint64(int64(int32(le.Uint32(code[i+1:]))))
+				reach = s.isSwitch(s.pltTarget(u), kind)
+			}
+		}
+	}
+	if len(s.reaches) < 1<<12 {
+		s.reaches[key] = reach
+	}
+	return reach, reach || !alsoIndirect
+}
+
+// isSwitch reports whether the code at t is the switch routine of kind:
+// for fcontext, code that decodes as jump_fcontext (or ontop_fcontext,
+// which saves the same record) with the process's record size; for coro,
+// libcoro's x86-64 coro_transfer: (endbr64,) pushes of the callee-saved
+// registers, then mov %rsp,(%rdi).
+func (s *scanner) isSwitch(t uint64, kind string) bool {
+	key := switchKey{t, kind}
+	if ok, seen := s.switches[key]; seen {
+		return ok
+	}
+	ok := false
+	if kind == FContext {
+		code := make([]byte, 96)
+		if s.in.Mem.ReadMemory(t, code) == nil {
+			n, _, err := decodeJumpFcontext(code)
+			ok = err == nil && n == s.in.FcontextN
+		}
+	} else if b := make([]byte, 24); s.read(t, b) == nil {
+		i, pushes := 0, 0
+		if b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa {
+			i = 4
+		}
+		for i < len(b)-3 {
+			switch {
+			case b[i] == 0x55 || b[i] == 0x53: // push %rbp, %rbx
+				i++
+			case b[i] == 0x41 && b[i+1] >= 0x54 && b[i+1] <= 0x57: // push %r12-%r15
+				i += 2
+			default:
+				ok = pushes >= 4 && b[i] == 0x48 && b[i+1] == 0x89 && b[i+2] == 0x27 // mov %rsp,(%rdi)
+				i = len(b)
+				continue
+			}
+			pushes++
+		}
+	}
+	if len(s.switches) < 1<<12 {
+		s.switches[key] = ok
+	}
+	return ok
+}
+
+// callTarget is the function the call before return address ra calls: the
+// target of a call rel32 or of a call *disp32(%rip) (read from the GOT),
+// past a PLT entry. alsoIndirect: the bytes read as a call through a
+// register too (afterCall's other forms), which cannot be followed.
+func (s *scanner) callTarget(ra uint64) (t uint64, ok, alsoIndirect bool) {
+	var b [6]byte
+	if s.read(ra-6, b[:]) != nil {
+		return 0, false, false
+	}
+	alsoIndirect = b[4] == 0xff && b[5]&0xf8 == 0xd0 || b[3] == 0xff && b[4]&0xf8 == 0x50 // call *%reg, *disp8(%reg)
+	le := binary.LittleEndian
+	switch {
+	case b[1] == 0xe8:
+		return s.pltTarget(ra + uint64(int64(int32(le.Uint32(b[2:]))))), true, alsoIndirect
+	case b[0] == 0xff && b[1] == 0x15:
+		g, ok := s.word(ra + uint64(int64(int32(le.Uint32(b[2:])))))
+		return g, ok, alsoIndirect
+	}
+	return 0, false, false
+}
+
+// pltTarget is where the code at t jumps when it is a PLT entry ((endbr64,
+// bnd,) jmp *disp32(%rip)), read from its GOT slot; t otherwise.
+func (s *scanner) pltTarget(t uint64) uint64 {
+	var p [16]byte
+	if s.read(t, p[:]) != nil {
+		return t
+	}
+	i := 0
+	if p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa { // endbr64
+		i = 4
+	}
+	if p[i] == 0xf2 { // bnd
+		i++
+	}
+	if p[i] == 0xff && p[i+1] == 0x25 { // jmp *disp32(%rip)
+		next := t + uint64(i) + 6
+		if g, ok := s.word(next + uint64(int64(int32(binary.LittleEndian.Uint32(p[i+2:]))))); ok {
+			return g
+		}
+	}
+	return t
 }

@@ -286,46 +286,146 @@ func TestScanBudget(t *testing.T) {
 	}
 }
 
-// TestDropPhantoms: a scanned context whose stack pointer lies in the live
-// part of another walk's stack (a thread's, an explicit fiber's, a kept
-// scanned fiber's whose walk ended cleanly) is dropped; one just above
-// such a stack's outermost frame, or under a walk that ended badly, is
-// kept, and so are contexts the scan did not find.
+// TestDropPhantoms: a scanned context is dropped when a frame of its walk
+// lies in the live part of a thread's stack or an explicit fiber's (its
+// first frame, or a later one: a record left below the running stack
+// pointer), when a later frame of its walk is the first frame of another
+// scanned ucontext, jmpbuf or fcontext context (it passes through that
+// switch), or when its stack pointer lies in the live part of a kept
+// scanned fiber's stack (a walk that ended cleanly) or within minFiberGap
+// above a kept one's; one just above such a stack's outermost frame, or
+// under a walk that ended badly further than minFiberGap, is kept, and
+// so are contexts the scan did not find. A walk that ended badly is
+// dropped within minFiberGap under a thread's or a kept fiber's stack
+// pointer, or above another kept one that ended badly. Of two on one
+// stack that nothing tells apart but their stack pointers, the deeper is
+// kept.
 func TestDropPhantoms(t *testing.T) {
-	walk := func(kind string, addr uint64, end unwind.EndReason, sps ...uint64) stacks.Walked {
+	type fr struct{ sp, pc uint64 }
+	walk := func(kind string, addr uint64, end unwind.EndReason, frames ...fr) stacks.Walked {
 		w := stacks.Walked{Stack: unwind.Stack{End: end}}
 		if kind != "" {
 			w.Fiber = &target.Context{Kind: target.KindFiber, Runtime: kind, Saved: addr}
 		}
-		for _, sp := range sps {
-			w.Stack.Frames = append(w.Stack.Frames, unwind.Frame{SP: sp})
+		for _, f := range frames {
+			w.Stack.Frames = append(w.Stack.Frames, unwind.Frame{SP: f.sp, PC: f.pc})
 		}
 		return w
 	}
 	walks := []stacks.Walked{
-		walk("", 0, unwind.EndRAUndefined, 0x7000, 0x7100, 0x7f00),        // a thread
-		walk(UContext, 0x10, unwind.EndOutermost, 0x1000, 0x1100, 0x1900), // real, scanned
-		walk(UContext, 0x20, unwind.EndOutermost, 0x1100, 0x1900),         // stale in it
-		walk(FContext, 0x30, unwind.EndOutermost, 0x1908),                 // just above its outermost frame
-		walk(Coro, 0x40, unwind.EndNoProgress, 0x3000, 0x3100, 0x3800),    // walk ended badly
-		walk(Coro, 0x50, unwind.EndOutermost, 0x3100),                     // so this one stays
-		walk(UContext, 0x60, unwind.EndOutermost, 0x7100),                 // in the thread's stack
-		walk(JmpBuf, 0x70, unwind.EndOutermost, 0x5000, 0x5400),           // explicit
-		walk(UContext, 0x80, unwind.EndOutermost, 0x5200),                 // in the explicit one's
-		walk(UContext, 0x90, unwind.EndOutermost),                         // no frames: kept
+		walk("", 0, unwind.EndRAUndefined, fr{0x70000, 0x501}, fr{0x70100, 0x502}, fr{0x7f000, 0x503}),        // a thread
+		walk(UContext, 0x10, unwind.EndOutermost, fr{0x10000, 0x601}, fr{0x10100, 0x602}, fr{0x19000, 0x603}), // real, scanned
+		walk(UContext, 0x20, unwind.EndOutermost, fr{0x10100, 0x611}, fr{0x19000, 0x603}),                     // stale in it
+		walk(FContext, 0x30, unwind.EndOutermost, fr{0x19008, 0x621}),                                         // just above its outermost frame
+		walk(Coro, 0x40, unwind.EndNoProgress, fr{0x30000, 0x701}, fr{0x30100, 0x702}, fr{0x38000, 0x703}),    // walk ended badly
+		walk(Coro, 0x50, unwind.EndOutermost, fr{0x36000, 0x711}),                                             // so this one stays
+		walk(Coro, 0x58, unwind.EndOutermost, fr{0x31000, 0x721}),                                             // and this one, which drops 0x40
+		walk(Coro, 0x5c, unwind.EndNoProgress, fr{0x6d000, 0x731}),                                            // ended badly, under the thread
+		walk(Coro, 0xc0, unwind.EndNoProgress, fr{0xc0000, 0xc01}, fr{0xc0100, 0xc02}),                        // ended badly, alone: kept
+		walk(Coro, 0xc8, unwind.EndNoProgress, fr{0xc1000, 0xc11}),                                            // too close above it
+		walk(UContext, 0x60, unwind.EndOutermost, fr{0x70100, 0x511}),                                         // in the thread's stack
+		walk(UContext, 0x68, unwind.EndOutermost, fr{0x6f000, 0x521}, fr{0x70100, 0x502}, fr{0x7f000, 0x503}), // below it, climbing in
+		walk(JmpBuf, 0x70, unwind.EndOutermost, fr{0x50000, 0x801}, fr{0x54000, 0x802}),                       // explicit
+		walk(UContext, 0x80, unwind.EndOutermost, fr{0x52000, 0x811}),                                         // in the explicit one's
+		walk(UContext, 0x90, unwind.EndOutermost),                                                             // no frames: kept
+		walk(FContext, 0xa0, unwind.EndOutermost, fr{0x90000, 0x901}, fr{0x90200, 0x902}),                     // real
+		walk(FContext, 0xa8, unwind.EndOutermost, fr{0x8ff00, 0x911}, fr{0x90000, 0x901}, fr{0x90200, 0x902}), // through 0xa0's switch
+		walk(Coro, 0xb0, unwind.EndOutermost, fr{0xa0000, 0xa01}, fr{0xa0100, 0xa02}),                         // a coro: proves no switch
+		walk(UContext, 0xb8, unwind.EndOutermost, fr{0x9ff00, 0xa11}, fr{0xa0000, 0xa01}, fr{0xa0100, 0xa02}), // so the deeper stays
 	}
-	scanned := []Spec{{UContext, 0x10, 0, 0, 0}, {UContext, 0x20, 0, 0, 0}, {FContext, 0x30, 0, 0, 0}, {Coro, 0x40, 0, 0, 0},
-		{Coro, 0x50, 0, 0, 0}, {UContext, 0x60, 0, 0, 0}, {UContext, 0x80, 0, 0, 0}, {UContext, 0x90, 0, 0, 0}}
+	var scanned []Spec
+	for _, w := range walks {
+		if w.Fiber != nil && w.Fiber.Saved != 0x70 {
+			scanned = append(scanned, Spec{Kind: w.Fiber.Runtime, Addr: w.Fiber.Saved})
+		}
+	}
 	var got []uint64
 	for _, w := range DropPhantoms(walks, scanned) {
 		if w.Fiber != nil {
 			got = append(got, w.Fiber.Saved)
 		}
 	}
-	if want := []uint64{0x10, 0x30, 0x40, 0x50, 0x70, 0x90}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := []uint64{0x10, 0x30, 0x50, 0x58, 0xc0, 0x70, 0x90, 0xa0, 0xb8}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("kept %#x, want %#x", got, want)
 	}
 	if n := len(DropPhantoms(walks, nil)); n != len(walks) {
 		t.Errorf("nothing scanned: %d walks kept of %d", n, len(walks))
+	}
+}
+
+// TestScanRecordCalls: a pointer to a libcoro or fcontext record is taken
+// when the call before the record's return address reaches the switch
+// routine: it calls it (directly, or through a PLT entry and its GOT
+// slot), or calls a function that jumps to it (Tarantool's fiber_yield);
+// a record whose call calls anything else (a slot a later call rewrote,
+// backtrace()'s array) is not; a libcoro record whose call goes through a
+// register is taken, unproven. Of proven contexts closer than minFiberGap,
+// all are kept, and of unproven ones only the lowest.
+func TestScanRecordCalls(t *testing.T) {
+	le := binary.LittleEndian
+	code := make([]byte, 0x1000) // at 0x20000
+	put := func(at int, b ...byte) { copy(code[at:], b) }
+	call := func(at, target int) uint64 { // call rel32 at code+at; its return address
+		put(at, 0xe8)
+		le.PutUint32(code[at+1:], uint32(int32(target-(at+5))))
+		return uint64(0x20000 + at + 5)
+	}
+	put(0x100, 0x55, 0x53, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56, 0x41, 0x57, 0x48, 0x89, 0x27) // coro_transfer
+	put(0x200, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xe9)                                           // fiber_yield: ... jmp coro_transfer
+	back := int32(0x100 - 0x20a)
+	le.PutUint32(code[0x206:], uint32(back))
+	put(0x300, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3) // any function
+	put(0x500, jumpFcontext174...)
+	put(0x600, 0xff, 0x25) // PLT entry: jmp *GOT(%rip), GOT at 0x401000
+	le.PutUint32(code[0x602:], uint32(0x401000-0x20606))
+	ras := []uint64{
+		call(0x400, 0x100), // coro: calls coro_transfer
+		call(0x410, 0x200), // coro: calls fiber_yield
+		call(0x420, 0x300), // coro: calls another function
+		0x20432,            // coro: call *%rax
+		call(0x440, 0x600), // fcontext: calls jump_fcontext@plt
+		0x20425,            // fcontext: calls another function
+	}
+	put(0x430, 0xff, 0xd0)
+	stack := make([]byte, 0x80000) // at 0x100000: one record every 0x10000
+	data := make([]byte, 0x2000)   // at 0x400000: the pointers to them; the GOT
+	for i, ra := range ras {
+		w := 0x100100 + uint64(i)*0x10000
+		off := uint64(48)
+		if i >= 4 {
+			off = 0x38
+		}
+		le.PutUint64(stack[w-0x100000+off:], ra)
+		le.PutUint64(data[8*i:], w)
+	}
+	le.PutUint64(data[0x1000:], 0x20500)
+	// Two ucontext_t 8 KiB apart on the stack at 0x200000, and two
+	// pointers to coro records 8 KiB apart whose calls go through a
+	// register.
+	ucs := make([]byte, 0x1000) // at 0x300000
+	for i := range 2 {
+		u := uint64(0x300000 + i*0x800)
+		le.PutUint64(ucs[u-0x300000+regs.AMD64UContextFPRegs:], u+regs.AMD64UContextFPRegsMem)
+		le.PutUint64(ucs[u-0x300000+ucSP:], 0x200800+uint64(i)*0x2000)
+		le.PutUint64(ucs[u-0x300000+ucPC:], ras[0])
+		w := 0x100100 + 0x60000 + uint64(i)*0x2000
+		le.PutUint64(stack[w-0x100000+48:], 0x20432)
+		le.PutUint64(data[0x40+8*i:], w)
+	}
+	mem := &target.Snapshot{Regions: []target.Region{{Addr: 0x20000, Data: code}, {Addr: 0x100000, Data: stack},
+		{Addr: 0x200000, Data: make([]byte, 0x8000)}, {Addr: 0x300000, Data: ucs}, {Addr: 0x400000, Data: data}}}
+	in := ScanInput{Mem: mem, Maps: []target.Mapping{
+		{Start: 0x20000, End: 0x21000, Perms: "r-xp", Path: "/x"},
+		{Start: 0x100000, End: 0x180000, Perms: "rw-p"},
+		{Start: 0x200000, End: 0x208000, Perms: "rw-p"},
+		{Start: 0x300000, End: 0x301000, Perms: "rw-p"},
+		{Start: 0x400000, End: 0x402000, Perms: "rw-p", Path: "/x"},
+	}, FcontextN: 0x38}
+	specs, _ := Scan(in, ScanLimits{})
+	want := []Spec{{Kind: Coro, Addr: 0x400000}, {Kind: Coro, Addr: 0x400008}, {Kind: Coro, Addr: 0x400018},
+		{Kind: FContext, Addr: 0x400020}, {Kind: Coro, Addr: 0x400040},
+		{Kind: UContext, Addr: 0x300000}, {Kind: UContext, Addr: 0x300800}}
+	if fmt.Sprint(specs) != fmt.Sprint(want) {
+		t.Errorf("found %v\nwant %v", specs, want)
 	}
 }

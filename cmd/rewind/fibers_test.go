@@ -151,3 +151,60 @@ func TestDumpFiberScan(t *testing.T) {
 		t.Errorf("the parked fiber (%q) is not listed:\n%s", h.Stderr(), out)
 	}
 }
+
+// TestDumpFiberScanAdjacent: `rewind dump PID --fiber-scan` of a program
+// whose 8 ucontext fibers' stacks are adjacent slices of one mmap, while
+// the process's thread runs on one of them (../../fibers/testdata/
+// adjacent_uc.c; package fibers' tests check its boost.context twin too):
+// the output lists exactly the parked contexts the program reports, with
+// the stacks in one mapping and with guard pages splitting them (the same
+// contexts whatever the mappings), and none of its stale records; from a
+// core too.
+func TestDumpFiberScanAdjacent(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+	exe := filepath.Join(t.TempDir(), "adjacent_uc")
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, "../../fibers/testdata/adjacent_uc.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, layout := range []string{"merged", "guard"} {
+		t.Run(layout, func(t *testing.T) {
+			p := fixture.Start(t, exe, layout)
+			var want, phantoms []string
+			for _, line := range strings.Split(p.Stderr(), "\n") {
+				if f := strings.Fields(line); len(f) >= 3 {
+					heading := "fiber (" + f[1] + ", context " + f[2] + ")"
+					if f[0] == "fiber" {
+						want = append(want, heading)
+					} else if f[0] == "stale" {
+						phantoms = append(phantoms, heading)
+					}
+				}
+			}
+			runs := [][]string{{"dump", strconv.Itoa(p.PID), "--fiber-scan"}}
+			if layout == "merged" {
+				runs = append(runs, []string{"dump", "--core", fixture.Gcore(t, p), "--fiber-scan"})
+			}
+			for _, args := range runs {
+				out, errOut, code := run(t, args...)
+				if code != 0 {
+					t.Fatalf("%v: exit %d: %s", args, code, errOut)
+				}
+				for _, h := range want {
+					if !strings.Contains(out, h) {
+						t.Errorf("%v: output lacks %q", args, h)
+					}
+				}
+				for _, h := range phantoms {
+					if strings.Contains(out, h) {
+						t.Errorf("%v: output lists the stale record %q", args, h)
+					}
+				}
+				if n := strings.Count(out, "  fiber ("); n != len(want) || len(want) < 9 {
+					t.Errorf("%v: %d fibers listed, want the %d parked:\n%s", args, n, len(want), out)
+				}
+			}
+		})
+	}
+}
