@@ -26,39 +26,14 @@ func TestMain(m *testing.M) {
 		mapFilesAndWait(strings.Split(files, ":"))
 		return
 	}
-	fixture.Guard() // the build below, and its directory, inside the guard
-	dir, err := os.MkdirTemp("", "rewind-cli-")
-	if err != nil {
-		panic(err)
-	}
-	rewindBin = filepath.Join(dir, "rewind")
-	// Commands under test keep their persistent caches here, not in the
-	// user's cache directory.
-	os.Setenv("REWIND_CACHE_DIR", filepath.Join(dir, "cache"))
-	// Static, as the README says to install it (and the build in which the
-	// agent drops its privileges): one build serves every test.
-	build := exec.Command("go", "build", "-o", rewindBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		panic("building rewind: " + err.Error() + "\n" + string(out))
-	}
-	code := fixture.Main(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Static: one build serves every test, the agent's privilege drop's
+	// too (package clitest holds the tests that need no static build).
+	os.Exit(fixture.MainWithRewind(m, &rewindBin, true))
 }
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(rewindBin, args...)
-	var o, e strings.Builder
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return o.String(), e.String(), code
+	return fixture.Run(t, rewindBin, args...)
 }
 
 func TestDumpCore(t *testing.T) {

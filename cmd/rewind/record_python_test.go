@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rewindstack/rewind/internal/fixture"
 )
 
 // pyHot spins in a known Python call chain for the seconds it is given.
@@ -80,15 +82,15 @@ func TestRecordPythonFramesInKernel(t *testing.T) {
 		}
 	}
 	for i, mode := range modes {
-		method, pct := fidelityRow(t, stderrs[i])
+		method, pct := fixture.FidelityRow(t, stderrs[i])
 		t.Logf("--unwind-in %s: %s %.2f%% complete", mode, method, pct)
 		if mode == "kernel" && (method != "kernel" || pct < 99) {
 			t.Errorf("--unwind-in kernel: %s %.2f%% of the native stacks reach the root, want kernel >= 99%%\n%s", method, pct, stderrs[i])
 		}
 	}
 	fns := []string{"leaf", "middle", "outer", "_PyEval_EvalFrameDefault"}
-	k := inclusiveShares(t, filepath.Join(dir, "kernel.folded"), fns)
-	u := inclusiveShares(t, filepath.Join(dir, "user.folded"), fns)
+	k := fixture.InclusiveShares(t, filepath.Join(dir, "kernel.folded"), fns)
+	u := fixture.InclusiveShares(t, filepath.Join(dir, "user.folded"), fns)
 	t.Logf("kernel %v, user %v", k, u)
 	if k["leaf"] < 90 {
 		t.Errorf("--unwind-in kernel: leaf in %.1f%% of the samples, want at least 90%%", k["leaf"])

@@ -1,4 +1,4 @@
-package main
+package clitest
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ func TestDumpFiberFlag(t *testing.T) {
 		t.Skip("boost.context not installed (Debian: libboost-context-dev)")
 	}
 	exe := filepath.Join(t.TempDir(), "fibers")
-	if out, err := exec.Command("g++", "-O1", "-g", "-o", exe, "../../fibers/testdata/fibers.cc", "-lboost_context").CombinedOutput(); err != nil {
+	if out, err := exec.Command("g++", "-O1", "-g", "-o", exe, "../../../fibers/testdata/fibers.cc", "-lboost_context").CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, out)
 	}
 	p := fixture.Start(t, exe)
@@ -90,7 +90,7 @@ func TestDumpFiberScan(t *testing.T) {
 	}
 	dir := t.TempDir()
 	stale := filepath.Join(dir, "stale")
-	if out, err := exec.Command("g++", "-O1", "-g", "-o", stale, "../../fibers/testdata/stale.cc", "-lboost_context").CombinedOutput(); err != nil {
+	if out, err := exec.Command("g++", "-O1", "-g", "-o", stale, "../../../fibers/testdata/stale.cc", "-lboost_context").CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, out)
 	}
 	p := fixture.Start(t, stale)
@@ -127,7 +127,7 @@ func TestDumpFiberScan(t *testing.T) {
 	}
 
 	huge := filepath.Join(dir, "huge")
-	if out, err := exec.Command("gcc", "-O1", "-g", "-o", huge, "../../fibers/testdata/huge_mappings.c").CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", huge, "../../../fibers/testdata/huge_mappings.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	h := fixture.Start(t, huge, "anon")
@@ -165,7 +165,7 @@ func TestDumpFiberScanAdjacent(t *testing.T) {
 		t.Skip("gcc not installed")
 	}
 	exe := filepath.Join(t.TempDir(), "adjacent_uc")
-	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, "../../fibers/testdata/adjacent_uc.c").CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-O1", "-g", "-o", exe, "../../../fibers/testdata/adjacent_uc.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	for _, layout := range []string{"merged", "guard"} {
