@@ -127,6 +127,11 @@ type Stack struct {
 	// FP marks the frames found by the frame-pointer fallback (bit i:
 	// User[i+1] was found from frame i by frame pointers).
 	FP [2]uint64
+	// GoSwitch is the index in User of the first frame found at a
+	// goroutine's saved registers, past a Go stack switch on g0
+	// (runtime.morestack, runtime.systemstack); 0 when the walk crossed
+	// none that way.
+	GoSwitch int
 	// Kernel are the kernel PCs, leaf first.
 	Kernel []uint64
 	End    End
@@ -161,7 +166,8 @@ type proc struct {
 type stackVal struct {
 	N      uint32
 	End    uint8
-	_      [3]uint8
+	GoJump uint8
+	_      [2]uint8
 	Gen    uint32
 	_      uint32
 	FPMask [2]uint64

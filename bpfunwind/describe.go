@@ -511,6 +511,11 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 			}
 		}
 	}
+	if gf, ok := goInfo(mod); ok {
+		if err := u.objs.Gofiles.Update(idx, gf, ebpf.UpdateAny); err != nil {
+			u.note(fmt.Sprintf("Go stack switches of %s are not crossed: %v", mod.Path, err))
+		}
+	}
 	// The count last: the program uses the rows once it sees it.
 	fr := struct{ First, Count uint32 }{first, uint32(len(rows))}
 	return u.objs.Files.Update(idx, fr, ebpf.UpdateAny)

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/unwind"
 )
 
 // Trace adds a process to the traced ones (with Options.Filter), and
@@ -71,6 +72,13 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 			value = s.Value * max(periodNS, 1)
 		}
 		end := s.End.String()
+		if s.GoSwitch > 0 {
+			// The fidelity table's kernel row counts the walks that
+			// crossed a Go stack switch on g0 at the goroutine's
+			// saved registers ("root+go-stack-switch"), as package
+			// unwind marks the frames it finds so.
+			end += "+" + unwind.MethodGoSwitch.String()
+		}
 		if len(s.User) == 0 {
 			end = ""
 		}

@@ -115,7 +115,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 			if err := u.objs.Stacks.Lookup(k.Stack, &sv); err == nil {
 				n := min(int(sv.N), MaxFrames)
 				s.User = append([]uint64(nil), sv.PCs[:n]...)
-				s.FP, s.End, s.Gen = sv.FPMask, End(sv.End), int(sv.Gen)
+				s.FP, s.End, s.Gen, s.GoSwitch = sv.FPMask, End(sv.End), int(sv.Gen), int(sv.GoJump)
 				s.Interp = py.frames(s.PID, k.Stack)
 			} else {
 				s.End = EndStackLost

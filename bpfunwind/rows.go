@@ -3,6 +3,7 @@ package bpfunwind
 import (
 	"sort"
 
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -38,19 +39,18 @@ type Mark struct {
 	Flags      uint8 // Row* flags
 }
 
-// goSwitchFuncs are the Go runtime's functions that move between a
-// goroutine's stack and g0's: their CFI describes the stack they were
-// entered on, while the frame pointer leads back across the switch (as
-// package unwind's goSwitch explains). runtime.mcall leaves its goroutine
-// for good: the walk ends there, as the runtime's traceback of g0 does;
-// it ends at runtime.morestack too (g0's frames below it are the thread's
-// start, which package unwind follows and this walk does not).
-var goSwitchFuncs = map[string]uint8{
-	"runtime.systemstack": RowGoFP, "runtime.morestack": RowGoTop, "runtime.nanotime1": RowGoFP,
-	"runtime.walltime": RowGoFP, "runtime.walltime1": RowGoFP, "time.now": RowGoFP,
-	"runtime.vgetrandom1": RowGoFP, "gogo": RowGoFP, "runtime.gogo": RowGoFP,
-	"runtime.mcall": RowGoTop, "runtime.clone": RowRoot,
-	"runtime.sigreturn__sigaction": RowSignal,
+// goSwitchFlags are how the walk treats the Go runtime's functions that
+// move between a goroutine's stack and g0's (internal/goruntime's
+// Switches): their CFI describes the stack they were entered on, while
+// the frame pointer leads back across the switch (as package unwind's
+// goSwitch explains), or, from runtime.morestack and runtime.systemstack
+// on g0, the goroutine's g (the BPF program's go_jump, with GoInfo's
+// offsets). runtime.mcall leaves its goroutine for good: the walk ends
+// there, as the runtime's traceback of g0 does; it ends at
+// runtime.morestack too where go_jump does not cross.
+var goSwitchFlags = map[goruntime.SwitchKind]uint8{
+	goruntime.Systemstack: RowGoFP, goruntime.Morestack: RowGoTop, goruntime.FPSwitch: RowGoFP,
+	goruntime.Mcall: RowGoTop, goruntime.Clone: RowRoot, goruntime.Sigreturn: RowSignal,
 }
 
 // Marks returns the marks of a module: its thread roots, Go top frames and
@@ -65,8 +65,9 @@ func Marks(mod *target.Module) []Mark {
 		out = append(out, Mark{r.Start, r.End, f})
 	}
 	if mod != nil && mod.File != nil && mod.File.Go {
-		for name, f := range goSwitchFuncs {
-			for _, n := range []string{name, name + ".abi0"} {
+		for _, sw := range goruntime.Switches {
+			f := goSwitchFlags[sw.Kind]
+			for _, n := range sw.Names() {
 				if lo, hi, ok := mod.File.SymbolExtent(n); ok && hi > lo {
 					if f == RowSignal && lo > 0 {
 						// The kernel plants the restorer's first

@@ -22,6 +22,7 @@ const (
 	unwindMapCounts1         = "counts1"
 	unwindMapErrors          = "errors"
 	unwindMapFiles           = "files"
+	unwindMapGofiles         = "gofiles"
 	unwindMapInodes          = "inodes"
 	unwindMapKcache          = "kcache"
 	unwindMapKreused         = "kreused"
@@ -119,6 +120,7 @@ type unwindMapSpecs struct {
 	Counts1   *ebpf.MapSpec `ebpf:"counts1"`
 	Errors    *ebpf.MapSpec `ebpf:"errors"`
 	Files     *ebpf.MapSpec `ebpf:"files"`
+	Gofiles   *ebpf.MapSpec `ebpf:"gofiles"`
 	Inodes    *ebpf.MapSpec `ebpf:"inodes"`
 	Kcache    *ebpf.MapSpec `ebpf:"kcache"`
 	Kreused   *ebpf.MapSpec `ebpf:"kreused"`
@@ -174,6 +176,7 @@ type unwindMaps struct {
 	Counts1   *ebpf.Map `ebpf:"counts1"`
 	Errors    *ebpf.Map `ebpf:"errors"`
 	Files     *ebpf.Map `ebpf:"files"`
+	Gofiles   *ebpf.Map `ebpf:"gofiles"`
 	Inodes    *ebpf.Map `ebpf:"inodes"`
 	Kcache    *ebpf.Map `ebpf:"kcache"`
 	Kreused   *ebpf.Map `ebpf:"kreused"`
@@ -205,6 +208,7 @@ func (m *unwindMaps) Close() error {
 		m.Counts1,
 		m.Errors,
 		m.Files,
+		m.Gofiles,
 		m.Inodes,
 		m.Kcache,
 		m.Kreused,

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
@@ -56,13 +57,17 @@ func spliceKernelFP(st *unwind.Stack, userFP []uint64, space *target.AddressSpac
 const maxKernelSkip = 3
 
 // goStackEnd reports whether a stack ends where Go's own traceback ends a
-// system stack: at runtime.mcall or runtime.morestack on g0 after the
-// goroutine that entered them was descheduled (SPWRITE functions; the
-// goroutine is no longer the thread's, and mcall cleared the frame
-// pointer). Such a stack is complete.
+// system stack: at runtime.mcall, and at runtime.morestack on g0 once the
+// scheduler descheduled the goroutine that entered it (SPWRITE functions;
+// the goroutine is no longer the thread's, and mcall cleared the frame
+// pointer). Such a stack is complete. Given the thread's g, package
+// unwind's walk (and the BPF walk) goes on from morestack, to the
+// goroutine's frames or, descheduled, to g0's own (MethodGoSwitch); a
+// sample's stack copy does not hold the g, and its walk ends at morestack
+// with EndGoSwitch, which the fidelity table's ends show.
 func goStackEnd(function string) bool {
-	switch function {
-	case "runtime.mcall", "runtime.morestack", "runtime.mcall.abi0", "runtime.morestack.abi0":
+	switch goruntime.SwitchOf(function) {
+	case goruntime.Mcall, goruntime.Morestack:
 		return true
 	}
 	return false

@@ -85,3 +85,17 @@ func TestAtCopyEdgeLargeFrame(t *testing.T) {
 		t.Error("a frame outside the copy: counted at the copy's edge")
 	}
 }
+
+// TestGoStackEnd: a stack ends where Go's traceback ends a g0 stack at
+// runtime.mcall and runtime.morestack (named with ".abi0" or not, from
+// the shared table of stack switches), not at the other switches.
+func TestGoStackEnd(t *testing.T) {
+	for name, want := range map[string]bool{
+		"runtime.mcall": true, "runtime.mcall.abi0": true, "runtime.morestack": true, "runtime.morestack.abi0": true,
+		"runtime.systemstack": false, "runtime.morestack_noctxt": false, "runtime.gogo": false, "main.main": false,
+	} {
+		if got := goStackEnd(name); got != want {
+			t.Errorf("goStackEnd(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -24,11 +25,14 @@ import (
 // special-cases them (traceback.go, unwinder.next); goSwitch does the same
 // with what a snapshot holds:
 //
-//   - systemstack: the calling goroutine's frame pointer survives the
-//     switch (the callee saved it at the top of its frame on g0). Its frame
-//     record leads to the goroutine's frames; the return address into
-//     systemstack's direct caller sits just below that caller's frame and
-//     is found by its call instruction.
+//   - systemstack: given the thread's g (gojump.go), the walk goes on at
+//     systemstack's frame on the goroutine's stack, where
+//     gosave_systemstack_switch saved its SP and BP in curg.sched, as Go's
+//     traceback does. Without it: the calling goroutine's frame pointer
+//     survives the switch (the callee saved it at the top of its frame on
+//     g0). Its frame record leads to the goroutine's frames; a return
+//     address into systemstack's direct caller just below it is found by
+//     its call instruction.
 //   - mcall: it leaves the goroutine for good (parked, exiting,
 //     preempted) and clears the frame pointer; the goroutine may already
 //     run on another thread. The walk ends there cleanly, as the runtime's
@@ -42,54 +46,33 @@ import (
 //     the walk goes on through the kernel's signal frame (the restorer,
 //     runtime.sigreturn__sigaction, recognised by its code) into the
 //     interrupted goroutine, on its own stack.
-//   - morestack: the goroutine's registers are in its g, which g0 does not
-//     point to; the walk follows g0's own frame-pointer chain to the
-//     thread's start, as the kernel's walk does.
+//   - morestack: the goroutine's registers are in its g (curg.sched),
+//     which nothing on g0 points to: given the thread's g, the walk goes
+//     on there, as Go's traceback does (gojump.go); without it, g0's own
+//     frame-pointer chain, which morestack cleared, ends it there.
 //
-// When the other stack is not in the memory being unwound (a perf sample
-// copies only the stack the thread was on), the walk ends with
-// EndGoSwitch, so that a caller holding the kernel's frame-pointer walk can
-// continue from it.
+// When the other stack, or the g, is not in the memory being unwound (a
+// perf sample copies only the stack the thread was on), the walk ends
+// with EndGoSwitch, so that a caller holding the kernel's frame-pointer
+// walk can continue from it.
 
 // ErrGoSwitch: the walk reached a Go stack switch whose other side is not
 // readable in the memory being unwound.
 var ErrGoSwitch = errors.New("Go stack switch")
 
-// goSwitchKind is what a runtime function does to the stack.
-type goSwitchKind uint8
+// goSwitchKind is what a runtime function does to the stack (the one table
+// of them is internal/goruntime's Switches).
+type goSwitchKind = goruntime.SwitchKind
 
 const (
-	goNoSwitch goSwitchKind = iota
-	goSystemstack
-	goMcall
-	goMorestack
-	// goFPSwitch: functions that switch stacks with the frame pointer
-	// leading back: those that move to g0's stack around a vDSO call
-	// (their frame record stays on the goroutine stack) and gogo, which
-	// loads a goroutine's saved SP and BP and jumps to its PC.
-	goFPSwitch
-	// goSigreturn: the runtime's signal restorer (rt_sigreturn).
-	goSigreturn
-	// goClone: the runtime's clone, where a new thread starts.
-	goClone
+	goNoSwitch    = goruntime.NoSwitch
+	goSystemstack = goruntime.Systemstack
+	goMcall       = goruntime.Mcall
+	goMorestack   = goruntime.Morestack
+	goFPSwitch    = goruntime.FPSwitch
+	goSigreturn   = goruntime.Sigreturn
+	goClone       = goruntime.Clone
 )
-
-var goSwitchSyms = []struct {
-	name string
-	kind goSwitchKind
-}{
-	{"runtime.systemstack", goSystemstack}, {"runtime.systemstack.abi0", goSystemstack},
-	{"runtime.mcall", goMcall}, {"runtime.mcall.abi0", goMcall},
-	{"runtime.morestack", goMorestack}, {"runtime.morestack.abi0", goMorestack},
-	{"runtime.nanotime1", goFPSwitch}, {"runtime.nanotime1.abi0", goFPSwitch},
-	{"runtime.walltime", goFPSwitch}, {"runtime.walltime.abi0", goFPSwitch},
-	{"runtime.walltime1", goFPSwitch}, {"runtime.walltime1.abi0", goFPSwitch},
-	{"time.now", goFPSwitch}, {"time.now.abi0", goFPSwitch},
-	{"runtime.vgetrandom1", goFPSwitch}, {"runtime.vgetrandom1.abi0", goFPSwitch},
-	{"gogo", goFPSwitch}, {"runtime.gogo", goFPSwitch}, {"runtime.gogo.abi0", goFPSwitch},
-	{"runtime.sigreturn__sigaction", goSigreturn}, {"runtime.sigreturn__sigaction.abi0", goSigreturn},
-	{"runtime.clone", goClone}, {"runtime.clone.abi0", goClone},
-}
 
 // goSwitchRange is one switching function's extent in a module.
 type goSwitchRange struct {
@@ -109,9 +92,11 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 		return nil
 	}
 	var rs []goSwitchRange
-	for _, s := range goSwitchSyms {
-		if lo, hi, ok := m.File.SymbolExtent(s.name); ok && hi > lo {
-			rs = append(rs, goSwitchRange{lo: lo, hi: hi, kind: s.kind})
+	for _, s := range goruntime.Switches {
+		for _, name := range s.Names() {
+			if lo, hi, ok := m.File.SymbolExtent(name); ok && hi > lo {
+				rs = append(rs, goSwitchRange{lo: lo, hi: hi, kind: s.Kind})
+			}
 		}
 	}
 	if len(rs) > 0 {
@@ -123,14 +108,14 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 	if gt == nil {
 		return nil
 	}
-	names := make([]string, len(goSwitchSyms))
-	for i, s := range goSwitchSyms {
-		names[i] = s.name
+	names := make([]string, len(goruntime.Switches))
+	for i, s := range goruntime.Switches {
+		names[i] = s.Name
 	}
 	ext := gt.Extents(names)
-	for _, s := range goSwitchSyms {
-		if e, ok := ext[s.name]; ok && e[1] > e[0] {
-			rs = append(rs, goSwitchRange{lo: e[0], hi: e[1], kind: s.kind})
+	for _, s := range goruntime.Switches {
+		if e, ok := ext[s.Name]; ok && e[1] > e[0] {
+			rs = append(rs, goSwitchRange{lo: e[0], hi: e[1], kind: s.Kind})
 		}
 	}
 	return cloneChildren(m, rs)
@@ -190,6 +175,18 @@ func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
 func goSwitch(c *Cursor) error {
 	kind, start := goSwitchAt(c)
 	c.goKind = kind
+	switch {
+	case kind == goMorestack:
+		// On g0: on to the goroutine's saved registers (gojump.go).
+		if err := goMorestackJump(c); err != ErrNoInfo {
+			return err
+		}
+	case kind == goSystemstack && !c.Exact && c.Regs.Arch != regs.AMD64:
+		// (amd64's below, once the frame is known to be on g0.) The
+		// steppers go on from systemstack's frame on the goroutine's
+		// stack.
+		goSystemstackJump(c, 0)
+	}
 	if c.Regs.Arch != regs.AMD64 {
 		// arm64 keeps the return address in a register and saves it
 		// elsewhere: left to the steppers for now.
@@ -294,9 +291,17 @@ func goSwitch(c *Cursor) error {
 		// elsewhere).
 		return fmt.Errorf("%w: runtime.mcall: the scheduler's stack (g0) begins here", ErrChainEnd)
 	case goSystemstack:
+		// On to systemstack's frame on the goroutine's stack, at its
+		// saved SP (gojump.go), from which the steppers find its
+		// caller; without the goroutine's g, through the frame
+		// pointer the switch kept.
+		if goSystemstackJump(c, bp) {
+			return ErrNoInfo
+		}
 		return goSystemstackStep(c, start, bp)
 	}
-	// morestack: g0's own chain.
+	// morestack without the thread's g: g0's own chain (morestack
+	// cleared the frame pointer).
 	return goFrameRecord(c, bp, false)
 }
 

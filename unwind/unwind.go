@@ -40,9 +40,14 @@ const (
 	// MethodGoPCLN: found by a Go executable's pcln table (its pcsp
 	// stack-pointer deltas), without DWARF.
 	MethodGoPCLN
+	// MethodGoSwitch: the first frame on a goroutine's stack past a Go
+	// stack switch on g0 (runtime.morestack, runtime.systemstack), found
+	// at the goroutine's saved registers in its g, as Go's traceback
+	// crosses it (gojump.go).
+	MethodGoSwitch
 )
 
-var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal", "tail-call", "gopclntab"}
+var methodNames = [...]string{"context", "fp", "dwarf", "sframe", "signal", "tail-call", "gopclntab", "go-stack-switch"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -79,8 +84,9 @@ const (
 	EndRegister
 	// EndBadFP: the frame pointer is misaligned or below the stack pointer.
 	EndBadFP
-	// EndGoSwitch: a Go stack switch (runtime.systemstack, mcall) leads
-	// to a goroutine stack that is not in the memory (see goSwitch).
+	// EndGoSwitch: a Go stack switch (runtime.systemstack, morestack)
+	// leads to a goroutine stack, or a g, that is not in the memory (see
+	// goSwitch).
 	EndGoSwitch
 )
 
@@ -182,6 +188,12 @@ type Cursor struct {
 	// goKind is the Go switching function the frame is in, as goSwitch
 	// found it (goNoSwitch: none, or a module without such functions).
 	goKind goSwitchKind
+	// goJumped: the step crossed from g0 to the goroutine at its saved
+	// registers (gojump.go). g is the g register of the walk's first
+	// frame (hasG: known), the g the thread runs.
+	goJumped bool
+	g        uint64
+	hasG     bool
 	// used is the registers of this frame the steppers read (bit n:
 	// register n); pass, those a stepper handed to the caller unchanged
 	// without reading them otherwise. A Memo compares only the registers
@@ -304,6 +316,7 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 	w.rd = newReader(mem)
 	w.rd.log = log
 	w.c.mem, w.c.space, w.c.rules = &w.rd, space, &w.rules
+	w.c.g, w.c.hasG = r.Get(gReg(r.Arch))
 	if memo != nil && (w.rd.snap == nil || !u.memoable()) {
 		memo = nil
 	}
@@ -365,7 +378,7 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 		c := &w.c
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
-		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass, c.goKind = false, 0, false, 0, 0, goNoSwitch
+		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass, c.goKind, c.goJumped = false, 0, false, 0, 0, goNoSwitch, false
 		root := rootAt(info, m, lookup, pc)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"
@@ -382,6 +395,11 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 			if err = s.Step(c); err != ErrNoInfo && !errors.Is(err, ErrNoInfo) {
 				break
 			}
+		}
+		if c.goJumped && err == nil {
+			// The steppers found the caller from the goroutine's
+			// registers goSwitch set.
+			c.Method = MethodGoSwitch
 		}
 	stepped:
 		if memo != nil {
@@ -415,10 +433,12 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 		//
 		// A Go stack switch (c.stackSwitch) leads to another stack,
 		// which may lie below this one, but not back into the part of
-		// this one the walk has passed.
+		// this one the walk has passed; g0's label (goG0Label) is a
+		// frame at the same SP as morestack's, which has none.
 		if nsp, ok := next.SP(); ok && sp != 0 && !c.CallerExact {
 			npc, _ := next.PC()
-			if (nsp < sp || (nsp == sp && (npc == pc || !exact))) && !(c.stackSwitch && nsp < st.Frames[0].SP) {
+			if (nsp < sp || (nsp == sp && (npc == pc || !exact))) && !(c.stackSwitch && nsp < st.Frames[0].SP) &&
+				!(c.goJumped && nsp == sp && npc != pc) {
 				st.End, st.Detail = EndNoProgress, fmt.Sprintf("caller sp %#x, callee sp %#x", nsp, sp)
 				return
 			}

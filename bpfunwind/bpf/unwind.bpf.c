@@ -70,6 +70,10 @@ struct pt_regs {
 	unsigned long sp;
 } __attribute__((preserve_access_index));
 
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	unsigned int __state;
 	unsigned int flags;
@@ -77,6 +81,7 @@ struct task_struct {
 	int tgid;
 	void *mm;
 	struct task_struct *real_parent;
+	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
 struct super_block {
@@ -142,8 +147,8 @@ struct bpf_perf_event_data {
 #define REG_AT_FP 3 // saved at FP + off (DRAP's frame pointer)
 
 #define ROW_ROOT 1   // a thread's entry function: this is the last frame
-#define ROW_GOTOP 2  // a Go top frame (runtime.goexit, mstart): last frame
-#define ROW_GOFP 4   // a Go stack switch (systemstack, morestack, gogo, vDSO callers): frame pointers lead back
+#define ROW_GOTOP 2  // a Go top frame (runtime.goexit, mstart, mcall; morestack where go_jump does not cross): last frame
+#define ROW_GOFP 4   // a Go stack switch (systemstack where go_jump does not cross, gogo, vDSO callers): frame pointers lead back
 #define ROW_SIGNAL 8 // a signal restorer without CFI saying so (Go's sigreturn__sigaction)
 
 // End reasons (bpfunwind.End* mirror them).
@@ -210,7 +215,8 @@ struct proc {
 struct stack {
 	__u32 n;       // PCs
 	__u8 end;      // enum end_reason
-	__u8 _pad[3];
+	__u8 gojump;   // the first frame found at a goroutine's saved registers (go_jump), 0: none
+	__u8 _pad[2];
 	__u32 gen;     // the description the walk used (0: none): user space names the PCs with it
 	__u32 _pad2;
 	__u64 fpmask[2]; // bit i: frame i was found by frame pointers
@@ -356,6 +362,7 @@ struct {
 struct walk {
 	__u64 pc, sp, fp;
 	__u64 r10, r13; // the sampled registers: known in the leaf frame only
+	__u64 fsbase;   // the thread pointer (the Go runtime keeps its g at an offset from it)
 	__u32 tgid;
 	__u32 mhint; // the mapping of the previous frame (index into the proc's)
 	__u64 hash;
@@ -575,6 +582,142 @@ static __always_inline int read_u64(struct walk *w, __u64 addr, __u64 *v)
 	return 0;
 }
 
+// Go stack switches (user space's goInfo): a Go thread runs runtime code
+// on its system stack (g0) on behalf of the goroutine its m runs (m.curg).
+// Where the walk meets runtime.morestack on g0 (it saved the goroutine's
+// registers in curg.sched, cleared the frame pointer and called newstack
+// there) it continues at curg.sched's pc, sp and bp; where it meets
+// runtime.systemstack on g0 (the function it called runs there) it
+// continues at systemstack's own frame on the goroutine's stack, at
+// curg.sched's sp and bp: as the Go runtime's own traceback does for its
+// CPU profiler (unwindJumpStack). The g the thread runs is in its TLS, at
+// tls_g from the thread pointer (arm64, not built, keeps it in x28 of the
+// user registers); the offsets of the runtime's g and m fields are the
+// binary's (internal/goruntime). The crossing is taken only
+// when the TLS's g is its m's g0 and m.curg is a goroutine of that m, and
+// what curg.sched holds is what the switch saved (for morestack a return
+// from a call of it; for systemstack a pc in systemstack_switch). Where
+// the scheduler descheduled the goroutine under newstack (m.curg no longer
+// it), the walk goes on at morestack to g0's own frames instead: morestack
+// called newstack at g0.sched.sp, the label mstart1 left, so mstart0's
+// frame is above it, returning to g0.sched.pc (taken when the morestack
+// frame is at g0.sched.sp and g0.sched.pc returns from a call of mstart1);
+// Go's traceback ends there. runtime.mcall stays a root, as in Go's.
+struct go_file {
+	// File addresses: runtime.morestack, runtime.systemstack (extents),
+	// runtime.systemstack_switch (extent), the entries of morestack,
+	// morestack_noctxt and mstart1.
+	__u64 ms_lo, ms_hi, ss_lo, ss_hi, sw_lo, sw_hi, ms_entry, msnc_entry, mstart1;
+	__s64 tls_g;
+	__u16 g_m, g_sched_sp, g_sched_pc, g_sched_bp, g_stack_lo, g_stack_hi, m_g0, m_curg;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FILES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct go_file);
+} gofiles SEC(".maps");
+
+// go_jump's results.
+#define GO_NONE 0   // not a crossing: the row decides
+#define GO_JUMPED 1 // w holds the goroutine's frame
+#define GO_ON_G 2   // morestack before its move to g0: the row's rule applies, not the end
+#define GO_GONE 3   // morestack on g0 whose goroutine is no longer the thread's (Go's traceback ends there)
+#define GO_SYSTEMSTACK 4 // w holds systemstack's frame on the goroutine's stack: its row goes on
+
+static __always_inline int read_user(__u64 addr, __u64 *v)
+{
+	return bpf_probe_read_user(v, sizeof(*v), (const void *)addr);
+}
+
+// call_target returns the file address a direct call (E8 rel32) that
+// returns to pc calls, 0 when the instruction before pc is not one.
+static __always_inline __u64 call_target(__u64 pc, struct mapping *m)
+{
+	__u8 code[5];
+	if (bpf_probe_read_user(code, sizeof(code), (const void *)(pc - 5)) != 0 || code[0] != 0xe8)
+		return 0;
+	__s32 rel = (__s32)((__u32)code[1] | (__u32)code[2] << 8 | (__u32)code[3] << 16 | (__u32)code[4] << 24);
+	return pc + (__s64)rel - m->bias;
+}
+
+// go_g0_label moves the walk at morestack (frame i, on g0 at w->sp) to
+// g0's own frames at g0.sched, for a goroutine the scheduler descheduled.
+static __always_inline int go_g0_label(struct walk *w, struct mapping *m, struct go_file *gf, __u64 g0, __u32 i)
+{
+	__u64 pc, sp;
+	if (gf->mstart1 == 0 || read_user(g0 + gf->g_sched_pc, &pc) || read_user(g0 + gf->g_sched_sp, &sp) ||
+	    sp != w->sp || call_target(pc, m) != gf->mstart1)
+		return GO_GONE;
+	w->pc = pc;
+	w->fp = 0; // (mstart1 saved none: mstart0's rows do not need it)
+	w->fpreg = 0;
+	if (w->st.gojump == 0)
+		w->st.gojump = i + 1;
+	return GO_JUMPED;
+}
+
+// go_jump crosses from g0 at frame i (in the file at index fi, at file
+// address fa of runtime.morestack or runtime.systemstack) to the goroutine:
+// for morestack to the goroutine's frame that called it, for systemstack
+// to its own frame on the goroutine's stack.
+static __always_inline int go_jump(struct walk *w, struct mapping *m, __u32 fi, __u64 fa, __u32 i)
+{
+	struct go_file *gf = bpf_map_lookup_elem(&gofiles, &fi);
+	if (!gf || w->fsbase == 0)
+		return GO_NONE;
+	bool ms = fa >= gf->ms_lo && fa < gf->ms_hi;
+	bool ss = fa >= gf->ss_lo && fa < gf->ss_hi;
+	if (!ms && !(ss && i != 0))
+		return GO_NONE;
+	__u64 g, mp, g0, curg, cm;
+	w->nocache = 1; // (the g's fields are not the walked stack's words)
+	if (read_user(w->fsbase + gf->tls_g, &g) || g == 0 || read_user(g + gf->g_m, &mp) || mp == 0 ||
+	    read_user(mp + gf->m_g0, &g0) || read_user(mp + gf->m_curg, &curg))
+		return GO_NONE;
+	if (g != g0) {
+		// Still the goroutine's: morestack before its move.
+		return ms && i == 0 && g == curg ? GO_ON_G : GO_NONE;
+	}
+	if (curg == 0 || curg == g0 || read_user(curg + gf->g_m, &cm) || cm != mp)
+		return ms ? go_g0_label(w, m, gf, g0, i) : GO_NONE;
+	__u64 pc, sp, bp, lo, hi;
+	if (read_user(curg + gf->g_sched_pc, &pc) || read_user(curg + gf->g_sched_sp, &sp) ||
+	    read_user(curg + gf->g_sched_bp, &bp) || read_user(curg + gf->g_stack_lo, &lo) ||
+	    read_user(curg + gf->g_stack_hi, &hi) || sp < lo || sp >= hi)
+		return ms ? GO_GONE : GO_NONE;
+	if (ms) {
+		// curg.sched.pc returns from the goroutine's call of
+		// morestack (or morestack_noctxt).
+		__u64 target = call_target(pc, m);
+		if (target == 0 || (target != gf->ms_entry && target != gf->msnc_entry))
+			return GO_GONE;
+		w->pc = pc;
+		w->sp = sp;
+		w->fp = bp;
+		w->fpreg = 0;
+		if (w->st.gojump == 0)
+			w->st.gojump = i + 1;
+		return GO_JUMPED;
+	}
+	// gosave_systemstack_switch pointed sched.pc into systemstack_switch
+	// (systemstack zeroes sched.sp when it switches back). systemstack's
+	// frame is at sched.sp, its frame pointer sched.bp: the row (the frame
+	// pointer, ROW_GOFP) finds its caller from there. (Not from the walk's
+	// fp: Go's CFI does not say where a function saved its caller's, so
+	// the fp the walk carried up from the sample is an inner frame's.)
+	if (pc - m->bias < gf->sw_lo || pc - m->bias >= gf->sw_hi)
+		return GO_NONE;
+	w->sp = sp;
+	w->fp = bp;
+	w->fpreg = 0;
+	if (w->st.gojump == 0)
+		w->st.gojump = i + 1;
+	return GO_SYSTEMSTACK;
+}
+
 // step finds the caller of frame w->st.n - 1; it returns END_NONE to go on.
 static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 {
@@ -594,9 +737,19 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 		return END_FILE_NOT_LOADED;
 	struct row *r = find_row(f, lookup - m->bias);
 	__u64 cfa, ra = 0, fp = w->fp;
+	bool ong = false;
+	if (r && (r->flags & (ROW_GOTOP | ROW_GOFP))) {
+		// A Go stack switch on g0: on to the goroutine.
+		int g = go_jump(w, m, fi, lookup - m->bias, i);
+		if (g == GO_JUMPED)
+			return END_NONE;
+		if (g == GO_GONE)
+			return END_ROOT;
+		ong = g == GO_ON_G;
+	}
 	// A thread's entry or a Go top frame is the last frame, whatever
 	// is above it.
-	if (r && (r->flags & (ROW_ROOT | ROW_GOTOP)))
+	if (r && (r->flags & (ROW_ROOT | ROW_GOTOP)) && !ong)
 		return END_ROOT;
 	// A Go stack switch crosses to another stack: the frame pointer may
 	// be below the stack pointer there.
@@ -816,7 +969,7 @@ static __always_inline void ucache_keep(struct ucache *c, struct walk *w, struct
 
 // walk_user unwinds the current task's user stack from regs into the
 // scratch, stores it in stacks and returns its key (0: none).
-static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 tid, bool cached)
+static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 tid, bool cached, __u64 fsbase)
 {
 	__u32 zero = 0;
 	struct walk *w = bpf_map_lookup_elem(&scratch, &zero);
@@ -836,6 +989,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	w->fp = regs->bp;
 	w->r10 = regs->r10;
 	w->r13 = regs->r13;
+	w->fsbase = fsbase;
 	w->tgid = tgid;
 	w->mhint = 0;
 	w->hash = 0xcbf29ce484222325ULL;
@@ -845,6 +999,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	w->usedfp = 0;
 	w->st.n = 0;
 	w->st.end = END_NONE;
+	w->st.gojump = 0;
 	w->st.fpmask[0] = 0;
 	w->st.fpmask[1] = 0;
 	// An unknown process (new, or just exec'd) is walked through its
@@ -864,7 +1019,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	// off-CPU program more than the walk (a thread blocking 500 times a
 	// second in one place walks the same stack each time).
 	struct stack *old = bpf_map_lookup_elem(&stacks, &key);
-	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen &&
+	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen && old->gojump == w->st.gojump &&
 	    old->fpmask[0] == w->st.fpmask[0] && old->fpmask[1] == w->st.fpmask[1] && old->pcs[0] == w->st.pcs[0]) {
 		py_store(key);
 		ucache_keep(uc, w, regs, tid, p, key);
@@ -1212,7 +1367,7 @@ static __always_inline void fill_key(void *ctx, struct config *cfg, struct task_
 		return;
 	if (!regs)
 		return;
-	k->stack = walk_user(regs, k->pid, k->tid, cached);
+	k->stack = walk_user(regs, k->pid, k->tid, cached, task->thread.fsbase);
 }
 
 SEC("perf_event")

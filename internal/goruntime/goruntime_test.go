@@ -58,7 +58,7 @@ func TestTableMatchesDWARF(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the machine's Go: %v", err)
 	}
-	if tab.G != full.G || tab.M.ProcID != full.M.ProcID || tab.M.CurG != full.M.CurG {
+	if tab.G != full.G || tab.M.G0 != full.M.G0 || tab.M.ProcID != full.M.ProcID || tab.M.CurG != full.M.CurG {
 		t.Errorf("table %s:\n%+v %+v\nDWARF:\n%+v %+v", tab.Source, tab.G, tab.M, full.G, full.M)
 	}
 	if !reflect.DeepEqual(tab.WaitReasons, full.WaitReasons) {

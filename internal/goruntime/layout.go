@@ -39,6 +39,12 @@ type Layout struct {
 	Labels LabelLayout
 	// WaitReasons are the runtime's wait reason strings, by waitReason.
 	WaitReasons []string
+
+	// TLSG is where the runtime keeps the running goroutine's g: at
+	// TLSG from the thread pointer (amd64: the fs base), when HasTLSG
+	// (see tlsG). arm64 keeps it in register x28 (not set there).
+	TLSG    int64
+	HasTLSG bool
 }
 
 // GOffsets are byte offsets of runtime.g fields; Size is how many bytes of
@@ -46,6 +52,7 @@ type Layout struct {
 type GOffsets struct {
 	StackLo, StackHi           int
 	SchedSP, SchedPC, SchedBP  int
+	SchedLR                    int // g.sched.lr (arm64's morestack keeps the caller's LR there)
 	SyscallSP, SyscallPC       int
 	M, Status, Goid, WaitSince int
 	WaitReason, LockedM        int
@@ -56,8 +63,10 @@ type GOffsets struct {
 
 // MOffsets are byte offsets of runtime.m fields.
 type MOffsets struct {
-	ProcID, CurG int
-	Size         int
+	// G0 is m.g0, the thread's system goroutine (0: the first field, in
+	// every release).
+	G0, ProcID, CurG int
+	Size             int
 }
 
 // LabelLayout says how to read a goroutine's pprof labels. From Go 1.24
@@ -85,8 +94,26 @@ func Open(path string) (*Layout, error) {
 	return Read(f, path)
 }
 
+// OpenOffsets is ReadOffsets of the Go executable at path.
+func OpenOffsets(path string) (*Layout, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadOffsets(f, path)
+}
+
 // Read finds the layout of the Go executable r (named name in errors).
-func Read(r io.ReaderAt, name string) (l *Layout, err error) {
+func Read(r io.ReaderAt, name string) (*Layout, error) { return read(r, name, true) }
+
+// ReadOffsets finds what an unwinder needs of the layout of the Go
+// executable r: the g and m offsets and TLSG. Unlike Read it does not
+// need to find runtime.allgs (AllGs and AllGLen are set only when the
+// symbol table names them) nor reads the wait reasons.
+func ReadOffsets(r io.ReaderAt, name string) (*Layout, error) { return read(r, name, false) }
+
+func read(r io.ReaderAt, name string, dump bool) (l *Layout, err error) {
 	defer func() {
 		// debug/dwarf and debug/elf are robust, but a hostile file must
 		// not take the process down.
@@ -106,11 +133,24 @@ func Read(r io.ReaderAt, name string) (l *Layout, err error) {
 		l.GoVersion = bi.GoVersion
 	}
 	syms := symbols(ef)
-	if d, err := ef.DWARF(); err == nil {
-		if err := l.fromDWARF(d); err == nil {
-			l.Source = "dwarf"
-		} else if !errors.Is(err, errNoTypes) {
-			return nil, fmt.Errorf("%s: %w", name, err)
+	if !dump {
+		// An unwinder reads a few fields of g and m, at the first
+		// stack switch it meets: the release's table, when the
+		// program's own code agrees with it, spares it the DWARF
+		// (ef.DWARF decompresses every debug section: a second for a
+		// 40 MB program).
+		if t, ok := tableFor(l.GoVersion); ok && codeAgrees(ef, syms, &t.g) {
+			l.G, l.M, l.Labels = t.g, t.m, t.labels
+			l.Source = "table " + t.version
+		}
+	}
+	if l.Source == "" {
+		if d, err := ef.DWARF(); err == nil {
+			if err := l.fromDWARF(d); err == nil {
+				l.Source = "dwarf"
+			} else if !errors.Is(err, errNoTypes) {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
 		}
 	}
 	if l.Source == "" {
@@ -125,11 +165,15 @@ func Read(r io.ReaderAt, name string) (l *Layout, err error) {
 		l.G, l.M, l.Labels = t.g, t.m, t.labels
 		l.Source = "table " + t.version
 	}
+	l.TLSG, l.HasTLSG = tlsG(ef, syms)
 	if a, ok := syms["runtime.allgs"]; ok {
 		l.AllGs = a.Value
 	}
 	if a, ok := syms["runtime.allglen"]; ok {
 		l.AllGLen = a.Value
+	}
+	if !dump {
+		return l, nil
 	}
 	if l.AllGs == 0 || l.AllGLen == 0 {
 		if err := l.findAllgs(ef); err != nil {
@@ -154,7 +198,8 @@ func symbols(ef *elf.File) map[string]elf.Symbol {
 	ss, _ := ef.Symbols()
 	for _, s := range ss {
 		switch s.Name {
-		case "runtime.allgs", "runtime.allglen", "runtime.waitReasonStrings":
+		case "runtime.allgs", "runtime.allglen", "runtime.waitReasonStrings", "runtime.tlsg",
+			"runtime.morestack", "runtime.morestack.abi0":
 			out[s.Name] = s
 		}
 	}
@@ -249,14 +294,14 @@ func (l *Layout) fromDWARF(d *dwarf.Data) error {
 	}
 	l.G = GOffsets{
 		StackLo: off(g, "stack.lo"), StackHi: off(g, "stack.hi"),
-		SchedSP: off(g, "sched.sp"), SchedPC: off(g, "sched.pc"), SchedBP: off(g, "sched.bp"),
+		SchedSP: off(g, "sched.sp"), SchedPC: off(g, "sched.pc"), SchedBP: off(g, "sched.bp"), SchedLR: off(g, "sched.lr"),
 		SyscallSP: off(g, "syscallsp"), SyscallPC: off(g, "syscallpc"),
 		M: off(g, "m"), Status: off(g, "atomicstatus"), Goid: off(g, "goid"),
 		WaitSince: off(g, "waitsince"), WaitReason: off(g, "waitreason"), LockedM: off(g, "lockedm"),
 		ParentGoid: off(g, "parentGoid"), GoPC: off(g, "gopc"), StartPC: off(g, "startpc"),
 		Labels: off(g, "labels"), Size: int(g.ByteSize),
 	}
-	l.M = MOffsets{ProcID: off(m, "procid"), CurG: off(m, "curg"), Size: int(m.ByteSize)}
+	l.M = MOffsets{G0: off(m, "g0"), ProcID: off(m, "procid"), CurG: off(m, "curg"), Size: int(m.ByteSize)}
 	if len(missing) > 0 {
 		return fmt.Errorf("DWARF types lack %s", strings.Join(missing, ", "))
 	}

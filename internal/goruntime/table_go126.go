@@ -4,7 +4,7 @@ package goruntime
 func table126() *versionTable {
 	return &versionTable{
 		version: "go1.26",
-		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 96, SyscallSP: 104, SyscallPC: 112,
+		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 96, SchedLR: 88, SyscallSP: 104, SyscallPC: 112,
 			M: 48, Status: 144, Goid: 152, WaitSince: 168, WaitReason: 176, LockedM: 208, ParentGoid: 280,
 			GoPC: 288, StartPC: 304, Labels: 352, Size: 456},
 		m:      MOffsets{ProcID: 64, CurG: 184, Size: 1824},

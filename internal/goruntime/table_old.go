@@ -4,7 +4,7 @@ package goruntime
 func table122() *versionTable {
 	return &versionTable{
 		version: "go1.22",
-		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 104, SyscallSP: 112, SyscallPC: 120,
+		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 104, SchedLR: 96, SyscallSP: 112, SyscallPC: 120,
 			M: 48, Status: 144, Goid: 152, WaitSince: 168, WaitReason: 176, LockedM: 208, ParentGoid: 272,
 			GoPC: 280, StartPC: 296, Labels: 344, Size: 424},
 		m:           MOffsets{ProcID: 72, CurG: 192, Size: 2024},
@@ -16,7 +16,7 @@ func table122() *versionTable {
 func table123() *versionTable {
 	return &versionTable{
 		version: "go1.23",
-		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 104, SyscallSP: 112, SyscallPC: 120,
+		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 104, SchedLR: 96, SyscallSP: 112, SyscallPC: 120,
 			M: 48, Status: 152, Goid: 160, WaitSince: 176, WaitReason: 184, LockedM: 216, ParentGoid: 280,
 			GoPC: 288, StartPC: 304, Labels: 352, Size: 432},
 		m:           MOffsets{ProcID: 72, CurG: 192, Size: 1784},
@@ -28,7 +28,7 @@ func table123() *versionTable {
 func table124() *versionTable {
 	return &versionTable{
 		version: "go1.24",
-		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 104, SyscallSP: 112, SyscallPC: 120,
+		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 104, SchedLR: 96, SyscallSP: 112, SyscallPC: 120,
 			M: 48, Status: 152, Goid: 160, WaitSince: 176, WaitReason: 184, LockedM: 216, ParentGoid: 280,
 			GoPC: 288, StartPC: 304, Labels: 352, Size: 440},
 		m:           MOffsets{ProcID: 72, CurG: 192, Size: 1832},
@@ -40,7 +40,7 @@ func table124() *versionTable {
 func table125() *versionTable {
 	return &versionTable{
 		version: "go1.25",
-		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 96, SyscallSP: 104, SyscallPC: 112,
+		g: GOffsets{StackLo: 0, StackHi: 8, SchedSP: 56, SchedPC: 64, SchedBP: 96, SchedLR: 88, SyscallSP: 104, SyscallPC: 112,
 			M: 48, Status: 144, Goid: 152, WaitSince: 168, WaitReason: 176, LockedM: 208, ParentGoid: 272,
 			GoPC: 280, StartPC: 296, Labels: 344, Size: 440},
 		m:           MOffsets{ProcID: 64, CurG: 184, Size: 1816},
