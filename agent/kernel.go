@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/bpfunwind"
+	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
 )
 
@@ -44,15 +45,24 @@ func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
 			// the processes profiled.
 			opt.Skip = func(pid int) bool { return !anyCommMatches(pid, re) }
 		}
+		// Unmapping is followed with a tracepoint, which the ebpf
+		// library finds in tracefs: mounted now if it is not (and may
+		// be); that it cannot be is said in the first period's line.
+		tracefs.Root()
 		u, err = bpfunwind.Load(opt)
 	}
 	if err == nil {
 		return u, nil
 	}
-	if mode == UnwindKernel {
-		return nil, fmt.Errorf("--unwind-in kernel: %v", err)
+	msg := err.Error()
+	if strings.Contains(msg, "not permitted") && !strings.Contains(msg, "setcap") {
+		msg = strings.TrimSuffix(msg, " (needs root, or CAP_BPF and CAP_PERFMON)") +
+			": run rewind as root or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon=ep rewind)"
 	}
-	a.cfg.Warn(fmt.Sprintf("unwinding in user space (--unwind-in auto): %v", err))
+	if mode == UnwindKernel {
+		return nil, fmt.Errorf("--unwind-in kernel: %s", msg)
+	}
+	a.cfg.Warn("unwinding in user space (--unwind-in auto): " + msg)
 	return nil, nil
 }
 
@@ -236,7 +246,7 @@ func (k *kernelStats) unfinished(u *bpfunwind.Unwinder) string {
 	if len(parts) > 0 {
 		s = "; unfinished walks: " + strings.Join(parts, ", ")
 	}
-	for note, n := range u.Notes() {
+	for note, n := range tracefs.FoldNotes(u.Notes()) {
 		s += fmt.Sprintf("; %s (%d)", note, n)
 	}
 	if e := u.Errors(); e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost+e.KStacksFull > 0 {

@@ -104,15 +104,87 @@ func Attr(o Options) *perfdata.Attr {
 	return a
 }
 
-// PermissionHint explains what perf_event_open needs, for error messages.
-func PermissionHint() string {
-	p := "unknown"
-	if b, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
-		p = strings.TrimSpace(string(b))
+// paranoidPath is kernel.perf_event_paranoid; a variable for tests.
+var paranoidPath = "/proc/sys/kernel/perf_event_paranoid"
+
+// paranoid returns kernel.perf_event_paranoid, ok false when it cannot
+// be read.
+func paranoid() (int, bool) {
+	b, err := os.ReadFile(paranoidPath)
+	if err != nil {
+		return 0, false
 	}
-	return fmt.Sprintf("kernel.perf_event_paranoid is %s; profiling needs root or CAP_PERFMON, "+
-		"or perf_event_paranoid <= 2 for your own processes without kernel frames (<= 1 with them), "+
-		"and ptrace permission over the target (sysctl kernel.perf_event_paranoid=1 as root lowers it)", p)
+	p, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return p, err == nil
+}
+
+// capFix is how to give rewind the privilege perf events need.
+const capFix = "run rewind as root or give it CAP_PERFMON (setcap cap_perfmon=ep rewind)"
+
+// needs says what perf_event_open needs for an event of what (the kernel's
+// checks: kernel/events/core.c) when kernel.perf_event_paranoid must be at
+// most max: root or CAP_PERFMON, or the sysctl lowered, stating its value.
+func needs(what string, max int) string {
+	p, ok := paranoid()
+	if !ok {
+		return fmt.Sprintf("%s needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= %d: %s", what, max, capFix)
+	}
+	return fmt.Sprintf("%s needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= %d (it is %d): %s, or lower it as root: sysctl kernel.perf_event_paranoid=%d",
+		what, max, p, capFix, max)
+}
+
+// PermissionHint says what recording kernel frames needs, for the warning
+// that they are not recorded.
+func PermissionHint() string {
+	return needs("recording kernel frames", 1) + " (--user-only leaves them out without this line)"
+}
+
+// permissionError says why perf_event_open refused attr on et and what
+// would allow it: the privilege, or the sysctl's value needed beside its
+// value now; when the sysctl already allows it for one's own processes,
+// that the process is another user's.
+func permissionError(err error, attr *perfdata.Attr, et eventTarget) error {
+	target, what, max := targetName(et), "", 2
+	switch {
+	case et.cgroup:
+		what, max = "profiling a cgroup (on every CPU)", 0
+	case et.pid < 0:
+		what, max = "profiling every process", 0
+	default:
+		what = "profiling " + target
+	}
+	if attr.Type == perfdata.TypeTracepoint && attr.SampleType&perfdata.SampleRaw != 0 {
+		// The sched_switch records of off-CPU profiles.
+		what, max = "recording sched_switch (off-CPU profiles)", -1
+	}
+	if p, ok := paranoid(); ok && p <= max {
+		if et.cgroup || et.pid < 0 {
+			return fmt.Errorf("perf_event_open on %s: %w: refused although kernel.perf_event_paranoid is %d, which allows it (a security module?): %s",
+				target, err, p, capFix)
+		}
+		// The sysctl allows it: the process is another user's (or not
+		// dumpable), which only the privilege gets past.
+		return fmt.Errorf("perf_event_open on %s: %w: it is not yours to profile (kernel.perf_event_paranoid is %d, which allows only your own processes): %s",
+			target, err, p, capFix)
+	}
+	return fmt.Errorf("perf_event_open on %s: %w: %s", target, err, needs(what, max))
+}
+
+// processOf returns the process a thread belongs to (tid itself when it
+// cannot be read).
+func processOf(tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return tid
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && pid > 0 {
+				return pid
+			}
+		}
+	}
+	return tid
 }
 
 // Recorder owns the events and ring buffers of one recording.
@@ -259,7 +331,7 @@ func openEvents(attr *perfdata.Attr, evs []eventTarget, opt Options) (*Recorder,
 				continue // the thread exited meanwhile
 			}
 			if err != nil {
-				return nil, openError(err, ev.pid)
+				return nil, openError(err, attr, ev)
 			}
 			r.fds = append(r.fds, fd)
 			if owner, ok := first[cpu]; ok {
@@ -289,16 +361,28 @@ func openEvents(attr *perfdata.Attr, evs []eventTarget, opt Options) (*Recorder,
 	return r, nil
 }
 
-func openError(err error, tid int) error {
+// targetName names an event's target as the user chose it.
+func targetName(et eventTarget) string {
+	switch {
+	case et.cgroup:
+		return "the cgroup"
+	case et.pid < 0:
+		return "every process (system-wide)"
+	}
+	return fmt.Sprintf("process %d", processOf(et.pid))
+}
+
+func openError(err error, attr *perfdata.Attr, et eventTarget) error {
+	target := targetName(et)
 	switch err {
 	case unix.EACCES, unix.EPERM:
-		return fmt.Errorf("perf_event_open on thread %d: %w: %s", tid, err, PermissionHint())
+		return permissionError(err, attr, et)
 	case unix.ENOENT, unix.ENODEV, unix.EOPNOTSUPP:
-		return fmt.Errorf("perf_event_open on thread %d: %w: the kernel lacks the cpu-clock software event or user stack sampling", tid, err)
+		return fmt.Errorf("perf_event_open on %s: %w: the kernel lacks the cpu-clock software event or user stack sampling", target, err)
 	case unix.EINVAL:
-		return fmt.Errorf("perf_event_open on thread %d: %w: the kernel rejected the event (frequency above kernel.perf_event_max_sample_rate, or a kernel older than 4.x?)", tid, err)
+		return fmt.Errorf("perf_event_open on %s: %w: the kernel rejected the event (frequency above kernel.perf_event_max_sample_rate, or a kernel older than 4.x?)", target, err)
 	}
-	return fmt.Errorf("perf_event_open on thread %d: %w", tid, err)
+	return fmt.Errorf("perf_event_open on %s: %w", target, err)
 }
 
 // Enable starts counting on every event.
@@ -460,42 +544,108 @@ type Command struct {
 // it (disabled, enable-on-exec, inherited) and then execs argv, so the
 // recording covers the program from its first instruction and nothing of
 // the shell. stdin is rewind's; stdout and stderr too unless Options say.
+// When argv[0] cannot be run the error is a *NotRunnableError.
 func StartCommand(argv []string, opt Options) (*Recorder, *Command, error) {
-	if len(argv) == 0 {
-		return nil, nil, fmt.Errorf("no command to run")
-	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
+	c, err := HoldCommand(argv, opt.Stdout, opt.Stderr)
+	if err != nil {
 		return nil, nil, err
+	}
+	r, err := open([]int{c.Process.Pid}, opt, true)
+	if err != nil {
+		c.Abandon()
+		return nil, nil, err
+	}
+	return r, c, nil
+}
+
+// HoldCommand starts argv held before its exec, as StartCommand does,
+// without opening events on it: the caller sets up what must see the
+// program from its first instruction and then Releases it, or Abandons
+// it. Its process ID is the program's; until the release it runs
+// /bin/sh. stdout and stderr default to rewind's own.
+func HoldCommand(argv []string, stdout, stderr io.Writer) (*Command, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("no command to run")
+	}
+	if err := Runnable(argv[0]); err != nil {
+		return nil, err
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	script := `read _ <&3; exec 3<&-; exec "$@"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "rewind-record"}, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if opt.Stdout != nil {
-		cmd.Stdout = opt.Stdout
+	if stdout != nil {
+		cmd.Stdout = stdout
 	}
-	if opt.Stderr != nil {
-		cmd.Stderr = opt.Stderr
+	if stderr != nil {
+		cmd.Stderr = stderr
 	}
 	cmd.ExtraFiles = []*os.File{pr}
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	pr.Close()
-	c := &Command{Cmd: cmd, release: pw}
-	r, err := open([]int{cmd.Process.Pid}, opt, true)
-	if err != nil {
-		pw.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, nil, err
+	return &Command{Cmd: cmd, release: pw}, nil
+}
+
+// Abandon kills a held command that will not be released, and reaps it.
+func (c *Command) Abandon() {
+	c.release.Close()
+	c.Process.Kill()
+	c.Wait()
+}
+
+// NotRunnableError says why a command cannot be started: its program is
+// not found, or is not an executable file.
+type NotRunnableError struct {
+	Name string
+	Err  error // fs.ErrNotExist, exec.ErrNotFound, fs.ErrPermission, ...
+}
+
+func (e *NotRunnableError) Error() string {
+	switch {
+	case errors.Is(e.Err, exec.ErrNotFound):
+		return fmt.Sprintf("cannot run %s: not found in $PATH", e.Name)
+	case errors.Is(e.Err, os.ErrPermission):
+		return fmt.Sprintf("cannot run %s: not an executable file (or permission denied)", e.Name)
+	case errors.Is(e.Err, os.ErrNotExist):
+		return fmt.Sprintf("cannot run %s: no such file", e.Name)
 	}
-	return r, c, nil
+	return fmt.Sprintf("cannot run %s: %v", e.Name, e.Err)
+}
+
+func (e *NotRunnableError) Unwrap() error { return e.Err }
+
+// ExitStatus is the status a shell exits with for the same failure: 127
+// for a program not found, 126 for one it cannot execute.
+func (e *NotRunnableError) ExitStatus() int {
+	if errors.Is(e.Err, os.ErrPermission) || errors.Is(e.Err, unix.EISDIR) {
+		return 126
+	}
+	return 127
+}
+
+// Runnable checks that the program name (a path, or a name looked up in
+// $PATH) can be started: nil, or a *NotRunnableError.
+func Runnable(name string) error {
+	_, err := exec.LookPath(name)
+	if err == nil {
+		return nil
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		err = ee.Err
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return &NotRunnableError{Name: name, Err: err}
 }
 
 // Release lets the command exec the program.

@@ -2,6 +2,7 @@ package perfevent_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -122,15 +123,20 @@ func TestAttachErrors(t *testing.T) {
 	if _, err := perfevent.AttachPID(1<<30, perfevent.Options{}); err == nil || !strings.Contains(err.Error(), "no process") {
 		t.Errorf("attaching a missing process: %v", err)
 	}
-	if _, _, err := perfevent.StartCommand([]string{"/nonexistent/prog"}, perfevent.Options{}); err == nil {
-		t.Errorf("starting a missing program succeeded")
+	var nr *perfevent.NotRunnableError
+	if _, _, err := perfevent.StartCommand([]string{"/nonexistent/prog"}, perfevent.Options{}); !errors.As(err, &nr) || nr.ExitStatus() != 127 ||
+		err.Error() != "cannot run /nonexistent/prog: no such file" {
+		t.Errorf("starting a missing program: %v", err)
+	}
+	if _, _, err := perfevent.StartCommand([]string{os.TempDir()}, perfevent.Options{}); !errors.As(err, &nr) || nr.ExitStatus() != 126 {
+		t.Errorf("starting a directory: %v", err)
 	}
 	for _, o := range []perfevent.Options{{StackSize: 65536}, {StackSize: 12}, {Freq: -1}, {BufferPages: 3}} {
 		if _, err := perfevent.AttachPID(os.Getpid(), o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
 	}
-	if !strings.Contains(perfevent.PermissionHint(), "perf_event_paranoid is ") {
+	if !strings.Contains(perfevent.PermissionHint(), "kernel.perf_event_paranoid <= 1 (it is ") {
 		t.Errorf("hint does not name the sysctl: %s", perfevent.PermissionHint())
 	}
 }

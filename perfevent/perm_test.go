@@ -14,8 +14,8 @@ import (
 
 // TestUnprivileged runs the recorder as user nobody: with
 // perf_event_paranoid 2 it must fall back to user-only sampling of its own
-// command with a warning, and refuse another user's process with an error
-// that says what is needed.
+// command with a warning, and refuse another user's process, and the whole
+// system, with an error that says what is needed and how to get it.
 func TestUnprivileged(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to switch to user nobody")
@@ -53,13 +53,20 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"WARN kernel frames are not recorded: kernel.perf_event_paranoid is 2",
+		"WARN kernel frames are not recorded: recording kernel frames needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 1 (it is 2)",
 		"COMMAND ok",
-		"ATTACH perf_event_open on thread 1: permission denied: kernel.perf_event_paranoid is 2",
+		"ATTACH perf_event_open on process 1: permission denied: it is not yours to profile (kernel.perf_event_paranoid is 2, which allows only your own processes): " +
+			"run rewind as root or give it CAP_PERFMON (setcap cap_perfmon=ep rewind)",
+		"SYSTEM perf_event_open on every process (system-wide): permission denied: profiling every process needs root or CAP_PERFMON, " +
+			"or kernel.perf_event_paranoid <= 0 (it is 2): run rewind as root or give it CAP_PERFMON (setcap cap_perfmon=ep rewind), " +
+			"or lower it as root: sysctl kernel.perf_event_paranoid=0",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+	if strings.Contains(string(out), "thread -1") {
+		t.Errorf("a message names thread -1")
 	}
 }
 
@@ -79,5 +86,10 @@ func TestHelperUnprivileged(t *testing.T) {
 	}
 	if _, err := perfevent.AttachPID(1, opt); err != nil {
 		fmt.Println("ATTACH", err)
+	}
+	if r, err := perfevent.OpenScope(perfevent.Scope{}, opt); err != nil {
+		fmt.Println("SYSTEM", err)
+	} else {
+		r.Close()
 	}
 }

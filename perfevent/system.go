@@ -2,13 +2,13 @@ package perfevent
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfdata"
 )
 
@@ -175,31 +175,18 @@ func openPerCPU(attr *perfdata.Attr, et eventTarget, opt Options) (*Recorder, er
 	return r, r.Enable()
 }
 
-// tracefsRoots are where tracefs is mounted on current and older systems.
-var tracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
 // TracepointID reads a tracepoint's event id from tracefs, mounting
-// tracefs on /sys/kernel/tracing first when it is not mounted and this
-// process may (as perf does).
+// tracefs first when it is not mounted and this process may, as perf does
+// (see package tracefs); the error says what is missing and how to get
+// it.
 func TracepointID(group, name string) (uint64, error) {
-	if _, err := os.Stat(tracefsRoots[0] + "/events"); err != nil && os.Geteuid() == 0 {
-		unix.Mount("nodev", tracefsRoots[0], "tracefs", 0, "")
+	b, err := tracefs.ReadEventFile(group, name, "id")
+	if err != nil {
+		return 0, err
 	}
-	var firstErr error
-	for _, root := range tracefsRoots {
-		p := root + "/events/" + group + "/" + name + "/id"
-		b, err := os.ReadFile(p)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
-		}
-		id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q is not an event id", p, b)
-		}
-		return id, nil
+	id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("tracepoint %s:%s: %q is not an event id", group, name, b)
 	}
-	return 0, fmt.Errorf("tracepoint %s:%s: %w (is tracefs mounted? off-CPU profiles need it, and root or CAP_PERFMON)", group, name, firstErr)
+	return id, nil
 }

@@ -3,10 +3,10 @@ package profiles
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfdata"
 )
 
@@ -25,19 +25,20 @@ type field struct{ off, size int }
 
 // ReadSwitchFormat parses the tracefs format file of sched_switch (the
 // layout of 64-bit kernels since 4.x when there is none).
+// tracefs is found, and mounted when it is not and may be, as for the
+// tracepoint's id (package tracefs); that it cannot be is said when the
+// id is read.
 func ReadSwitchFormat() (SwitchFormat, error) {
-	for _, root := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
-		p := root + "/events/sched/sched_switch/format"
-		b, err := os.ReadFile(p)
-		if err == nil {
-			f, err := ParseSwitchFormat(string(b))
-			if err != nil {
-				return f, fmt.Errorf("%s: %w", p, err)
-			}
-			return f, nil
-		}
+	b, err := tracefs.ReadEventFile("sched", "sched_switch", "format")
+	if err != nil {
+		return DefaultSwitchFormat, nil
 	}
-	return DefaultSwitchFormat, nil
+	f, err := ParseSwitchFormat(string(b))
+	if err != nil {
+		p, _ := tracefs.EventFile("sched", "sched_switch", "format")
+		return f, fmt.Errorf("%s: %w", p, err)
+	}
+	return f, nil
 }
 
 // ParseSwitchFormat reads the offsets and sizes of prev_pid, prev_state and

@@ -102,9 +102,10 @@ type Result struct {
 	Elapsed time.Duration
 	// Samples and Lost count the recorder's samples and lost records.
 	Samples, Lost uint64
-	// CommandErr is the error of the command Start started when it
-	// exited by itself during the recording (nil: it succeeded, or the
-	// session ended it).
+	// Exited says that the command Start started exited by itself
+	// during the recording (it ended the recording), and CommandErr how
+	// when it failed (nil: it succeeded, or the session ended it).
+	Exited     bool
 	CommandErr error
 	// StackSize is the stack copy's size at the end, in bytes.
 	StackSize int
@@ -119,7 +120,8 @@ var ErrNoProcess = errors.New("no such process")
 
 // Start starts argv under recording with opt (see
 // perfevent.StartCommand) and lets it run: the recording covers it from
-// its exec. Its exit ends Run, and Run's end ends it.
+// its exec. Its exit ends Run, and Run's end ends it. A program that
+// cannot be run is a *perfevent.NotRunnableError.
 func (s *Session) Start(argv []string, opt perfevent.Options) error {
 	if s.AdoptOrphans {
 		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -242,7 +244,7 @@ func (l *loop) check(bool) string {
 	case <-l.deadline:
 		return "duration reached"
 	case err := <-s.exited:
-		l.res.CommandErr, l.reaped = err, true
+		l.res.Exited, l.res.CommandErr, l.reaped = true, err, true
 		if err != nil {
 			return fmt.Sprintf("command exited (%v)", err)
 		}

@@ -20,8 +20,8 @@ func runGoshadow(args []string) error {
 	}
 	fs := newFlags("goshadow overlay", "rewind goshadow overlay [-o DIR]: write a Go build overlay that adds software\n"+
 		"shadow stacks (gostack.ShadowCallers) to the runtime of the Go installed here,\nand print the flags to build with it.")
-	out := fs.String("o", "", "output `directory` (default: rewind-goshadow/GOVERSION in the user cache directory)")
-	goroot := fs.String("goroot", "", "Go installation `directory` to patch (default: what 'go env GOROOT' prints)")
+	out := fs.String("o", "", "output directory `DIR` (default: rewind-goshadow/GOVERSION in the user cache directory)")
+	goroot := fs.String("goroot", "", "the Go installation `DIR` to patch (default: what 'go env GOROOT' prints)")
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
 		return err

@@ -27,12 +27,19 @@ func cacheDir(disabled bool) string {
 		return ""
 	}
 	if err := cachefile.CheckRoot(dir); err != nil {
-		warn(fmt.Sprintf("%v; running without the cache", err))
+		if !cacheRefusalSaid { // (record asks twice when BPF does not load)
+			cacheRefusalSaid = true
+			warn(fmt.Sprintf("%v; running without the cache", err))
+		}
 		return ""
 	}
 	elfobj.CacheSymbols(dir)
 	return dir
 }
+
+// cacheRefusalSaid is set once cacheDir has said why it runs without the
+// cache.
+var cacheRefusalSaid bool
 
 // printCacheNotes reports what the caches did: refused files or
 // directories always, rebuilt (corrupt, mismatched) or unsaved entries

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,7 +45,9 @@ Usage:
   rewind goshadow overlay          write a Go build overlay adding software shadow stacks
 
 Run 'rewind COMMAND --help' (or 'rewind help COMMAND') for a command's flags.
-Exit status: 0, 1 on an error, 2 for a command line rewind cannot run.
+Exit status: 0, 1 on an error, 2 for a command line rewind cannot run;
+rewind record -- CMD exits with CMD's status when CMD fails (127: CMD not
+found, 126: not executable).
 `
 
 func main() {
@@ -139,7 +142,16 @@ func runArgs(cmd string, args []string) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "rewind %s: %s\n", textesc.String(cmd), textesc.String(err.Error()))
+		var st interface{ ExitStatus() int }
+		if errors.As(err, &st) {
+			// The status of the command record ran (its message, if
+			// any, was said).
+			if msg := err.Error(); msg != "" {
+				fmt.Fprintf(os.Stderr, "rewind %s: %s\n", textesc.String(cmd), textesc.String(msg))
+			}
+			return st.ExitStatus()
+		}
+		fmt.Fprintf(os.Stderr, "rewind %s: %s\n", textesc.String(cmd), textesc.String(withPrivilegeHint(cmd, err)))
 		var ue *usageError
 		if errors.As(err, &ue) {
 			fmt.Fprint(os.Stderr, ue.help)
@@ -148,6 +160,24 @@ func runArgs(cmd string, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// withPrivilegeHint returns err's message, followed, when it is a refusal
+// to read a process's /proc files that does not say what would allow it
+// (another user's process, one not dumpable), by the privilege and how
+// to give it.
+func withPrivilegeHint(cmd string, err error) string {
+	msg := err.Error()
+	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(msg, "/proc/") || strings.Contains(msg, "CAP_") {
+		return msg
+	}
+	switch cmd {
+	case "record", "agent":
+		return msg + ": profiling another user's process needs root, or CAP_PERFMON and CAP_SYS_PTRACE: run rewind as root or give it " +
+			"both (setcap cap_perfmon,cap_sys_ptrace=ep rewind)"
+	}
+	return msg + ": reading another user's process needs root or CAP_SYS_PTRACE: run rewind as root or give it " +
+		"CAP_SYS_PTRACE (setcap cap_sys_ptrace=ep rewind)"
 }
 
 // usageError is a command line rewind cannot run: a bad flag, a missing
@@ -168,10 +198,16 @@ func usagef(format string, args ...any) error {
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
+// flagsMade, when set (tests), is called with every command's flag set.
+var flagsMade func(*flag.FlagSet)
+
 // newFlags makes a flag set whose --help prints the command's summary.
 func newFlags(name, summary string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(os.Stdout) // --help is an answer, not an error
+	if flagsMade != nil {
+		flagsMade(fs)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nFlags:\n", summary)
 		fs.PrintDefaults()
@@ -208,9 +244,9 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // methodFlag registers --method.
 func methodFlag(fs *flag.FlagSet) *string {
-	return fs.String("method", "auto", "unwind method: `fp` (frame pointers), dwarf (CFI tables), sframe "+
-		"(.sframe sections), gopclntab (Go pcln tables), or auto (per frame: SFrame where the object has it, "+
-		"then CFI, then a Go program's pcln table, then frame pointers)")
+	return fs.String("method", "auto", "unwind with `METHOD`: auto (per frame: SFrame where the object has it, "+
+		"then CFI, then a Go program's pcln table, then frame pointers), fp (frame pointers), dwarf (CFI tables), "+
+		"sframe (.sframe sections) or gopclntab (Go pcln tables)")
 }
 
 func unwinderFor(method string, maxDepth int) (*unwind.Unwinder, error) {

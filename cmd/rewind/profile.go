@@ -90,6 +90,11 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	if pf.afterBuild != nil {
 		pf.afterBuild()
 	}
+	if pf.noInterpFrames != "" {
+		if note := missingPythonNote(prof, pf.noInterpFrames); note != "" {
+			warn(note)
+		}
+	}
 	if pf.inputErr != nil {
 		if len(prof.Stacks) == 0 {
 			return fmt.Errorf("%w (no sample before it: no profile written)", pf.inputErr)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/session"
@@ -21,21 +24,29 @@ const recordHelp = `rewind record [flags] -p PID        sample a running process
 rewind record [flags] -- CMD ARGS   run CMD and sample it from its exec
 
 Samples every thread (and threads and children created later) with the
-cpu-clock event of perf_event_open, copying each sample's user registers
-and the top of its user stack (--stack-size bytes; when a process's
-samples show deeper stacks the copy doubles while recording, up to the
-kernel's 65528, unless --stack-size is given). After recording, rewind
-unwinds the copies itself (--method), adds kernel frames from the kernel's
-callchain, symbolizes every unique address once, prints per unwind method
-the share of samples whose stack reaches the thread's root, and writes the
-profile (-o): FILE.pb.gz (pprof), FILE.folded (folded stacks for
-flamegraph.pl / speedscope), FILE.html or FILE.svg (flame graph).
+cpu-clock event of perf_event_open (--off-cpu: where they block) and, by
+default, walks each sample's user stack in the kernel when the BPF
+unwinder loads (root, or CAP_BPF and CAP_PERFMON): a BPF program walks
+rewind's unwind tables at sample time, and CPython's frame chains for
+the Python functions, and counts the stacks there: no stack copies,
+nothing lost. When it cannot load, record says so in one line and does
+as --unwind-in user does: it copies each sample's user registers and the
+top of its user stack (--stack-size bytes; when a process's samples show
+deeper stacks the copy doubles while recording, up to the kernel's
+65528, unless --stack-size is given) and unwinds the copies itself
+afterwards (--method; no Python frames). Either way rewind adds kernel
+frames from the kernel's callchain, symbolizes every unique address
+once, prints per unwind method the share of samples whose stack reaches
+the thread's root, and writes the profile (-o): FILE.pb.gz (pprof),
+FILE.folded (folded stacks for flamegraph.pl / speedscope), FILE.html or
+FILE.svg (flame graph).
 
 Needs perf_event_open permission: root or CAP_PERFMON, or
 kernel.perf_event_paranoid <= 2 for your own processes (user frames only;
 <= 1 adds kernel frames). Stop with Ctrl-C; the profile is still written.
 When -d ends a command rewind started, the command and what it started
-get SIGTERM, then SIGKILL after 2 s; with -p the process is left alone.`
+get SIGTERM, then SIGKILL after 2 s; with -p the process is left alone.
+When the command exits by itself, record exits with its status.`
 
 // profileFlags are the flags record and report share.
 type profileFlags struct {
@@ -59,6 +70,10 @@ type profileFlags struct {
 	// afterBuild, when set, runs once the profile is built, before the
 	// fidelity table is printed.
 	afterBuild func()
+	// noInterpFrames, when set, says how to get the Python frames this
+	// profile cannot have (stack copies unwound in user space): the
+	// profile says so when its samples run CPython's evaluation loop.
+	noInterpFrames string
 	// inputErr is why report could not read the whole perf.data file:
 	// the profile of the records before it is written, if there are
 	// samples among them.
@@ -103,9 +118,17 @@ func runRecord(args []string) error {
 	// Ctrl-C or SIGTERM ends the recording; the profile is still written.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(rf.cmdArgs) > 0 {
+		// Before the BPF programs load: a program that cannot be run
+		// is one line, and the shell's status.
+		if err := perfevent.Runnable(rf.cmdArgs[0]); err != nil {
+			return err
+		}
+	}
 	if handled, err := recordKernel(ctx, rf, methods); handled || err != nil {
 		return err
 	}
+	pf.noInterpFrames = "record with --unwind-in kernel (" + bpfPrivilege + ")"
 	opt := perfevent.Options{Freq: rf.freq, StackSize: rf.stackSize, UserOnly: rf.userOnly, Warn: warn, OffCPU: rf.offCPU}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
@@ -131,18 +154,110 @@ func runRecord(args []string) error {
 		return err
 	}
 	defer s.Close()
+	tracefsStats(pf)
 	res := s.Run(ctx)
-	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", res.Why, res.Elapsed.Seconds(), res.Samples, res.Lost)
-	if res.CommandErr != nil && res.Samples == 0 {
-		return fmt.Errorf("%s failed (%v) before any sample: no profile written", rf.cmdArgs[0], res.CommandErr)
+	if res.Exited && res.Samples == 0 {
+		return noSamples(res.Elapsed, res.CommandErr)
 	}
+	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", res.Why, res.Elapsed.Seconds(), res.Samples, res.Lost)
 	switch size := res.StackSize; {
 	case size >= maxStackCopy && size > rf.stackSize:
 		pf.copyEdgeHint = fmt.Sprintf("the copy grew to %d bytes, the kernel's most, while recording; earlier samples had less", size)
 	case size >= maxStackCopy:
 		pf.copyEdgeHint = fmt.Sprintf("%d bytes were copied, the kernel's most", size)
 	}
-	return finishProfile(build, col, pf, 1e9/int64(rf.freq), recordTitle(pf, rf.pid, rf.cmdArgs), nil)
+	if err := finishProfile(build, col, pf, 1e9/int64(rf.freq), recordTitle(pf, rf.pid, rf.cmdArgs), nil); err != nil {
+		return err
+	}
+	return commandStatus(res.CommandErr)
+}
+
+// noSamples is record's end when the command it started exited before
+// any sample (false, true, a program that fails at once): one line, as
+// perf's, no profile, and the command's exit status.
+func noSamples(elapsed time.Duration, cmdErr error) error {
+	how := ""
+	if cmdErr != nil {
+		how = " (" + cmdErr.Error() + ")"
+	}
+	fmt.Fprintf(os.Stderr, "rewind: no samples: the command exited after %s%s; no profile written\n", shortDuration(elapsed), how)
+	return commandStatus(cmdErr)
+}
+
+// missingPythonNote says, in one line, that a profile of samples in
+// CPython's evaluation loop has none of the Python functions it ran, and
+// how to get them; "" when there is nothing to say.
+func missingPythonNote(prof *profiles.Profile, how string) string {
+	var total, eval int64
+	for i := range prof.Stacks {
+		st := &prof.Stacks[i]
+		n := st.Samples()
+		total += n
+		inEval := false
+		for _, l := range st.Locations {
+			fn := l.Lines[len(l.Lines)-1]
+			if fn.Module == "[python]" {
+				return "" // the profile has Python frames
+			}
+			inEval = inEval || fn.Function == "_PyEval_EvalFrameDefault"
+		}
+		if inEval {
+			eval += n
+		}
+	}
+	if eval == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no Python frames: %.0f%% of the samples run CPython's evaluation loop (_PyEval_EvalFrameDefault), "+
+		"whose Python functions are read only by the walk in the kernel: %s", 100*float64(eval)/float64(total), how)
+}
+
+// bpfPrivilege is what the in-kernel walk needs and how to give it.
+const bpfPrivilege = "it needs root, or CAP_BPF and CAP_PERFMON: run rewind as root or give it both (setcap cap_bpf,cap_perfmon=ep rewind)"
+
+// tracefsStats says, with --stats, that rewind mounted tracefs (as perf
+// does, and leaves it mounted).
+func tracefsStats(pf *profileFlags) {
+	if dir := tracefs.Mounted(); dir != "" && *pf.stats {
+		fmt.Fprintf(os.Stderr, "rewind: tracefs was not mounted: mounted it on %s\n", dir)
+	}
+}
+
+// shortDuration prints a command's run time: milliseconds under a
+// second, else seconds.
+func shortDuration(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// exitStatus is an error that is only an exit status: record -- CMD exits
+// with the status of a CMD that failed, as perf record does, having said
+// what there was to say.
+type exitStatus int
+
+func (e exitStatus) Error() string   { return "" }
+func (e exitStatus) ExitStatus() int { return int(e) }
+
+// commandStatus returns the exit status error of a command that exited
+// with err (nil when it succeeded): its exit code, or 128 plus the signal
+// that killed it, as a shell's $?.
+func commandStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitStatus(128 + int(ws.Signal()))
+	}
+	if code := ee.ExitCode(); code > 0 {
+		return exitStatus(code)
+	}
+	return exitStatus(1)
 }
 
 // recordFlags is rewind record's command line.
@@ -177,7 +292,7 @@ func parseRecordFlags(args []string) (*recordFlags, error) {
 		"unless given, the copy doubles (up to 65528) when a process's samples show deeper stacks")
 	userOnly := fs.Bool("user-only", false, "do not record kernel frames")
 	offCPU := fs.Bool("off-cpu", false, "record where threads block instead of where they run: the sched_switch tracepoint with stack copies, "+
-		"each stack weighted by the time its thread was off CPU (needs root or CAP_PERFMON and tracefs)")
+		"each stack weighted by the time its thread was off CPU (needs root or CAP_PERFMON, and tracefs: as root, rewind mounts it when it is not)")
 	unwindIn := unwindInFlag(fs)
 	pf := addProfileFlags(fs)
 	pos, err := parseArgs(fs, args)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,24 +35,67 @@ func TestRecordDurationEndsCommand(t *testing.T) {
 	}
 }
 
-// TestRecordFailingCommand: a command that fails before any sample makes
-// record fail and leaves no empty profile behind. At 1 Hz `false` is
-// almost never sampled; when a loaded machine does sample it (the kernel
-// walk counts its exit too), the profile of those samples is written as
-// for any command, and record says how many it took.
+// TestRecordFailingCommand: a command that exits at once (false, true, a
+// shell killed by a signal) or cannot be run makes record exit with its
+// status, as perf record does (a shell's 127 and 126 for a program not
+// found or not executable), in every --unwind-in mode; with samples the
+// profile is written (a loaded machine may sample even false), without
+// any the one line says so and no empty profile is left. Nothing is said
+// of /proc (the kernel walk once described a command already gone).
 func TestRecordFailingCommand(t *testing.T) {
 	perftest.RequirePerfEvent(t)
-	for _, in := range []string{"user", "auto"} {
-		out := filepath.Join(t.TempDir(), "p.folded")
-		_, errOut, code := run(t, "record", "-q", "-F", "1", "--unwind-in", in, "-o", out, "--", "false")
-		_, statErr := os.Stat(out)
-		switch {
-		case code != 0 && statErr == nil:
-			t.Errorf("--unwind-in %s: record -- false failed (exit %d) but wrote %s", in, code, out)
-		case code != 0 && !strings.Contains(errOut, "before any sample: no profile written"):
-			t.Errorf("--unwind-in %s: record -- false exited %d without saying why:\n%s", in, code, errOut)
-		case code == 0 && (statErr != nil || strings.Contains(errOut, ": 0 samples")):
-			t.Errorf("--unwind-in %s: record -- false exited 0 with no sample taken:\n%s", in, errOut)
+	dir := t.TempDir()
+	noExec := filepath.Join(dir, "noexec")
+	if err := os.WriteFile(noExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A command that cannot be run is refused before --unwind-in matters
+	// (once is enough), the others go through each mode's recording;
+	// auto is kernel where BPF loads, else user: once too.
+	cases := []struct {
+		argv  []string
+		code  int
+		says  string // for a command that cannot be run
+		modes string
+	}{
+		{[]string{"false"}, 1, "", "user kernel auto"},
+		{[]string{"true"}, 0, "", "user kernel"},
+		{[]string{"sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM), "", "user kernel"},
+		{[]string{filepath.Join(dir, "missing")}, 127, "cannot run " + filepath.Join(dir, "missing") + ": no such file", "auto"},
+		{[]string{"rewind-no-such-command"}, 127, "cannot run rewind-no-such-command: not found in $PATH", "auto"},
+		{[]string{noExec}, 126, "cannot run " + noExec + ": not an executable file", "user"},
+	}
+	for _, in := range []string{"user", "kernel", "auto"} {
+		for _, c := range cases {
+			if !strings.Contains(c.modes, in) {
+				continue
+			}
+			out := filepath.Join(dir, in+".folded")
+			os.Remove(out)
+			args := append([]string{"record", "-q", "-F", "1", "--unwind-in", in, "-o", out, "--"}, c.argv...)
+			_, errOut, code := run(t, args...)
+			if in == "kernel" && strings.Contains(errOut, "--unwind-in kernel:") {
+				t.Logf("--unwind-in kernel left out: %s", errOut)
+				break
+			}
+			what := fmt.Sprintf("--unwind-in %s: record -- %s", in, strings.Join(c.argv, " "))
+			_, statErr := os.Stat(out)
+			wrote := strings.Contains(errOut, "rewind: wrote "+out)
+			switch {
+			case code != c.code:
+				t.Errorf("%s: exit %d, want %d:\n%s", what, code, c.code, errOut)
+			case c.says != "":
+				if !strings.Contains(errOut, "rewind record: "+c.says) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 || statErr == nil {
+					t.Errorf("%s: want one line %q and no profile:\n%s", what, c.says, errOut)
+				}
+			case wrote != (statErr == nil):
+				t.Errorf("%s: says it wrote the profile: %v, wrote it: %v\n%s", what, wrote, statErr == nil, errOut)
+			case !wrote && !regexp.MustCompile(`rewind: no samples: the command exited after (\d+ ms|\d+\.\d s)[^\n]*; no profile written\n`).MatchString(errOut):
+				t.Errorf("%s: no profile and no line saying why:\n%s", what, errOut)
+			}
+			if strings.Contains(errOut, "/proc/") {
+				t.Errorf("%s: says something of /proc:\n%s", what, errOut)
+			}
 		}
 	}
 }

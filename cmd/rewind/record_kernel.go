@@ -7,20 +7,22 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/bpfunwind"
+	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/session"
 )
 
-const unwindInHelp = "where user stacks are unwound: kernel (a BPF program walks rewind's unwind tables at sample time and counts " +
-	"stacks in the kernel: no stack copies, nothing lost), user (stack copies unwound by rewind afterwards), " +
-	"auto: kernel when the BPF programs load, else user with a one-line note"
+const unwindInHelp = "unwind user stacks in `WHERE`: kernel (a BPF program walks rewind's unwind tables at sample time and counts " +
+	"stacks in the kernel: no stack copies, nothing lost; needs root, or CAP_BPF and CAP_PERFMON), user (stack copies " +
+	"unwound by rewind afterwards), or auto: kernel when the BPF programs load, else user with a one-line note"
 
 // unwindInFlag defines --unwind-in.
 func unwindInFlag(fs *flag.FlagSet) *string { return fs.String("unwind-in", "auto", unwindInHelp) }
@@ -41,15 +43,31 @@ func loadKernelUnwinder(mode string, opt bpfunwind.Options) (*bpfunwind.Unwinder
 	if mode == "user" {
 		return nil, nil
 	}
+	// The program follows unmapping with tracepoints, which the ebpf
+	// library finds in tracefs: mounted now if it is not (and may be).
+	// That it cannot be is said once, among the notes.
+	tracefs.Root()
 	u, err := bpfunwind.Load(opt)
 	if err == nil {
 		return u, nil
 	}
+	msg := bpfLoadError(err)
 	if mode == "kernel" {
-		return nil, fmt.Errorf("--unwind-in kernel: %v", err)
+		return nil, fmt.Errorf("--unwind-in kernel: %s", msg)
 	}
-	warn(fmt.Sprintf("unwinding in user space (--unwind-in auto): %v", err))
+	warn("unwinding in user space (--unwind-in auto): " + msg)
 	return nil, nil
+}
+
+// bpfLoadError is why the BPF unwinder did not load, with how to give
+// rewind the privilege when that is why.
+func bpfLoadError(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "not permitted") && !strings.Contains(msg, "setcap") {
+		msg = strings.TrimSuffix(msg, " (needs root, or CAP_BPF and CAP_PERFMON)") +
+			": run rewind as root or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon=ep rewind)"
+	}
+	return msg
 }
 
 // kernelRecording is one record run unwound in the kernel.
@@ -59,6 +77,7 @@ type kernelRecording struct {
 	col     *profiles.Collector
 	cmd     *exec.Cmd
 	exit    chan error
+	exited  bool  // the command exited by itself, ending the recording
 	cmdErr  error // how the command ended, when it failed
 	reads   int
 	count   uint64    // samples (on-CPU) or blocked intervals (off-CPU)
@@ -113,20 +132,26 @@ func recordKernel(ctx context.Context, rf *recordFlags, methods []profiles.Metho
 	defer u.Close()
 	kr := &kernelRecording{rf: rf, u: u, col: col, progress: isTerminal(2)}
 	fmt.Fprintf(os.Stderr, "rewind: unwinding in the kernel (BPF), %s\n", kr.what())
+	tracefsStats(pf)
 	if err := kr.start(); err != nil {
 		return true, err
 	}
 	why, elapsed := kr.run(ctx)
+	if kr.exited && kr.count == 0 {
+		fmt.Fprint(os.Stderr, kr.progressEnd())
+		kr.notes()
+		return true, noSamples(elapsed, kr.cmdErr)
+	}
 	fmt.Fprintf(os.Stderr, "%srewind: %s after %.1fs: %d samples, 0 lost (counted in the kernel)\n", kr.progressEnd(), why, elapsed.Seconds(), kr.count)
 	if d, n := u.ProgramTime(); n > 0 {
 		fmt.Fprintf(os.Stderr, "rewind: the BPF unwinder ran %d times, %.1f ms of CPU in all (%.1f µs each)\n", n, float64(d)/1e6, float64(d)/1e3/float64(n))
 	}
-	if kr.cmdErr != nil && kr.count == 0 {
-		return true, fmt.Errorf("%s failed (%v) before any sample: no profile written", rf.cmdArgs[0], kr.cmdErr)
-	}
 	kr.notes()
 	period := int64(1e9 / rf.freq)
-	return true, finishProfile(build, col, pf, period, recordTitle(pf, rf.pid, rf.cmdArgs), nil)
+	if err := finishProfile(build, col, pf, period, recordTitle(pf, rf.pid, rf.cmdArgs), nil); err != nil {
+		return true, err
+	}
+	return true, commandStatus(kr.cmdErr)
 }
 
 func (kr *kernelRecording) what() string {
@@ -155,15 +180,39 @@ func (kr *kernelRecording) start() error {
 	kr.u.Prewarm(kr.rf.cmdArgs[0])
 	// What the command leaves behind is this process's to end.
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	// Start returns once the program is exec'd: traced then, its
+	// mappings are the program's (a shell held before the exec would be
+	// described, and its mappings named in the profile). The process is
+	// reaped only after it is traced; one that exited at once (false)
+	// has nothing to describe, which is no error.
 	kr.cmd = exec.Command(kr.rf.cmdArgs[0], kr.rf.cmdArgs[1:]...)
 	kr.cmd.Stdin, kr.cmd.Stdout, kr.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := kr.cmd.Start(); err != nil {
 		return err
 	}
 	kr.started = time.Now()
+	err = kr.u.Trace(kr.cmd.Process.Pid)
 	kr.exit = make(chan error, 1)
 	go func() { kr.exit <- kr.cmd.Wait() }()
-	return kr.u.Trace(kr.cmd.Process.Pid)
+	if err != nil && !exitedAlready(kr.cmd.Process.Pid) {
+		kr.cmd.Process.Kill()
+		<-kr.exit
+		kr.exit = nil
+		return fmt.Errorf("tracing %s: %w", kr.rf.cmdArgs[0], err)
+	}
+	return nil
+}
+
+// exitedAlready reports whether the process pid, a child not reaped yet,
+// has exited (it is a zombie) or is gone.
+func exitedAlready(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) STATE ...: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // run reads the counts every second until the context, the duration, or
@@ -177,6 +226,7 @@ func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	why := ""
+	var ended time.Time // when why was found: the recording's end
 	for why == "" {
 		select {
 		case <-ctx.Done():
@@ -184,7 +234,7 @@ func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
 		case <-timeout:
 			why = "duration reached"
 		case err := <-kr.exit:
-			why = "command exited"
+			why, kr.exited = "command exited", true
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				why = fmt.Sprintf("command exited (%v)", ee)
@@ -196,6 +246,9 @@ func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
 				why = "process exited"
 			}
 		}
+		if why != "" {
+			ended = time.Now()
+		}
 		kr.read()
 		if kr.exit != nil {
 			session.ReapOrphans(kr.cmd.Process.Pid)
@@ -206,7 +259,7 @@ func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
 	}
 	kr.endCommand(why == "interrupted")
 	kr.read()
-	return why, time.Since(start)
+	return why, ended.Sub(start)
 }
 
 // read hands the counts of the period to the collector.
@@ -248,8 +301,11 @@ func (kr *kernelRecording) endCommand(interrupted bool) {
 
 // notes prints what the kernel could not count or walk, one line each.
 func (kr *kernelRecording) notes() {
-	for s, n := range kr.u.Notes() {
-		warn(fmt.Sprintf("%s (%d times)", s, n))
+	for s, n := range tracefs.FoldNotes(kr.u.Notes()) {
+		if n > 1 {
+			s = fmt.Sprintf("%s (%d times)", s, n)
+		}
+		warn(s)
 	}
 	e := kr.u.Errors()
 	if e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost+e.KStacksFull > 0 {

@@ -29,7 +29,7 @@ func runSFrame(args []string) error {
 readelf --sframe=.sframe of the binutils release that produces its SFrame
 version prints it (2.40 for v1, 2.44 for v2, 2.47 for v3), or as the release
 named by --readelf.`)
-	style := fs.String("readelf", "", "print as this binutils `release` does: 2.40, 2.44 or 2.47 (default: by version)")
+	style := fs.String("readelf", "", "print as binutils `RELEASE` does: 2.40, 2.44 or 2.47 (default: by version)")
 	pos, err := parseArgs(fs, args[1:])
 	if err != nil {
 		return err
@@ -81,9 +81,9 @@ goes to stdout.
 With --separate, OUT gets only the section's bytes, encoded for the section
 address given by --addr (0: a section that is not loaded).`)
 	outPath := fs.String("o", "", "write the result to `FILE` (required; a file of that name is replaced but keeps its owner and mode, a link, FIFO or device is refused)")
-	version := fs.Uint("version", 2, "SFrame `version` to write: 2 (binutils 2.41-2.45 readelf), 3 (2.46+), or 1 (2.40)")
+	version := fs.Uint("version", 2, "SFrame `VERSION` to write: 2 (binutils 2.41-2.45 readelf), 3 (2.46+), or 1 (2.40)")
 	separate := fs.Bool("separate", false, "write only the section's bytes")
-	addr := fs.Uint64("addr", 0, "with --separate: the section `address` the bytes are encoded for")
+	addr := fs.Uint64("addr", 0, "with --separate: the section address `ADDR` the bytes are encoded for")
 	quiet := fs.Bool("q", false, "do not list skipped functions")
 	pos, err := parseArgs(fs, args)
 	if err != nil {

@@ -44,7 +44,7 @@ func TestUnwindInFallback(t *testing.T) {
 	asNobody := []string{setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--"}
 	noBTF := []string{unshare, "-m", "sh", "-c", `mount -t tmpfs none /sys/kernel/btf && exec "$@"`, "sh"}
 	const (
-		noPriv = "not permitted to load BPF programs"
+		noPriv = "not permitted to load BPF programs: run rewind as root or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon=ep rewind)"
 		btf    = "no kernel BTF (/sys/kernel/btf/vmlinux)"
 	)
 	folded := filepath.Join(out, "p.folded")
