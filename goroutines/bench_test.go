@@ -35,13 +35,18 @@ import (
 // before the pause, so their stacks are not copied again in it. In
 // "100000-unseen" the program runs with GOGC=off, as a program that has
 // just started its goroutines: no collection has seen them parked, and
-// a stack is kept when its whole g is unchanged (see parkedCopied).
+// a stack is kept when its whole g is unchanged (see parkedCopied);
+// "761-unseen" is that with 761 goroutines (755 parked, the main one and
+// the runtime's). stopped-threads is the median number of threads
+// stopped: those asleep in the kernel are left so
+// (live.Options.LeaveAsleep), and an idle program has none stopped, its
+// pause zero (scripts/dump-ab.sh --goroutines measures the command's).
 func BenchmarkDump(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		n    int
 		gogc string
-	}{{"1000", 1000, ""}, {"100000", 100000, ""}, {"100000-unseen", 100000, "off"}} {
+	}{{"761-unseen", 755, "off"}, {"1000", 1000, ""}, {"100000", 100000, ""}, {"100000-unseen", 100000, "off"}} {
 		b.Run(c.name, func(b *testing.B) {
 			benchDump(b, c.n, c.gogc)
 		})
@@ -70,6 +75,7 @@ func benchDump(b *testing.B, n int, gogc string) {
 	objs := &target.Objects{}
 	var copies, copyCPUs []time.Duration
 	kept := 0
+	var stopped []time.Duration // thread counts, for median
 	dump := func() (pause, total time.Duration, count int) {
 		start := time.Now()
 		snap, set, err := goroutines.Capture(pid, live.Options{})
@@ -86,6 +92,7 @@ func benchDump(b *testing.B, n int, gogc string) {
 		w, u, sy := goroutines.CopyCost(set)
 		copies, copyCPUs = append(copies, w), append(copyCPUs, u+sy)
 		kept = goroutines.KeptStacks(set)
+		stopped = append(stopped, time.Duration(len(snap.Threads)-snap.Phases.Asleep))
 		return snap.Pause, time.Since(start), len(rep.Goroutines)
 	}
 	own := func() time.Duration {
@@ -100,7 +107,7 @@ func benchDump(b *testing.B, n int, gogc string) {
 		return time.Duration(ns)
 	}
 	dump() // cold: opens the binary, builds tables and symbol caches
-	copies, copyCPUs = copies[:0], copyCPUs[:0]
+	copies, copyCPUs, stopped = copies[:0], copyCPUs[:0], stopped[:0]
 	var pauses, totals, owns []time.Duration
 	count := 0
 	b.ResetTimer()
@@ -118,6 +125,7 @@ func benchDump(b *testing.B, n int, gogc string) {
 	b.ReportMetric(ms(median(copyCPUs)), "copy-cpu-ms")
 	b.ReportMetric(ms(median(totals)), "rewind-ms")
 	b.ReportMetric(ms(median(owns)), "own-ms")
+	b.ReportMetric(float64(median(stopped)), "stopped-threads")
 	b.Logf("%d goroutines (%d stacks not copied again in the last pause): pause %v (copying them %v, CPU %v), rewind %v, the program's own debug=2 dump %v (medians of %d pairs)",
 		count, kept, median(pauses), median(copies), median(copyCPUs), median(totals), median(owns), b.N)
 }

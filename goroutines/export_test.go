@@ -27,3 +27,11 @@ func SetAfterPreRead(f func()) (restore func()) {
 	afterPreRead = f
 	return func() { afterPreRead = nil }
 }
+
+// SetLeaveAsleep turns leaving threads asleep on or off; it returns what
+// undoes that.
+func SetLeaveAsleep(on bool) (restore func()) {
+	was := leaveAsleep
+	leaveAsleep = on
+	return func() { leaveAsleep = was }
+}

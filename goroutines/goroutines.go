@@ -12,6 +12,11 @@
 // binary's DWARF types and symbols when present, or for binaries built
 // with -ldflags='-s -w' its pcln table, build information and a
 // per-version offset table.
+//
+// Threads asleep in the kernel whose registers no goroutine needs are not
+// stopped at all (live.Options.LeaveAsleep): they cannot change memory
+// while they sleep, and the kernel's count of their runs, read before
+// and after, shows they did not run meanwhile.
 package goroutines
 
 import (
@@ -86,10 +91,16 @@ type Set struct {
 	again bool
 
 	copyCost copyCost // of a live capture
+	// ReadStats is what reading the goroutines in a live capture's pause
+	// cost, step by step (zero for a core).
+	ReadStats ReadStats
 	// atRead, for a staggered capture (live.Options.MaxPause), holds the
 	// threads that were stopped when the goroutines were read; nil when
 	// every thread was.
 	atRead map[int]bool
+	// asleep holds the threads left asleep, not stopped
+	// (live.Options.LeaveAsleep): their registers were not read.
+	asleep map[int]bool
 }
 
 // stoppedAtRead reports whether thread tid was stopped when the
@@ -103,14 +114,19 @@ func (s *Set) stoppedAtRead(tid int) bool { return s.atRead == nil || s.atRead[t
 // opt.StaggerDuring, opt.MaxPause bounds the pause as it does a thread
 // capture's: when threads are slow to stop, the goroutines are read with
 // those stopped so far, and a goroutine running on a late one is listed
-// without a stack (a note says so).
+// without a stack (a note says so). Unless opt.Threads selects threads,
+// those asleep in the kernel that no goroutine needs the registers of
+// (idle Ms, the runtime's own threads, goroutines in Go's own system
+// calls) are left asleep rather than stopped (live.Options.LeaveAsleep):
+// an idle program is read without stopping any thread, and the pause
+// (Snapshot.Pause) is zero.
 func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	lay, err := goruntime.Open(exe)
 	if err != nil {
 		return nil, nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	bias, mapped, err := liveBias(pid, exe)
+	bias, mapped, text, err := liveBias(pid, exe)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,6 +135,26 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	pre, _ := preRead(live.NewReader(pid), lay, bias)
 	if pre != nil {
 		pre.prepareReuse(lay.G.Size)
+		// A thread that runs a goroutine has its SP on that
+		// goroutine's stack, in the Go heap: its copy ends with that
+		// stack, not MaxStack bytes into the heap after it.
+		opt.StackEnd = pre.stackEnd()
+		if opt.Threads == nil && leaveAsleep {
+			// Threads asleep in the kernel are not stopped: on a busy
+			// machine, waking them to stop was most of the pause.
+			opt.LeaveAsleep = pre.leaveAsleep(text)
+		}
+	}
+	// The maps are read before the pause (see live.Options): a Go
+	// program maps new memory rarely, and a thread created since the
+	// read has them read again in the pause.
+	opt.MapsBeforePause = true
+	opt.DuringOnTracer = true
+	if pre != nil && pre.again != nil {
+		// The read in the pause, once just before it, its result
+		// dropped (see readAgain): the pause's then runs on warm
+		// buffers and caches.
+		opt.BeforeStop = func(r *live.Reader) { readAgain(r, lay, bias, pre) }
 	}
 	if afterPreRead != nil {
 		afterPreRead()
@@ -128,13 +164,19 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	var now int64
 	var cost copyCost
 	var atRead map[int]bool
+	var st ReadStats
 	opt.During = func(r *live.Reader) {
+		// Called again when a thread left asleep ran meanwhile
+		// (live.Options.LeaveAsleep): the last read is the one kept.
 		atRead = make(map[int]bool, len(r.Threads()))
 		for _, th := range r.Threads() {
 			atRead[th.TID] = true
 		}
+		st = ReadStats{}
 		cost.start()
-		snap, rerr = readAll(r, lay, bias, pre)
+		st.clock.start()
+		sr := &statReader{rd: r, st: &st}
+		snap, rerr = readAll(sr, lay, bias, pre)
 		var ts unix.Timespec
 		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
 			now = ts.Nano()
@@ -153,6 +195,19 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	}
 	set := newSet(snap, lay, now, mapped, regs.AMD64)
 	set.copyCost = cost
+	st.Wall, st.User, st.Sys, st.Faults = cost.wall, cost.user, cost.sys, cost.faults
+	st.Again, st.Kept = set.again, set.kept
+	st.Goroutines = len(set.Goroutines)
+	st.clock = phaseClock{}
+	set.ReadStats = st
+	for _, th := range ls.Threads {
+		if th.Asleep {
+			if set.asleep == nil {
+				set.asleep = map[int]bool{}
+			}
+			set.asleep[th.TID] = true
+		}
+	}
 	if ls.Staggered {
 		// Threads slow to stop (opt.MaxPause): the goroutines were read
 		// with those stopped so far.
@@ -168,36 +223,43 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	return ls, set, nil
 }
 
+// leaveAsleep lets Capture leave threads asleep (live.Options.LeaveAsleep);
+// tests turn it off to compare.
+var leaveAsleep = true
+
 // afterPreRead, when set (by tests), runs between the read before the
 // pause and the pause.
 var afterPreRead func()
 
 // copyCost is what copying the goroutines cost in a capture's pause: the
 // time, and the CPU time of this process (user and system: the system
-// calls' copying is system time) over the same interval.
+// calls' copying is system time) and its page faults over the same
+// interval.
 type copyCost struct {
 	wall, user, sys time.Duration
+	faults          int64
 	t0              time.Time
 }
 
 func (c *copyCost) start() {
 	c.t0 = time.Now()
-	c.user, c.sys = processCPU()
+	c.user, c.sys, c.faults = processCPU()
 }
 
 func (c *copyCost) stop() {
 	c.wall = time.Since(c.t0)
-	u, s := processCPU()
-	c.user, c.sys = u-c.user, s-c.sys
+	u, s, f := processCPU()
+	c.user, c.sys, c.faults = u-c.user, s-c.sys, f-c.faults
 }
 
-// processCPU returns this process's user and system CPU time so far.
-func processCPU() (user, sys time.Duration) {
+// processCPU returns this process's user and system CPU time so far, and
+// its page faults.
+func processCPU() (user, sys time.Duration, faults int64) {
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Minflt + ru.Majflt
 }
 
 // FromCore reads the goroutines of a core file. exe, when not empty,
@@ -236,29 +298,36 @@ func FromCore(c *corefile.Core, exe string) (*Set, error) {
 }
 
 // liveBias finds the executable's load bias from /proc/PID/maps (0 for
-// the usual non-PIE Go binary) and the path it is mapped under.
-func liveBias(pid int, exe string) (uint64, string, error) {
+// the usual non-PIE Go binary), the path it is mapped under and its
+// executable mappings.
+func liveBias(pid int, exe string) (uint64, string, []target.Mapping, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	maps, err := procmaps.Parse(raw)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	path, _ := os.Readlink(exe)
 	path = strings.TrimSuffix(path, " (deleted)")
+	var text []target.Mapping
+	for _, m := range maps {
+		if m.Path == path && strings.Contains(m.Perms, "x") {
+			text = append(text, m)
+		}
+	}
 	for _, m := range maps {
 		if m.Path == path && m.Offset == 0 {
 			f, err := os.Open(exe)
 			if err != nil {
-				return 0, "", err
+				return 0, "", nil, err
 			}
 			defer f.Close()
-			return linkedBias(f, m.Start), path, nil
+			return linkedBias(f, m.Start), path, text, nil
 		}
 	}
-	return 0, path, nil
+	return 0, path, text, nil
 }
 
 func newSet(s *snapshot, lay *goruntime.Layout, now int64, exe string, arch regs.Arch) *Set {
@@ -321,6 +390,10 @@ func (s *Set) context(g *Goroutine, tg *target.Target, threads map[int]*target.C
 	if r.status == gRunning {
 		if !s.stoppedAtRead(g.Thread) {
 			c.Err = fmt.Errorf("its thread %d was still running when the goroutines were read (--max-pause)", g.Thread)
+			return c
+		}
+		if s.asleep[g.Thread] {
+			c.Err = fmt.Errorf("its thread %d was blocked in the kernel, left asleep rather than stopped, and its registers were not read", g.Thread)
 			return c
 		}
 		if th := threads[g.Thread]; th != nil {

@@ -854,3 +854,35 @@ func TestMaxPause(t *testing.T) {
 	checkTraceback(t, text)
 	t.Logf("staggered: pause %v\n%s", snap.Pause, text)
 }
+
+// TestIdleThreadsLeftAsleep dumps the parked fixture, whose threads all
+// sleep in the kernel: none is stopped (live.Options.LeaveAsleep), the
+// pause is zero, and the dump is the one a capture that stops every
+// thread makes.
+func TestIdleThreadsLeftAsleep(t *testing.T) {
+	requirePtrace(t)
+	p := startParked(t, buildParked(t, nil), "")
+	pid := p.cmd.Process.Pid
+	restore := goroutines.SetLeaveAsleep(false)
+	_, stopped, full := liveDump(t, pid)
+	restore()
+	if full.Pause <= 0 || full.Phases.Asleep != 0 {
+		t.Fatalf("with every thread stopped: pause %v, %d threads asleep", full.Pause, full.Phases.Asleep)
+	}
+	// A thread the kernel wakes meanwhile is stopped and the goroutines
+	// read again: a few tries allow for a stray wake-up.
+	var snap *live.Snapshot
+	var text string
+	for try := 0; try < 5; try++ {
+		_, text, snap = liveDump(t, pid)
+		if snap.Phases.Woke == 0 {
+			break
+		}
+	}
+	if snap.Phases.Asleep != len(snap.Threads) || snap.Pause != 0 {
+		t.Errorf("%d of %d threads left asleep, pause %v; want all, none", snap.Phases.Asleep, len(snap.Threads), snap.Pause)
+	}
+	if text != stopped {
+		t.Errorf("the dump with threads left asleep differs from the one with every thread stopped:\n%s\n---\n%s", text, stopped)
+	}
+}

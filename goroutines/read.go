@@ -144,6 +144,69 @@ func (s *snapshot) prepareReuse(gsize int) {
 	s.again = planReread(s, gsize)
 }
 
+// stackEnd returns, for live.Options.StackEnd, the end of the goroutine
+// stack that holds sp, among those of the goroutines s found. A stack
+// moved since (grown, its goroutine gone) is found where it was: a
+// thread on a new stack is not found and has its stack copied as
+// any other, and one found on a freed stack's memory has it copied up
+// to that stack's end.
+func (s *snapshot) stackEnd() func(sp uint64) (uint64, bool) {
+	type span struct{ lo, hi uint64 }
+	spans := make([]span, 0, len(s.gs))
+	for i := range s.gs {
+		if g := &s.gs[i]; g.stackLo < g.stackHi {
+			spans = append(spans, span{g.stackLo, g.stackHi})
+		}
+	}
+	sort.Slice(spans, func(a, b int) bool { return spans[a].lo < spans[b].lo })
+	return func(sp uint64) (uint64, bool) {
+		i := sort.Search(len(spans), func(i int) bool { return spans[i].lo > sp }) - 1
+		if i < 0 || sp >= spans[i].hi {
+			return 0, false
+		}
+		return spans[i].hi, true
+	}
+}
+
+// leaveAsleep returns, for live.Options.LeaveAsleep, which threads found
+// asleep before the pause may stay so, by what s (the read just before
+// the pause) found: every thread but those running a goroutine (a
+// running goroutine unwinds from its thread's registers) and those in a
+// system call that a goroutine made outside the executable's code text
+// (a cgo call, whose C frames come from the thread's registers). A
+// goroutine in a system call of Go's own, an idle M and the runtime's
+// own threads need no registers. A thread that runs a goroutine by the
+// pause but was found asleep is shown without that goroutine's stack
+// (see Set.context): it slept, so the goroutine cannot have run Go code
+// since either.
+func (s *snapshot) leaveAsleep(text []target.Mapping) func(live.AsleepThread) bool {
+	running := map[int]bool{}
+	syscall := map[int]bool{}
+	for i := range s.gs {
+		switch g := &s.gs[i]; {
+		case g.tid == 0:
+		case g.status == gRunning:
+			running[g.tid] = true
+		case g.status == gSyscall:
+			syscall[g.tid] = true
+		}
+	}
+	return func(t live.AsleepThread) bool {
+		if running[t.TID] {
+			return false
+		}
+		if syscall[t.TID] {
+			for _, m := range text {
+				if t.PC >= m.Start && t.PC < m.End {
+					return true
+				}
+			}
+			return false
+		}
+		return true
+	}
+}
+
 // faultIn touches every page of b, so that writing it in the pause does
 // not fault (a page fault costs microseconds, more in a virtual machine).
 func faultIn(b []byte) {
@@ -273,13 +336,17 @@ func (s *snapshot) read(rd batchReader, lay *goruntime.Layout, bias uint64, prev
 		for i := range reads[:k] {
 			reads[i] = live.Read{Addr: u64(ptrs, 8*i)}
 		}
+		lap(rd, stepList)
 		s.readGs(rd, reads[:k], gsize)
 		s.parseGs(reads[:k], lay, first)
+		lap(rd, stepGs)
 	}
 	s.co.R, s.co.Gap = rd, stackGap
 	s.copyStacksAndMs(&s.co, lay, prev)
 	s.co.R = nil
+	lap(rd, stepStacks)
 	s.readLabelsOf(rd, lay)
+	lap(rd, stepLabels)
 	return s, nil
 }
 

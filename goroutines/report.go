@@ -93,7 +93,7 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 		var frames []output.Frame
 		// A goroutine in a system call or cgo call: the C frames the
 		// thread shows below the Go code come first.
-		if g.g.status == gSyscall && s.stoppedAtRead(g.Thread) {
+		if g.g.status == gSyscall && s.stoppedAtRead(g.Thread) && !s.asleep[g.Thread] {
 			if th := threads[g.Thread]; th != nil {
 				frames = cFrames(frames, u, &st, th, tg, sym)
 			}

@@ -210,6 +210,7 @@ func readAgain(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapsho
 	if pr[0].N != len(ptrs) || !bytes.Equal(ptrs[:8*m], p.ptrs) {
 		return nil
 	}
+	lap(rd, stepList)
 	s := &snapshot{gs: prev.spareGs[:0], arena: prev.spareArena, reads: prev.reads[:0], gbuf: prev.gbuf,
 		keep: p.workers[0].keep[:0], prevGs: prev.gs}
 	s.co.Reuse(&prev.co)
@@ -220,10 +221,15 @@ func readAgain(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapsho
 	for i := 1; i < len(parts); i++ {
 		parts[i] = &snapshot{keep: p.workers[i].keep[:0]}
 	}
+	// The first worker is this goroutine: a program's gs mostly fit one
+	// batch, and handing that to another goroutine made this thread (the
+	// capture's tracer, locked to it) give up its P and wait, in the
+	// pause, for another thread to be scheduled to run it, then to be
+	// woken itself.
 	var next atomic.Int64
 	var failed atomic.Bool
 	var wg sync.WaitGroup
-	for i := range p.workers {
+	for i := 1; i < len(p.workers); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -231,6 +237,9 @@ func readAgain(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapsho
 				failed.Store(true)
 			}
 		}()
+	}
+	if !s.compareBatches(rd, p, &p.workers[0], &next, prev, &lay.G) {
+		failed.Store(true)
 	}
 	wg.Wait()
 	if failed.Load() {
@@ -251,10 +260,13 @@ func readAgain(rd batchReader, lay *goruntime.Layout, bias uint64, prev *snapsho
 		s.readGs(rd, reads, p.gsize)
 		s.parseGs(reads, lay, m)
 	}
+	lap(rd, stepGs)
 	s.co.R, s.co.Gap = rd, stackGap
 	s.copyStacksAndMs(&s.co, lay, nil)
 	s.co.R = nil
+	lap(rd, stepStacks)
 	s.readLabelsOf(rd, lay)
+	lap(rd, stepLabels)
 	s.kept = len(s.keep)
 	return s
 }

@@ -94,7 +94,7 @@ func capture(pid int, opt Options) (*Snapshot, error) {
 	// paused 0.7-1.3 ms longer with the collector on). Turning it off
 	// first waits for a cycle in progress, before the pause.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	if opt.During != nil {
+	if opt.During != nil && !opt.DuringOnTracer {
 		getHelper() // its thread started before the pause
 	}
 	var ferr error
@@ -104,6 +104,9 @@ func capture(pid int, opt Options) (*Snapshot, error) {
 		early = len(s.mapsRaw) > 0 // else the pause's fallbacks apply
 	}
 	tr.run(func() {
+		if opt.BeforeStop != nil {
+			opt.BeforeStop(NewReader(s.pid))
+		}
 		defer quietStops()()
 		defer s.thaw()
 		if ferr = s.freeze(); ferr != nil {
@@ -112,13 +115,15 @@ func capture(pid int, opt Options) (*Snapshot, error) {
 		s.mark(markFrozen)
 		during := s.startDuring()
 		defer during() // before thaw, also when a copy panics
-		if !early && !s.mapsRead {
+		if !early && !s.mapsRead || early && !s.stacksMapped() {
 			s.readMaps()
 		}
 		s.mark(markMaps)
 		s.copyStacks()
 		s.copySwitched()
+		s.mark(markStacks)
 		during()
+		s.restopWoken()
 		s.mark(markCopied)
 		if testHookStopped != nil {
 			testHookStopped(s.pid)
@@ -161,6 +166,7 @@ func WithStopped(pid int, opt Options, fn func(s *Snapshot) error) error {
 			return err
 		}
 		s = newSession(info, opt)
+		s.leaveAsleep = nil // fn may read anything: every thread stops
 		s.prepare(false)
 		s.tracer = tr
 		tr.run(func() {
@@ -284,6 +290,20 @@ type session struct {
 	mapsBuf   []byte // /proc/PID/maps is read into it, ditto
 	seizeErr  error  // why a thread could not be seized, other than its exit
 	regBuf    [userRegsWords + 8]uint64
+
+	// duringStart and duringEnd are when During began and returned, and
+	// duringOnHelper says it ran on the helper thread (see startDuring).
+	duringStart, duringEnd time.Time
+	duringOnHelper         bool
+
+	stackEnd       func(sp uint64) (uint64, bool) // Options.StackEnd
+	duringOnTracer bool                           // Options.DuringOnTracer
+	leaveAsleep    func(AsleepThread) bool        // Options.LeaveAsleep
+	asleepN        int                            // threads left asleep now
+	// wokeN counts the threads left asleep that ran before During ended,
+	// and checked is how long checking them took after each During.
+	wokeN   int
+	checked time.Duration
 }
 
 // tstate is one thread's progress through a capture.
@@ -301,11 +321,19 @@ type tstate struct {
 	err      error
 	released bool      // copied and resumed before the others (staggered)
 	resumeAt time.Time // when it was detached
+	copied   bool      // copyStacks took its stack
+	followed bool      // copySwitched followed its frame pointers
+	// asleep: left asleep in the kernel, not seized (Options.LeaveAsleep),
+	// with pcount its count of times scheduled when it was found asleep;
+	// woke: that count changed by the end of During.
+	asleep, woke bool
+	pcount       uint64
 }
 
 func newSession(info procInfo, opt Options) *session {
 	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, ourChild: info.ppid == os.Getpid(),
-		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During, mapsHint: opt.MapsHint}
+		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During, mapsHint: opt.MapsHint,
+		stackEnd: opt.StackEnd, duringOnTracer: opt.DuringOnTracer, leaveAsleep: opt.LeaveAsleep}
 	if len(opt.Threads) > 0 {
 		s.want = map[int]bool{}
 		for _, tid := range opt.Threads {
@@ -324,7 +352,8 @@ const (
 	markCollected          // their stops collected
 	markFrozen             // threads created meanwhile stopped too
 	markMaps               // maps read
-	markCopied             // stacks copied
+	markStacks             // the tracer's stack copies done
+	markCopied             // stacks copied and During done
 	numMarks
 )
 
@@ -373,7 +402,7 @@ func (s *session) freeze() error {
 	if err != nil {
 		return kindErrorf(os.ErrNotExist, "live: no such process: %d", s.pid)
 	}
-	round := s.seize(tids)
+	round := s.seize(s.leaveSleepers(tids))
 	if s.seizeErr != nil {
 		s.abandon(round)
 		return s.seizeErr
@@ -391,16 +420,18 @@ func (s *session) freeze() error {
 			}
 		}
 	}
-	if len(round) == 0 {
+	if len(round) == 0 && s.asleepN == 0 {
 		return s.noThreadError()
 	}
 	if testHookSeized != nil {
 		testHookSeized(s.pid)
 	}
-	s.interrupt(round)
-	s.mark(markInterrupted)
-	s.collect(round)
-	s.mark(markCollected)
+	if len(round) > 0 {
+		s.interrupt(round)
+		s.mark(markInterrupted)
+		s.collect(round)
+		s.mark(markCollected)
+	}
 	// Threads created while the others were stopping: once every listed
 	// thread is stopped none can be created, so this ends. Threads
 	// released early (staggered) run again and may create more: those
@@ -422,7 +453,7 @@ func (s *session) freeze() error {
 		s.collect(round)
 	}
 	for _, th := range s.threads {
-		if th.stopped && th.err == nil {
+		if (th.stopped || th.asleep) && th.err == nil {
 			return nil
 		}
 	}
@@ -760,6 +791,23 @@ func (s *session) readMaps() {
 	s.ranges = procmaps.ScanRanges(s.mapsRaw, s.ranges[:0])
 }
 
+// stacksMapped reports whether every stopped thread's SP lies in a range
+// of the maps read: with the maps read before the pause, one that does
+// not (a thread created since, on a new stack) has them read again.
+func (s *session) stacksMapped() bool {
+	for _, th := range s.threads {
+		if !th.stopped || th.err != nil || th.released {
+			continue
+		}
+		if sp, ok := th.regs.SP(); ok {
+			if _, ok := procmaps.FindRange(s.ranges, sp); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (s *session) readMapsText(path string) ([]byte, error) {
 	b, err := readProcFile(path, s.mapsBuf)
 	if err != nil {
@@ -790,9 +838,10 @@ func (s *session) copyStacks() {
 	// good once it has exited (a zombie has no memory).
 	memTID := 0
 	for _, th := range s.threads {
-		if !th.stopped || th.err != nil || th.released {
+		if !th.stopped || th.err != nil || th.released || th.copied {
 			continue
 		}
+		th.copied = true
 		if memTID == 0 || th.tid == s.pid {
 			memTID = th.tid
 		}
@@ -809,6 +858,11 @@ func (s *session) copyStacks() {
 			start = m.Start
 		}
 		end := min(m.End, start+uint64(maxStack))
+		if s.stackEnd != nil {
+			if e, ok := s.stackEnd(sp); ok && e > start {
+				end = min(end, e)
+			}
+		}
 		j := job{th: th, start: start, end: end}
 		if n := int(end - start); used+n <= len(s.scratch) {
 			j.dst = s.scratch[used : used+n : used+n]
@@ -900,7 +954,11 @@ func (s *session) runDuring() {
 		return
 	}
 	s.duringRan = true
-	s.during(s.duringReader())
+	rd := s.duringReader()
+	s.duringStart = time.Now()
+	s.during(rd)
+	s.duringEnd = time.Now()
+	s.checkAsleep()
 }
 
 // duringReader is the Reader During gets: the threads stopped now and not
@@ -910,6 +968,8 @@ func (s *session) duringReader() *Reader {
 	for _, th := range s.threads {
 		if th.stopped && !th.released {
 			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp})
+		} else if th.asleep {
+			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, Asleep: true})
 		}
 	}
 	return rd
@@ -926,9 +986,23 @@ func (s *session) startDuring() (wait func()) {
 	if s.during == nil || s.duringRan {
 		return func() {}
 	}
+	if s.duringOnTracer {
+		// After the tracer's own copies, on its thread (see
+		// Options.DuringOnTracer).
+		return func() { s.runDuring() }
+	}
 	s.duringRan = true
 	rd, during := s.duringReader(), s.during
-	return getHelper().start(func() { during(rd) })
+	tracerTID := unix.Gettid()
+	return getHelper().start(func() {
+		// Times kept by the thread that runs During: the helper, or the
+		// tracer when it took the job back.
+		s.duringStart = time.Now()
+		s.duringOnHelper = unix.Gettid() != tracerTID
+		during(rd)
+		s.duringEnd = time.Now()
+		s.checkAsleep()
+	})
 }
 
 // release copies the stacks of the threads stopped and not yet released
@@ -974,12 +1048,13 @@ func (s *session) snapshot() *Snapshot {
 	if s.started && !s.marks[markFrozen].IsZero() {
 		snap.StopWait = s.marks[markFrozen].Sub(s.start)
 	}
+	snap.Phases = s.phases()
 	if s.mapsErr == nil {
 		snap.Maps, s.mapsErr = procmaps.Parse(s.mapsRaw)
 	}
 	var regions []target.Region
 	for _, th := range s.threads {
-		t := Thread{TID: th.tid, Err: th.err}
+		t := Thread{TID: th.tid, Err: th.err, Asleep: th.asleep}
 		if th.stopped && s.started {
 			t.StopLatency = th.stopAt.Sub(s.start)
 			if !th.resumeAt.IsZero() {
@@ -1010,6 +1085,33 @@ func (s *session) snapshot() *Snapshot {
 	})
 	snap.Mem = &target.Snapshot{Regions: regions, Next: pm}
 	return snap
+}
+
+// phases splits the pause of an unstaggered capture (see PausePhases).
+func (s *session) phases() PausePhases {
+	p := PausePhases{Asleep: s.asleepN, Woke: s.wokeN, Check: s.checked}
+	m := s.marks
+	if !s.duringStart.IsZero() && !s.duringEnd.IsZero() {
+		p.During = s.duringEnd.Sub(s.duringStart)
+		p.DuringOnHelper = s.duringOnHelper
+	}
+	// With every thread left asleep until one woke, the first stop came
+	// after the phases began: only the totals say anything then.
+	if !s.started || m[markFrozen].IsZero() || s.start.After(m[markFrozen]) {
+		return p
+	}
+	p.Stop = m[markFrozen].Sub(s.start)
+	if !s.staggered && !s.duringStart.IsZero() {
+		p.DuringStart = s.duringStart.Sub(m[markFrozen])
+	}
+	if s.staggered || m[markCopied].IsZero() {
+		return p
+	}
+	p.Maps = m[markMaps].Sub(m[markFrozen])
+	p.Stacks = m[markStacks].Sub(m[markMaps])
+	p.DuringWait = m[markCopied].Sub(m[markStacks])
+	p.Resume = s.end.Sub(m[markCopied])
+	return p
 }
 
 // exitError reports the process having exited during the capture, or its

@@ -48,6 +48,25 @@
 // takes milliseconds, and a capture's pause stays within about half a
 // millisecond of it (BenchmarkFloor).
 //
+// # Threads left asleep
+//
+// With Options.LeaveAsleep, a thread blocked in the kernel when the
+// capture begins need not be stopped at all: one that is not scheduled
+// runs no instruction and changes no memory, and the kernel counts its
+// runs (/proc/PID/task/TID/schedstat). Its count is read, then
+// /proc/PID/task/TID/syscall, which names a system call (and the user PC
+// and SP) only for a thread blocked off its CPU; a thread found so, and
+// that LeaveAsleep leaves, is not seized. When During returns, each such
+// thread's count is read again: one that ran meanwhile is stopped then,
+// its stack copied, and During called again, until During returns with no
+// thread left asleep having run. What During reads is then what it would
+// have read with every thread stopped, and the threads left asleep never
+// noticed the capture. A goroutine dump needs no registers of an idle M,
+// nor of a goroutine blocked in a system call of Go's own: an idle Go
+// program is dumped without stopping any thread (on a loaded 2-CPU
+// machine, where each woken thread waited about a millisecond for a
+// CPU, that wait was most of a pause).
+//
 // # Never leaving the target stopped
 //
 // Because PTRACE_SEIZE is used instead of PTRACE_ATTACH, no SIGSTOP is ever

@@ -15,10 +15,14 @@ type StoppedThread struct {
 	// thread's libc TCB (glibc's pointer guard is at +0x30, and
 	// pthread_self() is TP).
 	TP uint64
+	// Asleep says the thread is not stopped but left asleep in the kernel
+	// (Options.LeaveAsleep): it does not run while During reads (TP is
+	// 0).
+	Asleep bool
 }
 
 // Threads returns the stopped threads during a capture (the main thread
-// first when it is stopped); nil outside one.
+// first when it is stopped), and those left asleep; nil outside one.
 func (r *Reader) Threads() []StoppedThread { return r.threads }
 
 // NewReader returns a Reader of process pid's memory outside a capture:
@@ -45,4 +49,15 @@ func (s *Snapshot) Reader() *Reader {
 		}
 	}
 	return r
+}
+
+// AsleepThread is a thread found blocked in the kernel before the
+// threads are stopped, as Options.LeaveAsleep sees it.
+type AsleepThread struct {
+	TID int
+	// Syscall is the system call it is blocked in; -1 when it is blocked
+	// in the kernel otherwise (a page fault).
+	Syscall int
+	// SP and PC are its user stack pointer and program counter.
+	SP, PC uint64
 }

@@ -52,6 +52,37 @@ type Options struct {
 	// copies the stacks (on the tracer's, after them, when that thread
 	// had not begun it by then), and must not keep r.
 	During func(r *Reader)
+	// BeforeStop, when set, is called on the tracer thread just before
+	// the threads are stopped, with a Reader of the running process: to
+	// read, there and then, what During will read again in the pause, so
+	// that its buffers, the caches of the CPU it runs on and the page
+	// tables are warm (a first process_vm_readv into a buffer faulted in
+	// before took 5-10 times as long as the next). Capture only.
+	BeforeStop func(r *Reader)
+	// LeaveAsleep, when set, lets a capture leave unstopped each thread
+	// that is blocked in the kernel when the capture begins (in a system
+	// call, or a page fault) and for which LeaveAsleep returns true: a
+	// thread that does not run cannot change the process's memory, so
+	// During reads what it would with the thread stopped, and the thread
+	// is not woken to stop (on a busy machine each woken thread waits for
+	// a CPU, most of a pause). That it stayed asleep is checked when
+	// During returns (the kernel's count of its runs, in
+	// /proc/PID/task/TID/schedstat): a thread that ran meanwhile is
+	// stopped then, and During called again with it stopped, until During
+	// returns with no thread left asleep having run. The threads left
+	// asleep are in Snapshot.Threads with Asleep set, Regs holding only
+	// the PC and SP of their system call, and no stack; Pause counts only
+	// the threads stopped (zero when none was). For callers that need no
+	// registers of sleeping threads (a goroutine dump needs those of the
+	// threads running goroutines). Capture only, without Threads; on a
+	// kernel without schedstat every thread is stopped.
+	LeaveAsleep func(t AsleepThread) bool
+	// DuringOnTracer runs During on the tracer thread, after its own
+	// copies, instead of on the helper thread beside them: for a capture
+	// whose copies are few (few threads, maps read before the pause),
+	// where waking the helper buys nothing and costs a hand-over (see
+	// helper).
+	DuringOnTracer bool
 	// StaggerDuring lets MaxPause apply to a Capture with During: when
 	// threads are slow to stop, During is called with the threads
 	// stopped so far (Reader.Threads lists them) just before they are
@@ -69,8 +100,18 @@ type Options struct {
 	// mappings (a fiber runtime's stacks) takes milliseconds of kernel
 	// time, all of it pause otherwise. A mapping created or removed
 	// between that read and the pause is missed (a thread's stack copy
-	// then stops at the old bounds). Capture only.
+	// then stops at the old bounds), except that the maps are read again
+	// in the pause when a stopped thread's SP is in none of them (a
+	// thread created since, on a new stack). Capture only.
 	MapsBeforePause bool
+	// StackEnd, when set, says where the stack that holds sp ends, for a
+	// stack the caller knows of that lies inside a larger mapping (a
+	// goroutine's stack in the Go heap, which runs on for megabytes): a
+	// thread whose SP it knows (ok) has its stack copied up to that end
+	// at most, not MaxStack bytes of whatever follows. It is called in
+	// the pause, on the tracer thread, once per stopped thread: it should
+	// only look up what it prepared.
+	StackEnd func(sp uint64) (end uint64, ok bool)
 	// MaxPause bounds, for Capture without During (or with
 	// StaggerDuring), how long threads stay
 	// stopped waiting for slower ones: a thread that is running or
@@ -135,6 +176,10 @@ type Thread struct {
 	// Stopped is how long this thread was stopped: from its stop to its
 	// resumption.
 	Stopped time.Duration
+	// Asleep says the thread was not stopped but left asleep in the
+	// kernel, unscheduled throughout the capture (Options.LeaveAsleep):
+	// Regs hold only its PC and SP, and Stack is empty.
+	Asleep bool
 
 	// switched are the windows of other stacks that this thread's frame
 	// pointers led to, copied in its own stop (see copySwitched).
@@ -162,10 +207,35 @@ type Snapshot struct {
 	// (the largest StopLatency, threads created meanwhile included); the
 	// rest is copying registers, maps and stacks, and resuming.
 	StopWait time.Duration
+	// Phases splits Pause into its steps (Capture only; zero for
+	// WithStopped).
+	Phases PausePhases
 	// Mem reads the process's memory: the stack copies first, then the
 	// live process (ProcMemory) for anything else, such as text or the
 	// [vdso]. After Capture returns, live reads see the running process.
 	Mem target.Memory
+}
+
+// PausePhases is where a Capture's pause went, in order: Stop (StopWait:
+// from the first PTRACE_INTERRUPT until every thread, threads created
+// meanwhile included, had stopped and had its registers read), Maps
+// (reading /proc/PID/maps, zero when read before the pause), Stacks
+// (copying the threads' stacks and the goroutine stacks their frame
+// pointers lead to), DuringWait (waiting, after that, for
+// Options.During to end) and Resume (detaching every thread). They add
+// up to Pause. During is how long Options.During ran, beginning
+// DuringStart after the stop: on the helper thread (DuringOnHelper), in
+// parallel with Maps and Stacks, or on the tracer thread in DuringWait.
+// For a staggered capture only Stop and During are set. Asleep counts
+// the threads left asleep (Options.LeaveAsleep), Woke those that ran
+// before During ended and were stopped then (During was called again),
+// and Check is how long checking the threads left asleep took.
+type PausePhases struct {
+	Stop, Maps, Stacks, DuringWait, Resume time.Duration
+	During, DuringStart                    time.Duration
+	DuringOnHelper                         bool
+	Asleep, Woke                           int
+	Check                                  time.Duration
 }
 
 // Errors that classify why a process cannot be captured. Returned errors

@@ -34,9 +34,10 @@ func (s *session) copySwitched() {
 	var jobs []job
 	memTID := 0
 	for _, th := range s.threads {
-		if !th.stopped || th.err != nil || th.released || len(th.stack.Data) == 0 {
+		if !th.stopped || th.err != nil || th.released || th.followed || len(th.stack.Data) == 0 {
 			continue
 		}
+		th.followed = true
 		if memTID == 0 || th.tid == s.pid {
 			memTID = th.tid
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"time"
@@ -66,8 +65,7 @@ func dumpGoroutines(d goroutineDump) error {
 			return err
 		}
 		d.tm.mark("capture")
-		d.tm.pause(snap)
-		d.tm.note(fmt.Sprintf("%d goroutines", len(s.Goroutines)))
+		d.tm.goroutinePause(snap, s)
 		set, tg = s, snap.Target(d.objs, warn)
 		pauseUS = new(snap.Pause.Microseconds())
 		d.tm.mark("open")

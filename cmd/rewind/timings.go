@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewindstack/rewind/goroutines"
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
@@ -102,6 +103,52 @@ func (t *timings) pause(snap *live.Snapshot) {
 	if len(per) > 0 {
 		t.notes = append(t.notes, "stopped per thread: "+strings.Join(per, ", "))
 	}
+}
+
+// goroutinePause notes, for --goroutines, the pause as pause does, its
+// steps (see live.PausePhases), the threads left asleep rather than
+// stopped (live.Options.LeaveAsleep), and the steps of the goroutines'
+// read (see goroutines.ReadStats).
+func (t *timings) goroutinePause(snap *live.Snapshot, set *goroutines.Set) {
+	if t == nil || snap == nil || set == nil {
+		return
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d.Microseconds())/1000) }
+	p, st := snap.Phases, set.ReadStats
+	asleep := ""
+	if p.Asleep > 0 || p.Woke > 0 {
+		asleep = fmt.Sprintf("%d of %d threads left asleep in the kernel, not stopped (their runs counted before and after the read: %s ms)", p.Asleep, len(snap.Threads), ms(p.Check))
+		if p.Woke > 0 {
+			asleep += fmt.Sprintf(", %d more ran meanwhile and were stopped, the goroutines read again", p.Woke)
+		}
+	}
+	if p.Asleep == len(snap.Threads) {
+		t.note("pause 0.00 ms: no thread stopped: " + asleep)
+	} else {
+		t.pause(snap)
+		where := "helper thread"
+		if !p.DuringOnHelper {
+			where = "tracer thread"
+		}
+		switch {
+		case snap.Staggered || p.Stop == 0:
+			t.note(fmt.Sprintf("pause steps (ms): stop %s; goroutines read in %s on the %s", ms(p.Stop), ms(p.During), where))
+		default:
+			t.note(fmt.Sprintf("pause steps (ms): stop %s, maps %s, thread stacks %s, waiting for the goroutines %s, resume %s; goroutines read from %s to %s on the %s",
+				ms(p.Stop), ms(p.Maps), ms(p.Stacks), ms(p.DuringWait), ms(p.Resume), ms(p.Stop+p.DuringStart), ms(p.Stop+p.DuringStart+p.During), where))
+		}
+		if asleep != "" {
+			t.note(asleep)
+		}
+	}
+	t.note(fmt.Sprintf("%d goroutines", len(set.Goroutines)))
+	how := "read anew"
+	if st.Again {
+		how = fmt.Sprintf("compared with the read before the pause, %d stacks kept from it", st.Kept)
+	}
+	t.note(fmt.Sprintf("goroutines read (ms): %s: list %s, gs %s, stacks %s, labels %s (%s); CPU user %s sys %s, %d page faults; %d process_vm_readv calls, %d ranges, %d KB",
+		ms(st.Wall), ms(st.List), ms(st.Gs), ms(st.Stacks), ms(st.Labels), how, ms(st.User), ms(st.Sys),
+		st.Faults, st.Reads, st.Iovecs, st.Bytes>>10))
 }
 
 // note adds a line that print writes after the phases.

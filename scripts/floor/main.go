@@ -6,11 +6,16 @@
 //	                    for its stop, read its registers, detach: a dump
 //	                    with no stack read, no unwinding, no symbols and
 //	                    no output
+//	floor pause PID     the same, printing the pause it imposed: the
+//	                    microseconds from the first PTRACE_INTERRUPT to
+//	                    the return of the last PTRACE_DETACH (the pause
+//	                    rewind's --stats prints), and the thread count;
+//	                    at nice -20 where allowed, as rewind's tracer
 //	floor read FILE     copy FILE with pread, 1 MiB at a time, on as many
 //	                    goroutines as there are CPUs: a report that
 //	                    decodes nothing
 //
-// It prints nothing. It is built as rewind is (a static Go binary), so its
+// It prints nothing but floor pause's line. It is built as rewind is (a static Go binary), so its
 // start-up is the Go runtime's alone.
 package main
 
@@ -20,19 +25,28 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 func main() {
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: floor dump PID | floor read FILE")
+		fmt.Fprintln(os.Stderr, "usage: floor dump PID | floor pause PID | floor read FILE")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "dump":
-		err = dump(os.Args[2])
+		_, _, err = dump(os.Args[2])
+	case "pause":
+		// At the priority rewind's tracer thread takes (where allowed).
+		unix.Setpriority(unix.PRIO_PROCESS, 0, -20)
+		var pause time.Duration
+		var n int
+		if pause, n, err = dump(os.Args[2]); err == nil {
+			fmt.Printf("%d us %d threads\n", pause.Microseconds(), n)
+		}
 	case "read":
 		err = read(os.Args[2])
 	default:
@@ -44,17 +58,18 @@ func main() {
 	}
 }
 
-// dump stops and resumes every thread of pid as a capture does.
-func dump(pid string) error {
+// dump stops and resumes every thread of pid as a capture does, and
+// returns how long they were stopped and how many there were.
+func dump(pid string) (time.Duration, int, error) {
 	runtime.LockOSThread() // ptrace requests come from one thread
 	d, err := os.Open("/proc/" + pid + "/task")
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	var tids []int
 	for _, n := range names {
@@ -62,6 +77,7 @@ func dump(pid string) error {
 			tids = append(tids, t)
 		}
 	}
+	start := time.Now()
 	for _, t := range tids {
 		unix.PtraceInterrupt(t)
 	}
@@ -75,10 +91,11 @@ func dump(pid string) error {
 	for _, t := range tids {
 		unix.PtraceDetach(t)
 	}
+	pause := time.Since(start)
 	if len(tids) == 0 {
-		return fmt.Errorf("no thread of %s could be seized", pid)
+		return 0, 0, fmt.Errorf("no thread of %s could be seized", pid)
 	}
-	return nil
+	return pause, len(tids), nil
 }
 
 // read copies the file with pread on every CPU.

@@ -1,0 +1,162 @@
+package live
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rewindstack/rewind/regs"
+)
+
+// Threads left asleep (Options.LeaveAsleep).
+//
+// A thread blocked in the kernel runs no instruction of the process until
+// it is scheduled again, and the kernel counts each time a thread is
+// scheduled (the third field of /proc/PID/task/TID/schedstat, bumped as
+// the thread is switched in, before it runs). A thread whose count, read
+// first, is the same after During as before, and that
+// /proc/PID/task/TID/syscall (which names the call only of a thread
+// blocked off its CPU) found blocked in between, did not run from that
+// look until During ended: During read what it would have read with the
+// thread stopped. Stopping such a thread wakes it to enter the ptrace
+// stop, and on a busy machine a woken thread waits for a CPU: a pause is
+// mostly that wait (on 2 loaded CPUs, a millisecond a wake-up on average
+// as schedstat's run delay counts it). A thread that did run meanwhile is
+// stopped then, and During called again (restopWoken).
+
+// leaveSleepers returns the threads of tids to seize: those not seen
+// before that Options.LeaveAsleep does not leave asleep. The others are
+// recorded as left asleep.
+func (s *session) leaveSleepers(tids []int) []int {
+	if s.leaveAsleep == nil || s.want != nil {
+		return tids
+	}
+	var seize []int
+	for _, tid := range tids {
+		if s.byTID[tid] == nil {
+			// The count first, then the look that finds the thread
+			// blocked: a run between the two changes the count.
+			if n, ok := schedCount(s.pid, tid); ok {
+				if t, ok := blockedIn(s.pid, tid); ok && s.leaveAsleep(t) {
+					th := &tstate{tid: tid, asleep: true, pcount: n, regs: regs.New(hostArch)}
+					th.regs.Set(hostArch.PC(), t.PC)
+					th.regs.Set(hostArch.SP(), t.SP)
+					s.threads = append(s.threads, th)
+					s.byTID[tid] = th
+					s.asleepN++
+					continue
+				}
+			}
+		}
+		seize = append(seize, tid)
+	}
+	return seize
+}
+
+// checkAsleep marks the threads left asleep that have been scheduled
+// since they were found asleep (or are gone). It runs as During returns.
+func (s *session) checkAsleep() {
+	if s.asleepN == 0 {
+		return
+	}
+	t := time.Now()
+	for _, th := range s.threads {
+		if th.asleep && !th.woke {
+			if n, ok := schedCount(s.pid, th.tid); !ok || n != th.pcount {
+				th.woke = true
+				s.wokeN++
+			}
+		}
+	}
+	s.checked += time.Since(t)
+}
+
+// restopWoken stops the threads left asleep that ran before During ended
+// (checkAsleep), copies their stacks as the others', and calls During
+// again, until it returns with none of those still left asleep having
+// run. The pause, if no thread was stopped before, begins here.
+func (s *session) restopWoken() {
+	for {
+		woke := 0
+		var round []*tstate
+		for _, th := range s.threads {
+			if !th.woke {
+				continue
+			}
+			woke++
+			th.woke, th.asleep = false, false
+			s.asleepN--
+			th.regs = regs.Regs{}
+			if err := s.seizeThread(th.tid); err != nil {
+				th.err = err
+				continue
+			}
+			th.attached = true
+			round = append(round, th)
+		}
+		if woke == 0 {
+			return
+		}
+		if len(round) > 0 {
+			// No staggering here: During is called below, once.
+			maxPause := s.maxPause
+			s.maxPause = 0
+			s.interrupt(round)
+			s.collect(round)
+			s.maxPause = maxPause
+			if !s.mapsRead || !s.stacksMapped() {
+				s.readMaps()
+			}
+			s.copyStacks()
+			s.copySwitched()
+		}
+		if s.during == nil {
+			return
+		}
+		s.duringRan = false
+		s.runDuring()
+	}
+}
+
+// schedCount returns how many times thread tid has been scheduled
+// (schedstat's third field); false when that is unknown (no such thread,
+// or a kernel without CONFIG_SCHED_INFO, which prints zeros).
+func schedCount(pid, tid int) (uint64, bool) {
+	var buf [128]byte
+	b, err := readProcFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid), buf[:0])
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// blockedIn reads /proc/PID/task/TID/syscall: false when the thread is
+// running or runnable ("running"), or unreadable.
+func blockedIn(pid, tid int) (AsleepThread, bool) {
+	var buf [256]byte
+	b, err := readProcFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid), buf[:0])
+	if err != nil {
+		return AsleepThread{}, false
+	}
+	f := strings.Fields(string(b))
+	// "NR ARG1 ... ARG6 SP PC", or "-1 SP PC" blocked outside a call.
+	if len(f) != 9 && len(f) != 3 {
+		return AsleepThread{}, false
+	}
+	nr, err1 := strconv.Atoi(f[0])
+	sp, err2 := strconv.ParseUint(f[len(f)-2], 0, 64)
+	pc, err3 := strconv.ParseUint(f[len(f)-1], 0, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return AsleepThread{}, false
+	}
+	return AsleepThread{TID: tid, Syscall: nr, SP: sp, PC: pc}, true
+}
