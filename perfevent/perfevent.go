@@ -45,6 +45,11 @@ type Options struct {
 	// that blocks them (see blockingOnly), with the switched-out thread's
 	// registers and stack, stamped with ClockID (see profiles.OffCPU).
 	OffCPU bool
+	// Assist, when not 0, is the file descriptor of a BPF program of type
+	// perf_event to attach to every sampling event (internal/goassist):
+	// it runs on each sample before the kernel writes it, and the
+	// records are then stamped with ClockID, the clock BPF programs read.
+	Assist int
 	// Warn receives warnings (may be nil).
 	Warn func(string)
 	// Stdout and Stderr receive a StartCommand program's output (default:
@@ -73,6 +78,10 @@ func (o *Options) fill() error {
 	return nil
 }
 
+// ErrAssist is wrapped by the error of a recording whose events refused
+// Options.Assist.
+var ErrAssist = errors.New("attaching the BPF assist to the sampling events")
+
 // Arch is the architecture of this process, which is the one rewind records.
 func Arch() regs.Arch {
 	switch runtime.GOARCH {
@@ -100,6 +109,10 @@ func Attr(o Options) *perfdata.Attr {
 	}
 	if o.UserOnly {
 		a.Flags |= perfdata.FlagExcludeKernel
+	}
+	if o.Assist != 0 {
+		a.Flags |= perfdata.FlagUseClockID
+		a.ClockID = ClockID
 	}
 	return a
 }
@@ -334,6 +347,11 @@ func openEvents(attr *perfdata.Attr, evs []eventTarget, opt Options) (*Recorder,
 				return nil, openError(err, attr, ev)
 			}
 			r.fds = append(r.fds, fd)
+			if opt.Assist != 0 {
+				if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, opt.Assist); err != nil {
+					return nil, fmt.Errorf("%w: %v", ErrAssist, err)
+				}
+			}
 			if owner, ok := first[cpu]; ok {
 				if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, owner); err != nil {
 					return nil, fmt.Errorf("redirecting event output on CPU %d: %w", cpu, err)

@@ -339,6 +339,7 @@ func (b *Builder) Add(samples []*Sample) {
 			// chunk may still be walked: it is not written.)
 			s.Stack = nil
 		}
+		s.Extra = nil
 	}
 	if len(b.pw.chunks) > 0 {
 		b.pw.release(len(b.pw.chunks))

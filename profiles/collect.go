@@ -65,6 +65,25 @@ type Sample struct {
 	// innermost first, spliced above the native frames of the
 	// activations that ran them (interp.go).
 	Interp []target.InterpFrame
+	// Extra is memory copied at the sample's time beside the stack
+	// (Collector.Memory), read by its walk as the stack copy is.
+	Extra []target.Region
+}
+
+// bytes is the size of the sample's copies of memory.
+func (s *Sample) bytes() int {
+	n := len(s.Stack)
+	for _, r := range s.Extra {
+		n += len(r.Data)
+	}
+	return n
+}
+
+// regions appends the memory the sample's walk reads to dst: its stack
+// copy, then Extra.
+func (s *Sample) regions(dst []target.Region) []target.Region {
+	dst = append(dst, target.Region{Addr: s.sp, Data: s.Stack})
+	return append(dst, s.Extra...)
 }
 
 // space is one generation of a process's address space: the mappings as
@@ -113,6 +132,9 @@ type Collector struct {
 	// collector's use (an open perf.data file), never for ring buffers.
 	// Records that were decompressed (perf record -z) are copied anyway.
 	Borrow bool
+	// Memory, when set, adds to each sample memory copied beside its
+	// stack (see SampleMemory).
+	Memory SampleMemory
 
 	events       []event
 	comms        map[int]string
@@ -126,6 +148,19 @@ type Collector struct {
 	sampleSlab   []Sample
 	freeSamples  []*Sample // see recycle
 	seq          int
+}
+
+// SampleMemory is memory a recorder copied at a sample's time beside the
+// stack copy (internal/goassist: a Go thread's goroutine, on g0), which
+// the sample's walk reads as it reads the stack copy.
+type SampleMemory interface {
+	// SampleMemory returns the memory copied for the sample of thread
+	// tid of process pid taken at time t (the sample's own time), nil
+	// when none was. It is called once per sample, as it is read; the
+	// regions' bytes must stay unchanged afterwards.
+	SampleMemory(pid, tid int, t uint64) []target.Region
+	// Exec says that process pid ran a new program.
+	Exec(pid int)
 }
 
 // arenaChunk is the size of the chunks stack copies are kept in: one
@@ -247,7 +282,10 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 			// user stack, as perf report shows it.
 			out.UserFP = append(out.UserFP, s.IP)
 		}
-		c.pendingBytes += len(out.Stack)
+		if c.Memory != nil && out.HasRegs {
+			out.Extra = c.Memory.SampleMemory(out.PID, out.TID, out.Time)
+		}
+		c.pendingBytes += out.bytes()
 		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
 		return out
 	case perfdata.RecordMmap, perfdata.RecordMmap2:
@@ -259,6 +297,9 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 			Start: m.Addr, End: m.Addr + m.Len, Offset: m.PgOff, Path: strings.TrimSpace(m.Filename), Perms: "r-xp",
 		}})
 	case perfdata.RecordComm:
+		if rec.Comm.Exec && c.Memory != nil {
+			c.Memory.Exec(int(rec.Comm.PID))
+		}
 		c.add(event{time: t, kind: perfdata.RecordComm, pid: int(rec.Comm.PID), tid: int(rec.Comm.TID), str: rec.Comm.Comm, exec: rec.Comm.Exec})
 	case perfdata.RecordFork:
 		c.add(event{time: t, kind: perfdata.RecordFork, pid: int(rec.Task.PID), ppid: int(rec.Task.PPID), tid: int(rec.Task.TID)})
@@ -376,7 +417,7 @@ func (c *Collector) Take(before uint64) []*Sample {
 			p := c.process(e.smp.PID)
 			e.smp.space = p.cur
 			e.smp.comm = c.comms[e.smp.TID]
-			c.pendingBytes -= len(e.smp.Stack)
+			c.pendingBytes -= e.smp.bytes()
 			out = append(out, e.smp)
 		case perfdata.RecordMmap2:
 			p := c.process(e.pid)

@@ -242,7 +242,7 @@ type walker struct {
 	extent int
 	st     unwind.Stack
 	snap   target.Snapshot
-	reg    [1]target.Region
+	reg    []target.Region
 	memos  memos
 }
 
@@ -321,8 +321,8 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 			continue
 		}
 		r := s.Regs()
-		w.reg[0] = target.Region{Addr: s.sp, Data: s.Stack}
-		w.snap.Regions = w.reg[:]
+		w.reg = s.regions(w.reg[:0])
+		w.snap.Regions = w.reg
 		for m, meth := range w.b.opt.Methods {
 			if m > 0 && !pw.fid[i] {
 				break
@@ -372,7 +372,7 @@ func (w *walker) chunk(pw *prewalk, c *walkChunk, samples []*Sample, spaces []*t
 			off += n
 		}
 	}
-	w.reg[0] = target.Region{}
+	clear(w.reg)
 	w.snap.Regions = nil
 }
 
@@ -422,9 +422,9 @@ func (b *Builder) walk(s *Sample, m int) *unwind.Stack {
 	}
 	b.pstKey, b.pstCopied = 0, false
 	r := s.Regs()
-	b.snap.Regions = append(b.snap.Regions[:0], target.Region{Addr: s.sp, Data: s.Stack})
+	b.snap.Regions = s.regions(b.snap.Regions[:0])
 	walkSample(b.opt.Methods[m].Unwinder, &b.st, s, &r, &b.snap, b.c.addressSpace(s.space), b.memos.get(s.TID, m))
-	b.snap.Regions[0] = target.Region{}
+	clear(b.snap.Regions)
 	return &b.st
 }
 

@@ -13,13 +13,12 @@ func (c *Collector) Target(s *Sample) *target.Target {
 		return nil
 	}
 	r := s.Regs()
-	sp, _ := r.SP()
 	return &target.Target{
 		PID:      s.PID,
 		Source:   "perf sample",
 		Arch:     c.Arch,
 		Contexts: []target.Context{target.Thread(s.TID, s.comm, r)},
-		Mem:      &target.Snapshot{Regions: []target.Region{{Addr: sp, Data: s.Stack}}},
+		Mem:      &target.Snapshot{Regions: s.regions(nil)},
 		Space:    c.addressSpace(s.space),
 	}
 }

@@ -18,11 +18,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/internal/goassist"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
@@ -82,11 +84,22 @@ type Session struct {
 	// KillGrace is how long the command Start started gets between
 	// SIGTERM and SIGKILL at the end (default DefaultKillGrace).
 	KillGrace time.Duration
+	// GoStacks, for a cpu-clock recording into Collector, attaches the Go
+	// assist (internal/goassist) to the sampling events: a sample on a Go
+	// thread's system stack (runtime.newstack under runtime.morestack, a
+	// function runtime.systemstack runs) then also copies the goroutine's
+	// g and stack, so that its walk crosses to the goroutine's frames as
+	// Go's own profiler and the walk in the kernel do. It needs BPF (root,
+	// or CAP_BPF and CAP_PERFMON); without, the recording goes on without
+	// it and Result.GoAssist says why.
+	GoStacks bool
 
-	cmd    *perfevent.Command
-	argv   []string
-	pid    int
-	exited chan error
+	assist    *goassist.Assist
+	assistErr error
+	cmd       *perfevent.Command
+	argv      []string
+	pid       int
+	exited    chan error
 }
 
 // Result is how a recording went.
@@ -112,6 +125,9 @@ type Result struct {
 	// ReadErr is the error that stopped reading the recording, if any:
 	// the collector holds what was read before it.
 	ReadErr error
+	// GoAssist says, with GoStacks, what the Go assist did, or why it
+	// was not used.
+	GoAssist string
 }
 
 // ErrNoProcess is wrapped by Attach's error when the process does not
@@ -126,11 +142,22 @@ func (s *Session) Start(argv []string, opt perfevent.Options) error {
 	if s.AdoptOrphans {
 		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
+	s.loadAssist(&opt)
 	rec, cmd, err := perfevent.StartCommand(argv, opt)
+	if err != nil && opt.Assist != 0 && errors.Is(err, perfevent.ErrAssist) {
+		s.dropAssist(err, &opt)
+		rec, cmd, err = perfevent.StartCommand(argv, opt)
+	}
 	if err != nil {
 		return err
 	}
 	s.Recorder, s.cmd, s.argv = rec, cmd, argv
+	if s.assist != nil {
+		// Before the exec: the path the command will run.
+		if exe, err := exec.LookPath(argv[0]); err == nil {
+			s.assist.Register(cmd.Process.Pid, exe)
+		}
+	}
 	if err := cmd.Release(); err != nil && s.Warn != nil {
 		s.Warn(fmt.Sprintf("starting %s: %v", argv[0], err))
 	}
@@ -157,7 +184,15 @@ func (s *Session) Attach(pid int, opt perfevent.Options) error {
 			return fmt.Errorf("process %d: %w", pid, err)
 		}
 	}
+	s.loadAssist(&opt)
+	if s.assist != nil {
+		s.assist.Register(pid, "")
+	}
 	rec, err := perfevent.AttachPID(pid, opt)
+	if err != nil && opt.Assist != 0 && errors.Is(err, perfevent.ErrAssist) {
+		s.dropAssist(err, &opt)
+		rec, err = perfevent.AttachPID(pid, opt)
+	}
 	if err != nil {
 		return err
 	}
@@ -170,10 +205,49 @@ func (s *Session) Command() *perfevent.Command { return s.cmd }
 
 // Close closes the recorder.
 func (s *Session) Close() error {
-	if s.Recorder == nil {
-		return nil
+	var err error
+	if s.Recorder != nil {
+		err = s.Recorder.Close()
 	}
-	return s.Recorder.Close()
+	if s.assist != nil {
+		s.assist.Close()
+		s.assist = nil
+	}
+	return err
+}
+
+// loadAssist loads the Go assist for GoStacks and sets it in opt.
+func (s *Session) loadAssist(opt *perfevent.Options) {
+	if !s.GoStacks || opt.OffCPU || s.Collector == nil || s.Add != nil || s.assist != nil {
+		return
+	}
+	a, err := goassist.Load()
+	if err != nil {
+		s.assistErr = err
+		return
+	}
+	s.assist, opt.Assist, s.Collector.Memory = a, a.Program(), a
+}
+
+// dropAssist unloads the Go assist the events refused.
+func (s *Session) dropAssist(err error, opt *perfevent.Options) {
+	s.assist.Close()
+	s.assist, opt.Assist, s.Collector.Memory, s.assistErr = nil, 0, nil, err
+}
+
+// assistSummary is Result.GoAssist.
+func (s *Session) assistSummary() string {
+	switch {
+	case !s.GoStacks:
+		return ""
+	case s.assist == nil && s.assistErr != nil:
+		return "not used: " + s.assistErr.Error()
+	case s.assist == nil:
+		return ""
+	}
+	st := s.assist.Stats()
+	return fmt.Sprintf("%d Go processes; %d samples on a system stack copied their goroutine, %d of them paired with their sample, %d not (lost or late); %d had no room in the ring, %d no readable g; %d samples on a goroutine's stack, %d with no g",
+		st.Processes, st.Sent, st.Paired, st.Dropped, st.Full, st.Unreadable, st.OnG, st.NotG)
 }
 
 // Run records until ctx is done, Duration is up, the command or process
@@ -209,6 +283,7 @@ func (s *Session) Run(ctx context.Context) Result {
 		s.endCommand(res.Interrupted)
 	}
 	res.Samples, res.Lost, res.StackSize = s.Recorder.Samples(), s.Recorder.Lost(), s.Recorder.StackSize()
+	res.GoAssist = s.assistSummary()
 	return res
 }
 

@@ -34,7 +34,10 @@ as --unwind-in user does: it copies each sample's user registers and the
 top of its user stack (--stack-size bytes; when a process's samples show
 deeper stacks the copy doubles while recording, up to the kernel's
 65528, unless --stack-size is given) and unwinds the copies itself
-afterwards (--method; no Python frames). Either way rewind adds kernel
+afterwards (--method; no Python frames; where BPF loads, a small
+program also copies, for a sample on a Go thread's system stack, the
+goroutine's g and stack, so that Go stacks cross runtime.morestack and
+runtime.systemstack as Go's own profiler shows them). Either way rewind adds kernel
 frames from the kernel's callchain, symbolizes every unique address
 once, prints per unwind method the share of samples whose stack reaches
 the thread's root, and writes the profile (-o): FILE.pb.gz (pprof),
@@ -134,7 +137,7 @@ func runRecord(args []string) error {
 	col.Warn = warn
 	build := newBuilder(col, methods, pf)
 	s := &session.Session{Collector: col, Builder: build, PendingLimit: pendingLimit, Warn: warn, Log: os.Stderr,
-		AdoptOrphans: true, Duration: rf.dur, GrowStack: rf.growStack}
+		AdoptOrphans: true, Duration: rf.dur, GrowStack: rf.growStack, GoStacks: true}
 	if isTerminal(2) {
 		s.Progress = os.Stderr
 	}
@@ -160,6 +163,9 @@ func runRecord(args []string) error {
 		return noSamples(res.Elapsed, res.CommandErr)
 	}
 	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", res.Why, res.Elapsed.Seconds(), res.Samples, res.Lost)
+	if *pf.stats && res.GoAssist != "" {
+		fmt.Fprintf(os.Stderr, "rewind: Go assist: %s\n", res.GoAssist)
+	}
 	switch size := res.StackSize; {
 	case size >= maxStackCopy && size > rf.stackSize:
 		pf.copyEdgeHint = fmt.Sprintf("the copy grew to %d bytes, the kernel's most, while recording; earlier samples had less", size)
