@@ -149,6 +149,7 @@ func (s *Session) Start(argv []string, opt perfevent.Options) error {
 		rec, cmd, err = perfevent.StartCommand(argv, opt)
 	}
 	if err != nil {
+		s.closeAssist()
 		return err
 	}
 	s.Recorder, s.cmd, s.argv = rec, cmd, argv
@@ -194,6 +195,7 @@ func (s *Session) Attach(pid int, opt perfevent.Options) error {
 		rec, err = perfevent.AttachPID(pid, opt)
 	}
 	if err != nil {
+		s.closeAssist()
 		return err
 	}
 	s.Recorder, s.pid = rec, pid
@@ -209,11 +211,16 @@ func (s *Session) Close() error {
 	if s.Recorder != nil {
 		err = s.Recorder.Close()
 	}
+	s.closeAssist()
+	return err
+}
+
+func (s *Session) closeAssist() {
 	if s.assist != nil {
 		s.assist.Close()
 		s.assist = nil
+		s.Collector.Memory = nil
 	}
-	return err
 }
 
 // loadAssist loads the Go assist for GoStacks and sets it in opt.
@@ -231,8 +238,8 @@ func (s *Session) loadAssist(opt *perfevent.Options) {
 
 // dropAssist unloads the Go assist the events refused.
 func (s *Session) dropAssist(err error, opt *perfevent.Options) {
-	s.assist.Close()
-	s.assist, opt.Assist, s.Collector.Memory, s.assistErr = nil, 0, nil, err
+	s.closeAssist()
+	opt.Assist, s.assistErr = 0, err
 }
 
 // assistSummary is Result.GoAssist.
