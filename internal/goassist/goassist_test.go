@@ -2,8 +2,6 @@ package goassist
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,48 +13,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }
 
-// growSource grows goroutine stacks all the time (1 KiB frames on new
-// goroutines): its threads are often on g0 under runtime.morestack.
-const growSource = `package main
-
-import (
-	"os"
-	"strconv"
-	"sync"
-	"time"
-)
-
-//go:noinline
-func deep(n int) int {
-	var pad [128]int
-	for i := range pad {
-		pad[i] = n + i
-	}
-	if n == 0 {
-		return pad[3]
-	}
-	return deep(n-1) + pad[n%128]
-}
-
-func main() {
-	secs, _ := strconv.ParseFloat(os.Args[1], 64)
-	end := time.Now().Add(time.Duration(secs * float64(time.Second)))
-	var wg sync.WaitGroup
-	for w := 0; w < 2; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(end) {
-				done := make(chan int)
-				go func() { done <- deep(40) }()
-				<-done
-			}
-		}()
-	}
-	wg.Wait()
-}
-`
-
 // TestAssistPairsSamples records a Go program that grows its goroutines'
 // stacks with the assist attached, and pairs each sample with the
 // program's record as a recording does. A record paired with the wrong
@@ -66,24 +22,12 @@ func TestAssistPairsSamples(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("BPF and perf events need root")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("no go command: %v", err)
-	}
 	a, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "main.go"), []byte(growSource), 0o644)
-	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module grow\n\ngo 1.22\n"), 0o644)
-	exe := filepath.Join(dir, "grow")
-	build := exec.Command("go", "build", "-o", exe, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	exe := fixture.BuildGo(t, fixture.GoGrowSource)
 	rec, cmd, err := perfevent.StartCommand([]string{exe, "3"}, perfevent.Options{Freq: 999, UserOnly: true, Assist: a.Program()})
 	if err != nil {
 		t.Fatal(err)

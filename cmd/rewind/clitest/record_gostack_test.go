@@ -12,67 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rewindstack/rewind/internal/fixture"
 )
-
-// growSource is a CPU-bound, garbage-collecting Go program whose
-// goroutines grow their stacks all the time: each round starts new
-// goroutines (on small stacks) that recurse with 1 KiB frames, so that
-// runtime.morestack moves them to g0 again and again (runtime.newstack,
-// copystack), and allocate for the collector (runtime.systemstack).
-const growSource = `package main
-
-import (
-	"os"
-	"strconv"
-	"sync"
-	"time"
-)
-
-var sink []*[64]int
-
-//go:noinline
-func deep(n int) int {
-	var pad [128]int
-	for i := range pad {
-		pad[i] = n + i
-	}
-	if n == 0 {
-		s := 0
-		for i := 0; i < 2000; i++ {
-			s += i * i % 7
-		}
-		return s + pad[5]
-	}
-	return deep(n-1) + pad[n%128]
-}
-
-func main() {
-	secs, _ := strconv.ParseFloat(os.Args[1], 64)
-	end := time.Now().Add(time.Duration(secs * float64(time.Second)))
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(end) {
-				var inner sync.WaitGroup
-				for k := 0; k < 4; k++ {
-					inner.Add(1)
-					go func() {
-						defer inner.Done()
-						deep(40)
-						for j := 0; j < 20; j++ {
-							sink = append(sink[:len(sink)%1024], new([64]int))
-						}
-					}()
-				}
-				inner.Wait()
-			}
-		}()
-	}
-	wg.Wait()
-}
-`
 
 // goRoots are where the stacks of a Go program's threads end: a
 // goroutine's top (runtime.goexit), a thread's start (runtime.mstart; the
@@ -176,23 +118,8 @@ func TestRecordGoStackSwitches(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("BPF and perf events need root")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("no go command: %v", err)
-	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(growSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module grow\n\ngo 1.22\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "grow")
-	build := exec.Command("go", "build", "-o", exe, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	exe := fixture.BuildGo(t, fixture.GoGrowSource)
 	prog := exec.Command(exe, "60")
 	prog.Stdout = io.Discard
 	if err := prog.Start(); err != nil {
@@ -223,30 +150,23 @@ func TestRecordGoStackSwitches(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	k := readGoEnds(t, filepath.Join(dir, "kernel.folded"))
-	t.Logf("--unwind-in kernel: %s", k)
-	if k.total < 1000 {
-		t.Fatalf("--unwind-in kernel: %d samples, want 1000 at least\n%s", k.total, stderrs["kernel"])
-	}
-	if k.roots*1000 < k.total*995 {
-		t.Errorf("--unwind-in kernel: %.2f%% of the samples end at a Go root, want >= 99.5%%\n%s", k.pct(k.roots), stderrs["kernel"])
-	}
-	if k.crossed*10 < k.total {
-		t.Errorf("--unwind-in kernel: %.2f%% of the samples crossed runtime.morestack to their goroutine, want >= 10%% (the program grows stacks all the time)", k.pct(k.crossed))
+	ends := map[string]goEnds{}
+	for _, mode := range []string{"kernel", "user"} {
+		e := readGoEnds(t, filepath.Join(dir, mode+".folded"))
+		ends[mode] = e
+		t.Logf("--unwind-in %s: %s", mode, e)
+		if e.total < 1000 {
+			t.Fatalf("--unwind-in %s: %d samples, want 1000 at least\n%s", mode, e.total, stderrs[mode])
+		}
+		if e.roots*1000 < e.total*995 {
+			t.Errorf("--unwind-in %s: %.2f%% of the samples end at a Go root, want >= 99.5%%\n%s", mode, e.pct(e.roots), stderrs[mode])
+		}
+		if e.crossed*10 < e.total {
+			t.Errorf("--unwind-in %s: %.2f%% of the samples crossed runtime.morestack to their goroutine, want >= 10%% (the program grows stacks all the time)", mode, e.pct(e.crossed))
+		}
 	}
 	if !strings.Contains(stderrs["kernel"], "root+go-stack-switch") {
 		t.Errorf("--unwind-in kernel: the fidelity table counts no walk that crossed a Go stack switch:\n%s", stderrs["kernel"])
-	}
-	u := readGoEnds(t, filepath.Join(dir, "user.folded"))
-	t.Logf("--unwind-in user: %s", u)
-	if u.total < 1000 {
-		t.Fatalf("--unwind-in user: %d samples, want 1000 at least\n%s", u.total, stderrs["user"])
-	}
-	if u.roots*1000 < u.total*995 {
-		t.Errorf("--unwind-in user: %.2f%% of the samples end at a Go root, want >= 99.5%%\n%s", u.pct(u.roots), stderrs["user"])
-	}
-	if u.crossed*10 < u.total {
-		t.Errorf("--unwind-in user: %.2f%% of the samples crossed runtime.morestack to their goroutine, want >= 10%%", u.pct(u.crossed))
 	}
 	if !regexp.MustCompile(`(?m)^rewind: Go assist: 1 Go processes; [1-9]\d* samples on a system stack copied their goroutine, [1-9]\d* of them paired`).MatchString(stderrs["user"]) {
 		t.Errorf("--unwind-in user --stats: no line saying what the Go assist did:\n%s", stderrs["user"])
