@@ -177,6 +177,9 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 		st.clock.start()
 		sr := &statReader{rd: r, st: &st}
 		snap, rerr = readAll(sr, lay, bias, pre)
+		if snap != nil {
+			stopRunningAsleep(r, snap)
+		}
 		var ts unix.Timespec
 		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
 			now = ts.Nano()
@@ -221,6 +224,28 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 		set.Notes = append(set.Notes, fmt.Sprintf("%d threads were slow to stop (--max-pause): the goroutines were read while they still ran or waited for a CPU, those running on them are shown without a stack, and one they woke may be shown as it was before", late))
 	}
 	return ls, set, nil
+}
+
+// stopRunningAsleep asks for the threads left asleep that run a
+// goroutine, by what the read found, to be stopped (live.Reader.Stop): a
+// goroutine that began to run after the read before the pause, on a
+// thread then blocked in the kernel (a page fault, a futex in the
+// runtime's locks), unwinds from its thread's registers.
+func stopRunningAsleep(r *live.Reader, snap *snapshot) {
+	var asleep map[int]bool
+	for _, th := range r.Threads() {
+		if th.Asleep {
+			if asleep == nil {
+				asleep = map[int]bool{}
+			}
+			asleep[th.TID] = true
+		}
+	}
+	for i := range snap.gs {
+		if g := &snap.gs[i]; g.status == gRunning && asleep[g.tid] {
+			r.Stop(g.tid)
+		}
+	}
 }
 
 // leaveAsleep lets Capture leave threads asleep (live.Options.LeaveAsleep);

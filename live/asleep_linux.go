@@ -55,15 +55,16 @@ func (s *session) leaveSleepers(tids []int) []int {
 }
 
 // checkAsleep marks the threads left asleep that have been scheduled
-// since they were found asleep (or are gone). It runs as During returns.
-func (s *session) checkAsleep() {
+// since they were found asleep (or are gone), and those During asked for
+// stopped (Reader.Stop). It runs as During returns.
+func (s *session) checkAsleep(want map[int]bool) {
 	if s.asleepN == 0 {
 		return
 	}
 	t := time.Now()
 	for _, th := range s.threads {
 		if th.asleep && !th.woke {
-			if n, ok := schedCount(s.pid, th.tid); !ok || n != th.pcount {
+			if n, ok := schedCount(s.pid, th.tid); !ok || n != th.pcount || want[th.tid] {
 				th.woke = true
 				s.wokeN++
 			}

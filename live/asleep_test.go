@@ -153,3 +153,56 @@ func TestLeaveAsleepWoken(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaveAsleepStopAsked: During asks for a thread left asleep to be
+// stopped (Reader.Stop, as a goroutine dump does for a thread it finds
+// running a goroutine): the capture stops it, copies its stack and calls
+// During again with it stopped.
+func TestLeaveAsleepStopAsked(t *testing.T) {
+	tg := startTarget(t, false, compileC(t, "sleepers"), "3")
+	tids := waitAllState(t, tg.pid, "S", 5*time.Second)
+	if _, ok := schedCount(tg.pid, tg.pid); !ok {
+		t.Skip("no /proc/PID/task/TID/schedstat (CONFIG_SCHED_INFO)")
+	}
+	var target int
+	for _, tid := range tids {
+		if tid != tg.pid {
+			target = tid
+		}
+	}
+	calls := 0
+	var second []StoppedThread
+	snap, err := Capture(tg.pid, Options{
+		LeaveAsleep: func(AsleepThread) bool { return true },
+		During: func(r *Reader) {
+			calls++
+			if calls == 1 {
+				r.Stop(target)
+				return
+			}
+			second = append(second[:0], r.Threads()...)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls < 2 {
+		t.Fatalf("During called %d times, want again after Stop", calls)
+	}
+	asleep := 0
+	for _, th := range second {
+		if th.TID == target && th.Asleep {
+			t.Errorf("second During: thread %d, asked for, still asleep", th.TID)
+		}
+		if th.Asleep {
+			asleep++
+		}
+	}
+	// (The others stay asleep unless the kernel woke one of them for
+	// its own reasons: said, not failed.)
+	t.Logf("second During: %d of %d threads still asleep", asleep, len(second))
+	th := snap.Thread(target)
+	if th == nil || th.Asleep || th.Err != nil || len(th.Stack.Data) == 0 {
+		t.Fatalf("the thread asked for, in the snapshot: %+v", th)
+	}
+	checkReleased(t, tg.pid, "S")
+}

@@ -958,7 +958,7 @@ func (s *session) runDuring() {
 	s.duringStart = time.Now()
 	s.during(rd)
 	s.duringEnd = time.Now()
-	s.checkAsleep()
+	s.checkAsleep(rd.wantStopped)
 }
 
 // duringReader is the Reader During gets: the threads stopped now and not
@@ -1001,7 +1001,7 @@ func (s *session) startDuring() (wait func()) {
 		s.duringOnHelper = unix.Gettid() != tracerTID
 		during(rd)
 		s.duringEnd = time.Now()
-		s.checkAsleep()
+		s.checkAsleep(rd.wantStopped)
 	})
 }
 

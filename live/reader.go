@@ -3,8 +3,9 @@ package live
 // Reader reads a stopped process's memory during a capture (see
 // Options.During).
 type Reader struct {
-	tid     int
-	threads []StoppedThread
+	tid         int
+	threads     []StoppedThread
+	wantStopped map[int]bool // see Stop
 }
 
 // StoppedThread is a thread stopped for a capture, as Options.During
@@ -24,6 +25,19 @@ type StoppedThread struct {
 // Threads returns the stopped threads during a capture (the main thread
 // first when it is stopped), and those left asleep; nil outside one.
 func (r *Reader) Threads() []StoppedThread { return r.threads }
+
+// Stop asks, from Options.During, for thread tid, left asleep
+// (StoppedThread.Asleep), to be stopped: what During read says its
+// registers are needed (a goroutine found running on it). When During
+// returns, the thread is stopped, its registers and stack copied, and
+// During called again with it stopped, as for a thread that woke. Other
+// threads are ignored.
+func (r *Reader) Stop(tid int) {
+	if r.wantStopped == nil {
+		r.wantStopped = map[int]bool{}
+	}
+	r.wantStopped[tid] = true
+}
 
 // NewReader returns a Reader of process pid's memory outside a capture:
 // its reads race with the running process.
