@@ -3,8 +3,10 @@ package live
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 
+	"github.com/rewindstack/rewind/internal/perfmap"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
@@ -50,7 +52,7 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 		ctx.Mem = mem
 		ctxs = append(ctxs, ctx)
 	}
-	return target.New(target.Config{
+	tg := target.New(target.Config{
 		PID:      s.PID,
 		Source:   s.Exe,
 		Arch:     hostArch,
@@ -60,6 +62,36 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 		Contexts: ctxs,
 		Warn:     warn,
 	})
+	attachPerfMap(tg, warn)
+	return tg
+}
+
+// attachPerfMap names the code JIT compilers generated in the process's
+// anonymous executable memory from its perf map (/tmp/perf-PID.map, as
+// perf reads it), when it has one.
+func attachPerfMap(tg *target.Target, warn func(string)) {
+	var anon []*target.Mapping
+	for _, m := range tg.Space.Mappings() {
+		if m.Path == "" && m.Executable() {
+			anon = append(anon, m)
+		}
+	}
+	if len(anon) == 0 {
+		return
+	}
+	pm, err := perfmap.Open(tg.PID)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) && warn != nil {
+			warn(err.Error())
+		}
+		return
+	}
+	if warn != nil && pm.Skipped > 0 {
+		warn(fmt.Sprintf("perf map of process %d: %d lines skipped (not START SIZE NAME, or longer than %d bytes)", tg.PID, pm.Skipped, perfmap.MaxLine))
+	}
+	for _, m := range anon {
+		m.JIT = pm
+	}
 }
 
 // ErrBeyondCopy is why a thread's walk cannot read its stack past the

@@ -235,6 +235,9 @@ func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 		if f.Module != "" {
 			fmt.Fprintf(bw, " (%s)", textesc.String(filepath.Base(f.Module)))
 		}
+		if f.JIT {
+			bw.WriteString(" [jit]")
+		}
 		if f.File != "" {
 			fmt.Fprintf(bw, " %s:%d", textesc.String(f.File), f.Line)
 		}

@@ -103,6 +103,9 @@ type Frame struct {
 	// from Function: mangled, or with its symbol version
 	// ("__libc_start_main@@GLIBC_2.34"). Physical frames only.
 	Symbol string `json:"symbol,omitempty"`
+	// JIT marks code a JIT compiler generated, named by its perf map
+	// ("[jit]" in text).
+	JIT bool `json:"jit,omitempty"`
 }
 
 // Interpreted reports whether the frame is an interpreter's (a Lua or

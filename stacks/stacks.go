@@ -112,6 +112,7 @@ func Symbolize(tid int, name string, st *unwind.Stack, sym *symbolize.Symbolizer
 				Inlined:  loc.Inlined,
 				Method:   f.Method.String(),
 				Symbol:   loc.Mangled,
+				JIT:      loc.JIT,
 			})
 		}
 		if sym.TailCalls && i+1 < len(st.Frames) {

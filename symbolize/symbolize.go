@@ -83,6 +83,9 @@ type Location struct {
 	// GoWrapper marks Go compiler-generated code (method, go-statement
 	// and ABI wrappers: abi.FuncIDWrapper), which Go's tracebacks elide.
 	GoWrapper bool
+	// JIT marks code a JIT compiler generated, named by its perf map
+	// (target.Mapping.JIT): Function is the map's name exactly.
+	JIT bool
 }
 
 // ModuleBase returns the module's base name ("libc.so.6"), or "" if none.
@@ -318,6 +321,11 @@ func (s *Symbolizer) Addr(space *target.AddressSpace, addr uint64) Location {
 func (s *Symbolizer) resolve(m *target.Mapping, addr uint64) []Location {
 	if m == nil {
 		return []Location{{}}
+	}
+	if m.Module == nil && m.JIT != nil {
+		if name, start, ok := m.JIT.LookupJIT(addr); ok {
+			return []Location{{Function: name, Offset: addr - start, JIT: true}}
+		}
 	}
 	if m.Module == nil || m.Module.File == nil {
 		return []Location{{Module: m.Path}}

@@ -267,6 +267,17 @@ type Mapping struct {
 	Module *Module
 	// Bias is the load bias: runtime address = object address + Bias.
 	Bias uint64
+	// JIT, for anonymous executable memory, names the code a JIT
+	// compiler generated there (its perf map), nil when nothing does.
+	JIT JITSymbols
+}
+
+// JITSymbols names code a JIT compiler generated in anonymous memory
+// (internal/perfmap reads the maps Node, the JVM and CPython write).
+type JITSymbols interface {
+	// LookupJIT returns the name of the code holding pc and where that
+	// code starts.
+	LookupJIT(pc uint64) (name string, start uint64, ok bool)
 }
 
 // IsFile reports whether the mapping is of a file (its Path is absolute),

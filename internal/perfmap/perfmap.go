@@ -64,6 +64,12 @@ func (m *Map) Lookup(pc uint64) (Symbol, bool) {
 	return m.syms[i], true
 }
 
+// LookupJIT implements target.JITSymbols.
+func (m *Map) LookupJIT(pc uint64) (string, uint64, bool) {
+	s, ok := m.Lookup(pc)
+	return s.Name, s.Start, ok
+}
+
 // Parse reads a map from r, at most limit bytes (MaxSize when limit <= 0).
 func Parse(r io.Reader, limit int64) (*Map, error) {
 	if limit <= 0 {
