@@ -10,6 +10,7 @@ package profiles
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/perfmap"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
@@ -148,6 +150,7 @@ type Collector struct {
 	sampleSlab   []Sample
 	freeSamples  []*Sample // see recycle
 	seq          int
+	perfMaps     map[int]*perfmap.Map // JIT maps by process, nil when none
 }
 
 // SampleMemory is memory a recorder copied at a sample's time beside the
@@ -524,8 +527,48 @@ func insertMapping(maps []target.Mapping, m target.Mapping) []target.Mapping {
 func (c *Collector) addressSpace(s *space) *target.AddressSpace {
 	if s.built == nil {
 		s.built = target.New(target.Config{PID: s.pid, Arch: c.Arch, Mappings: s.maps, Objects: c.Objects, VDSO: c.vdsoModule()}).Space
+		c.attachPerfMap(s.pid, s.built)
 	}
 	return s.built
+}
+
+// attachPerfMap names the code JIT compilers generated in process pid's
+// anonymous executable memory from its perf map (/tmp/perf-PID.map),
+// read once per process, as perf report reads it: after the recording,
+// before the profile is written (Node and the JVM leave their maps).
+func (c *Collector) attachPerfMap(pid int, sp *target.AddressSpace) {
+	var pm *perfmap.Map
+	for _, m := range sp.Mappings() {
+		if !jitMemory(m) {
+			continue
+		}
+		if pm == nil {
+			if c.perfMaps == nil {
+				c.perfMaps = map[int]*perfmap.Map{}
+			}
+			var ok bool
+			if pm, ok = c.perfMaps[pid]; !ok {
+				var err error
+				pm, err = perfmap.Open(pid)
+				if err != nil && !errors.Is(err, os.ErrNotExist) && c.Warn != nil {
+					c.Warn(err.Error())
+				}
+				c.perfMaps[pid] = pm
+			}
+			if pm == nil {
+				return
+			}
+		}
+		m.JIT = pm
+	}
+}
+
+// jitMemory reports whether m is anonymous executable memory, where JIT
+// compilers put their code: "//anon" in perf's MMAP records, "" in
+// /proc/PID/maps (or "[anon:NAME]" when named).
+func jitMemory(m *target.Mapping) bool {
+	anon := m.Path == "" || m.Path == "//anon" || strings.HasPrefix(m.Path, "[anon:")
+	return anon && (m.Perms == "" || strings.Contains(m.Perms, "x"))
 }
 
 // vdsoModule returns this process's vDSO, which is the kernel's and

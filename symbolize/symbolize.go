@@ -322,7 +322,7 @@ func (s *Symbolizer) resolve(m *target.Mapping, addr uint64) []Location {
 	if m == nil {
 		return []Location{{}}
 	}
-	if m.Module == nil && m.JIT != nil {
+	if (m.Module == nil || m.Module.File == nil) && m.JIT != nil {
 		if name, start, ok := m.JIT.LookupJIT(addr); ok {
 			return []Location{{Function: name, Offset: addr - start, JIT: true}}
 		}

@@ -177,20 +177,24 @@ func Path(pid int) string {
 }
 
 // Open reads process pid's map (Path). It returns an error wrapping
-// os.ErrNotExist when there is none.
+// os.ErrNotExist when there is none. For a process that has exited (a
+// recording's command, read when the profile is written) it reads
+// /tmp/perf-PID.map, owned by root or by the user running this, as perf
+// report does.
 func Open(pid int) (*Map, error) {
-	path := Path(pid)
+	path, uid := Path(pid), -1
+	if st, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		if s, ok := st.Sys().(*syscall.Stat_t); ok {
+			uid = int(s.Uid)
+		}
+	} else {
+		path, uid = fmt.Sprintf("/tmp/perf-%d.map", pid), os.Geteuid()
+	}
 	f, fi, err := fsafe.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	uid := -1
-	if st, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-		if s, ok := st.Sys().(*syscall.Stat_t); ok {
-			uid = int(s.Uid)
-		}
-	}
 	if s, ok := fi.Sys().(*syscall.Stat_t); !ok || s.Uid != 0 && int(s.Uid) != uid {
 		return nil, fmt.Errorf("perf map %s: %w", path, ErrNotOwned)
 	}
