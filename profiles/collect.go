@@ -548,6 +548,9 @@ func (c *Collector) attachPerfMap(pid int, sp *target.AddressSpace) {
 			}
 			var ok bool
 			if pm, ok = c.perfMaps[pid]; !ok {
+				if len(c.perfMaps) >= maxPerfMaps {
+					clear(c.perfMaps) // (a long-running agent: read again)
+				}
 				var err error
 				pm, err = perfmap.Open(pid)
 				if err != nil && !errors.Is(err, os.ErrNotExist) && c.Warn != nil {
@@ -562,6 +565,9 @@ func (c *Collector) attachPerfMap(pid int, sp *target.AddressSpace) {
 		m.JIT = pm
 	}
 }
+
+// maxPerfMaps bounds the perf maps a collector keeps.
+const maxPerfMaps = 64
 
 // jitMemory reports whether m is anonymous executable memory, where JIT
 // compilers put their code: "//anon" in perf's MMAP records, "" in
