@@ -592,7 +592,10 @@ func HoldCommand(argv []string, stdout, stderr io.Writer) (*Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	script := `read _ <&3; exec 3<&-; exec "$@"`
+	// The program is exec'd only on the go-ahead word Release writes: a
+	// pipe closed without it (rewind died, or Abandoned the command)
+	// makes read fail or read something else, and the shell exits.
+	script := `IFS= read -r rewind_go <&3; [ "$rewind_go" = ` + releaseWord + ` ] || exit 125; exec 3<&-; exec "$@"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, "rewind-record"}, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if stdout != nil {
@@ -602,7 +605,9 @@ func HoldCommand(argv []string, stdout, stderr io.Writer) (*Command, error) {
 		cmd.Stderr = stderr
 	}
 	cmd.ExtraFiles = []*os.File{pr}
-	if err := cmd.Start(); err != nil {
+	// Tied to rewind's life: the program dies with rewind (kill -9
+	// included) instead of running on, reparented, unrecorded.
+	if err := StartTied(cmd); err != nil {
 		pr.Close()
 		pw.Close()
 		return nil, err
@@ -666,9 +671,13 @@ func Runnable(name string) error {
 	return &NotRunnableError{Name: name, Err: err}
 }
 
+// releaseWord is the go-ahead Release writes to the held shell: only this
+// word lets it exec the program.
+const releaseWord = "rewind-go"
+
 // Release lets the command exec the program.
 func (c *Command) Release() error {
-	_, err := c.release.Write([]byte("go\n"))
+	_, err := c.release.Write([]byte(releaseWord + "\n"))
 	c.release.Close()
 	return err
 }
