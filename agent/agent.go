@@ -190,7 +190,10 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		return a.runKernel(ctx, u)
+		if err := a.runKernel(ctx, u); err != nil {
+			return err
+		}
+		return a.unsentError()
 	}
 	opt := perfevent.Options{Freq: cfg.Freq, StackSize: cfg.StackSize, UserOnly: cfg.UserOnly, Warn: cfg.Warn, BufferPages: 128}
 	if err := a.seed(a.cpuCol); err != nil {
@@ -262,6 +265,26 @@ func Run(ctx context.Context, cfg Config) error {
 	<-built
 	a.drainQueues(drainLimit)
 	a.logStop("")
+	return a.unsentError()
+}
+
+// UnsentError is Run's error when it stopped holding profiles that its
+// exporters had not sent within the drain time: a run that lost data must
+// not end as a success (the agent's exit status says so).
+type UnsentError struct {
+	Unsent int
+}
+
+func (e *UnsentError) Error() string {
+	return fmt.Sprintf("%d profiles were not sent when the agent stopped: a backend was down or too slow (see the warnings above); check its address and that it is up", e.Unsent)
+}
+
+// unsentError is an *UnsentError when the queues still hold profiles,
+// else nil.
+func (a *Agent) unsentError() error {
+	if _, _, _, unsent := a.queueStats(); unsent > 0 {
+		return &UnsentError{Unsent: unsent}
+	}
 	return nil
 }
 

@@ -295,8 +295,11 @@ func TestAgentBackendDown(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+		// Profiles left unsent make the run fail (the agent's exit
+		// status), with their count.
+		var ue *UnsentError
+		if !errors.As(err, &ue) || ue.Unsent != 6 {
+			t.Fatalf("Run returned %v, want an *UnsentError for 6 profiles", err)
 		}
 	case <-time.After(3*time.Second + drainLimit + 30*time.Second):
 		t.Fatal("Run did not stop with a backend down")
