@@ -140,11 +140,37 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 				return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
 			}
 		}
+		// The target's file system is full or gone: the temporary
+		// directory is another one, most often.
+		if len(prof.Stacks) > 0 {
+			if alt, terr := saveInTemp(prof, out, opt); terr == nil {
+				return fmt.Errorf("%w (the profile was saved as %s)", err, alt)
+			}
+		}
 		return err
 	}
 	printCacheNotes(*pf.stats)
 	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, prof.Samples())
 	return nil
+}
+
+// saveInTemp writes the profile that could not be written to out into
+// the temporary directory ($TMPDIR, else /tmp), in out's format (folded
+// for a name without one), under a new name it returns.
+func saveInTemp(prof *profiles.Profile, out string, opt profiles.WriteOptions) (string, error) {
+	ext := ".folded"
+	for _, e := range []string{".pb.gz", ".html", ".svg"} {
+		if strings.HasSuffix(out, e) {
+			ext = e
+		}
+	}
+	stem := "rewind-saved-" + time.Now().Format("20060102-150405")
+	return prof.WriteNewFile(func(i int) string {
+		if i > 1 {
+			return filepath.Join(os.TempDir(), stem+"-"+strconv.Itoa(i)+ext)
+		}
+		return filepath.Join(os.TempDir(), stem+ext)
+	}, opt)
 }
 
 // outputPath returns the -o path, or the default name, and checks its

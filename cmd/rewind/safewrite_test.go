@@ -183,3 +183,39 @@ func TestReportFullDiskSavesFolded(t *testing.T) {
 		t.Errorf("%s: %q", names[1], b)
 	}
 }
+
+// TestReportFullDiskSavesInTemp: report -o on a file system with no room
+// at all fails and saves the profile in the temporary directory, saying
+// where, rather than losing it (issue 38 item 6).
+func TestReportFullDiskSavesInTemp(t *testing.T) {
+	data, err := filepath.Abs(spinData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fixture.Tmpfs(t, 64<<10)
+	fill, err := os.Create(filepath.Join(dir, ".fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := fill.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	fill.Close()
+	tmp := t.TempDir()
+	cmd := exec.Command(rewindBin, "report", "-q", "-o", filepath.Join(dir, "out.html"), data)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	want := "the profile was saved as " + tmp + "/rewind-saved-"
+	if err == nil || !strings.Contains(string(out), "no space left") || !strings.Contains(string(out), want) {
+		t.Fatalf("report on a full disk: %v, want a failure saying %q\n%s", err, want, out)
+	}
+	es, _ := os.ReadDir(tmp)
+	if len(es) != 1 || !strings.HasSuffix(es[0].Name(), ".html") {
+		t.Fatalf("files in the temporary directory: %v, want the saved flame graph", es)
+	}
+	if b, _ := os.ReadFile(filepath.Join(tmp, es[0].Name())); !strings.Contains(string(b), "spin") {
+		t.Errorf("%s does not hold the profile", es[0].Name())
+	}
+}
