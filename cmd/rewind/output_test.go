@@ -29,7 +29,7 @@ func TestDefaultOutputKeepsEarlierProfiles(t *testing.T) {
 			}
 		}
 	}
-	out, err := outputPath("")
+	out, err := outputPath("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestDefaultOutputKeepsEarlierProfiles(t *testing.T) {
 	if _, err := os.Lstat(out); err == nil {
 		t.Errorf("default output %q exists", out)
 	}
-	if got, err := outputPath("x.folded"); err != nil || got != "x.folded" {
+	if got, err := outputPath("x.folded", ""); err != nil || got != "x.folded" {
 		t.Errorf("outputPath(x.folded) = %q, %v", got, err)
 	}
 }
@@ -154,5 +154,39 @@ func TestReportOutputKeepsOwner(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); string(b) == "old" {
 		t.Errorf("not rewritten")
+	}
+}
+
+// TestReportOutputDevNullAndStdout: -o /dev/null is accepted and leaves
+// /dev/null a device; -o - writes the profile to standard output in the
+// --format given, and refuses to guess one (issue 38 item 6).
+func TestReportOutputDevNullAndStdout(t *testing.T) {
+	data, err := filepath.Abs(spinData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(rewindBin, "report", "-q", "-o", os.DevNull, data).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "discarded the profile") {
+		t.Fatalf("report -o /dev/null: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a device: %v %v", fi.Mode(), err)
+	}
+	for format, want := range map[string]string{"folded": "spin", "pprof": "\x1f\x8b", "html": "<html", "svg": "<svg"} {
+		cmd := exec.Command(rewindBin, "report", "-q", "-o", "-", "--format", format, data)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		got, err := cmd.Output()
+		if err != nil || !strings.Contains(string(got), want) {
+			t.Errorf("report -o - --format %s: %v, stdout %.80q, want %q in it\n%s", format, err, got, want, stderr.String())
+		}
+	}
+	out, err = exec.Command(rewindBin, "report", "-q", "-o", "-", data).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--format") {
+		t.Errorf("report -o - without --format: %v, want a failure naming --format\n%s", err, out)
+	}
+	out, err = exec.Command(rewindBin, "report", "-q", "-o", "x.html", "--format", "svg", data).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--format is for -o -") {
+		t.Errorf("report -o x.html --format svg: %v, want a failure\n%s", err, out)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -108,7 +109,7 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	if len(prof.Stacks) == 0 {
 		warn("no samples were recorded")
 	}
-	out, err := outputPath(*pf.out)
+	out, err := outputPath(*pf.out, *pf.format)
 	if err != nil {
 		return err
 	}
@@ -116,6 +117,20 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	// run may have taken the one outputPath found free.
 	opt := profiles.WriteOptions{PeriodNS: periodNS, Title: title}
 	names := defaultOutput(time.Now())
+	switch out {
+	case os.DevNull:
+		fmt.Fprintf(os.Stderr, "rewind: discarded the profile (-o %s, %d samples)\n", out, prof.Samples())
+		return nil
+	case "-":
+		if err := writeStdout(prof, formatExts[*pf.format], opt); err != nil {
+			if alt, terr := saveInTemp(prof, formatExts[*pf.format], opt); terr == nil {
+				return fmt.Errorf("%w (the profile was saved as %s)", err, alt)
+			}
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "rewind: wrote the profile to standard output (%d samples)\n", prof.Samples())
+		return nil
+	}
 	if *pf.out == "" {
 		var name string
 		if name, err = prof.WriteNewFile(names, opt); err == nil {
@@ -154,6 +169,34 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	return nil
 }
 
+// formatExts maps --format's names to the extensions that name the
+// formats in file names.
+var formatExts = map[string]string{"pprof": ".pb.gz", "folded": ".folded", "html": ".html", "svg": ".svg"}
+
+// writeStdout writes the profile to standard output in the format ext
+// names: through a file in a temporary directory, since the formats are
+// chosen by file name, then copied.
+func writeStdout(prof *profiles.Profile, ext string, opt profiles.WriteOptions) error {
+	dir, err := os.MkdirTemp("", "rewind-stdout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	name := filepath.Join(dir, "profile"+ext)
+	if err := prof.WriteFile(name, opt); err != nil {
+		return err
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(os.Stdout, f); err != nil {
+		return fmt.Errorf("writing the profile to standard output: %w", err)
+	}
+	return nil
+}
+
 // saveInTemp writes the profile that could not be written to out into
 // the temporary directory ($TMPDIR, else /tmp), in out's format (folded
 // for a name without one), under a new name it returns.
@@ -186,7 +229,21 @@ func saveInTemp(prof *profiles.Profile, out string, opt profiles.WriteOptions) (
 // new name is also cheaper: renaming onto an existing file makes ext4
 // start writing the new one out at once (its auto_da_alloc), which took
 // 0.5-1.5 ms.
-func outputPath(out string) (string, error) {
+func outputPath(out, format string) (string, error) {
+	switch {
+	case out == "-":
+		if format == "" {
+			return "", usagef("-o - writes the profile to standard output: name its format with --format pprof, folded, html or svg")
+		}
+		if formatExts[format] == "" {
+			return "", usagef("--format %s: unknown; use pprof, folded, html or svg", format)
+		}
+		return out, nil
+	case format != "":
+		return "", usagef("--format is for -o - (standard output); a file's extension names its format")
+	case out == os.DevNull:
+		return out, nil
+	}
 	if out == "" {
 		name := defaultOutput(time.Now())
 		for i := 1; i < outfile.MaxUnique; i++ {

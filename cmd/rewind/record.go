@@ -54,6 +54,7 @@ When the command exits by itself, record exits with its status.`
 // profileFlags are the flags record and report share.
 type profileFlags struct {
 	out      *string
+	format   *string
 	method   *string
 	maxDepth *int
 	quiet    *bool
@@ -85,7 +86,9 @@ type profileFlags struct {
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
 	return &profileFlags{
-		out:      fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here, rewind-TIME-2.html and so on when that file exists)"),
+		out: fs.String("o", "", "write the profile to `FILE`: .pb.gz (pprof), .folded, .html or .svg (default: an HTML flame graph rewind-TIME.html here, rewind-TIME-2.html and so on when that file exists); "+
+			"- writes it to standard output, in the --format given; /dev/null discards it"),
+		format:   fs.String("format", "", "the profile's `FORMAT` with -o - (standard output has no extension to name it): pprof, folded, html or svg"),
 		method:   methodFlag(fs),
 		maxDepth: fs.Int("max-depth", 1024, "stop each walk after `N` frames"),
 		quiet:    fs.Bool("q", false, "do not print the fidelity statistics"),
@@ -109,7 +112,7 @@ func runRecord(args []string) error {
 	if err != nil {
 		return err
 	}
-	outPath, err := outputPath(*rf.pf.out)
+	outPath, err := outputPath(*rf.pf.out, *rf.pf.format)
 	if err != nil {
 		return err
 	}
@@ -133,6 +136,11 @@ func runRecord(args []string) error {
 	}
 	pf.noInterpFrames = "record with --unwind-in kernel (" + bpfPrivilege + ")"
 	opt := perfevent.Options{Freq: rf.freq, StackSize: rf.stackSize, UserOnly: rf.userOnly, Warn: warn, OffCPU: rf.offCPU}
+	if outPath == "-" {
+		// Standard output is the profile's: the command's output goes
+		// to standard error.
+		opt.Stdout = os.Stderr
+	}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = warn
 	build := newBuilder(col, methods, pf)

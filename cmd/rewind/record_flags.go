@@ -64,6 +64,9 @@ func checkFreq(freq int) error {
 // checkOutputDir makes sure the profile can be written before a command
 // runs for nothing: out's directory must exist and be writable.
 func checkOutputDir(out string) error {
+	if out == "-" || out == os.DevNull {
+		return nil
+	}
 	dir := filepath.Dir(out)
 	st, err := os.Stat(dir)
 	if err != nil {

@@ -187,6 +187,10 @@ func (kr *kernelRecording) start() error {
 	// has nothing to describe, which is no error.
 	kr.cmd = exec.Command(kr.rf.cmdArgs[0], kr.rf.cmdArgs[1:]...)
 	kr.cmd.Stdin, kr.cmd.Stdout, kr.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if *kr.rf.pf.out == "-" {
+		// Standard output is the profile's.
+		kr.cmd.Stdout = os.Stderr
+	}
 	// Tied to rewind: the command dies with it, even under kill -9.
 	if err := perfevent.StartTied(kr.cmd); err != nil {
 		return err

@@ -44,7 +44,7 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := outputPath(*pf.out)
+	out, err := outputPath(*pf.out, *pf.format)
 	if err != nil {
 		return err
 	}
