@@ -158,10 +158,10 @@ type Collector struct {
 // the sample's walk reads as it reads the stack copy.
 type SampleMemory interface {
 	// SampleMemory returns the memory copied for the sample of thread
-	// tid of process pid taken at time t (the sample's own time), nil
-	// when none was. It is called once per sample, as it is read; the
+	// tid of process pid taken at time t (the sample's own time) with
+	// user stack pointer sp, nil when none was. It is called once per sample, as it is read; the
 	// regions' bytes must stay unchanged afterwards.
-	SampleMemory(pid, tid int, t uint64) []target.Region
+	SampleMemory(pid, tid int, t, sp uint64) []target.Region
 	// Exec says that process pid ran a new program.
 	Exec(pid int)
 }
@@ -286,7 +286,7 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 			out.UserFP = append(out.UserFP, s.IP)
 		}
 		if c.Memory != nil && out.HasRegs {
-			out.Extra = c.Memory.SampleMemory(out.PID, out.TID, out.Time)
+			out.Extra = c.Memory.SampleMemory(out.PID, out.TID, out.Time, out.sp)
 		}
 		c.pendingBytes += out.bytes()
 		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})

@@ -34,7 +34,7 @@ import (
 // Layout of a record (struct record in bpf/goassist.bpf.c).
 const (
 	gBytes     = 256
-	hdrBytes   = 72
+	hdrBytes   = 80
 	curgAt     = hdrBytes + gBytes
 	stackAt    = curgAt + gBytes
 	recCurG    = 1
@@ -58,8 +58,8 @@ type goproc struct {
 
 // record is one decoded record: the memory it copied.
 type record struct {
-	time    uint64
-	regions []target.Region
+	time, sp uint64 // the sample's time and user SP
+	regions  []target.Region
 }
 
 // Stats counts what the assist did.
@@ -216,9 +216,9 @@ func (a *Assist) drainer() {
 
 // SampleMemory returns the memory the program copied for the sample of
 // thread tid of process pid taken at time t (CLOCK_MONOTONIC
-// nanoseconds), nil when it copied none. It registers pid on its first
+// nanoseconds) with user stack pointer sp, nil when it copied none. It registers pid on its first
 // sample.
-func (a *Assist) SampleMemory(pid, tid int, t uint64) []target.Region {
+func (a *Assist) SampleMemory(pid, tid int, t, sp uint64) []target.Region {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.seen[pid] {
@@ -229,7 +229,7 @@ func (a *Assist) SampleMemory(pid, tid int, t uint64) []target.Region {
 		}
 	}
 	a.drainLocked()
-	return a.q.take(tid, t)
+	return a.q.take(tid, t, sp)
 }
 
 // drainLocked moves every record in the ring to the queue.

@@ -48,12 +48,13 @@ func TestAssistPairsSamples(t *testing.T) {
 			}
 			s := r.Sample
 			samples++
-			mem := a.SampleMemory(int(s.PID), int(s.TID), s.Time)
+			rg, _ := regs.FromPerf(perfevent.Arch(), s.Attr.SampleRegsUser, s.Regs)
+			sp, _ := rg.SP()
+			mem := a.SampleMemory(int(s.PID), int(s.TID), s.Time, sp)
 			if mem == nil {
 				return nil
 			}
 			paired++
-			rg, _ := regs.FromPerf(perfevent.Arch(), s.Attr.SampleRegsUser, s.Regs)
 			if g, _ := rg.Get(14); mem[0].Addr != g {
 				t.Errorf("sample at %d (r14 %#x) paired with the record of g %#x", s.Time, g, mem[0].Addr)
 			}

@@ -33,17 +33,23 @@ func (q *queue) add(tid int, r record) {
 }
 
 // take returns the memory of the record of thread tid's sample taken at
-// t, nil when there is none, and removes that record: the one nearest t
-// within window. The kernel stamps a sample just before the program runs
-// (just after it before Linux 6.10), and a thread's samples lie a
-// sampling period apart.
-func (q *queue) take(tid int, t uint64) []target.Region {
+// t with user stack pointer sp, nil when there is none, and removes that
+// record: the one with that SP nearest t within window. The kernel stamps
+// a sample just before the program runs (just after it before Linux
+// 6.10); a thread's samples lie a sampling period apart, but the first
+// periods of a recording in frequency mode are microseconds long, and a
+// sample with no record (on a goroutine's stack) must not take its
+// neighbour's: the SP tells them apart.
+func (q *queue) take(tid int, t, sp uint64) []target.Region {
 	q.latest = max(q.latest, t)
 	rs := q.byTID[tid]
 	w := uint64(window)
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].time+w >= t })
 	best := -1
 	for j := i; j < len(rs) && rs[j].time <= t+w; j++ {
+		if rs[j].sp != sp {
+			continue
+		}
 		if best < 0 || absDiff(rs[j].time, t) < absDiff(rs[best].time, t) {
 			best = j
 		}
@@ -126,7 +132,7 @@ func decode(b []byte, procs map[int]*goproc) (int, record, bool) {
 		return 0, record{}, false
 	}
 	tid, pid := int(le.Uint32(b[0:])), int(le.Uint32(b[4:]))
-	r := record{time: le.Uint64(b[8:])}
+	r := record{time: le.Uint64(b[8:]), sp: le.Uint64(b[72:])}
 	g, m, curg := le.Uint64(b[16:]), le.Uint64(b[24:]), le.Uint64(b[32:])
 	stackAddr, stackLen := le.Uint64(b[56:]), int(le.Uint32(b[64:]))
 	glen, flags := int(le.Uint16(b[68:])), le.Uint16(b[70:])

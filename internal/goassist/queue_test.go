@@ -8,7 +8,7 @@ import (
 )
 
 func rec(t uint64, n int) record {
-	return record{time: t, regions: []target.Region{{Addr: t, Data: make([]byte, n)}}}
+	return record{time: t, sp: 0x1000, regions: []target.Region{{Addr: t, Data: make([]byte, n)}}}
 }
 
 // TestTakeNearest pairs samples with records as the pump reads them: a
@@ -37,7 +37,7 @@ func TestTakeNearest(t *testing.T) {
 		{8, 2_000_000, 0}, // taken already
 		{9, 2_000_000, 0},
 	} {
-		got := q.take(c.tid, c.at)
+		got := q.take(c.tid, c.at, 0x1000)
 		switch {
 		case c.want == 0 && got != nil:
 			t.Errorf("thread %d at %d: took the record of %d, want none", c.tid, c.at, got[0].Addr)
@@ -45,8 +45,14 @@ func TestTakeNearest(t *testing.T) {
 			t.Errorf("thread %d at %d: got %v, want the record of %d", c.tid, c.at, got, c.want)
 		}
 	}
-	if q.paired != 5 || len(q.byTID) != 0 || q.pending != 0 {
-		t.Errorf("paired %d, %d threads and %d bytes left; want 5, none", q.paired, len(q.byTID), q.pending)
+	// A sample with another SP does not take a record near it in time.
+	q.add(9, rec(5_000_000, 8))
+	if got := q.take(9, 5_000_000, 0x2000); got != nil {
+		t.Errorf("a sample at SP 0x2000 took the record of SP 0x1000")
+	}
+	q.take(9, 5_000_000, 0x1000)
+	if q.paired != 6 || len(q.byTID) != 0 || q.pending != 0 {
+		t.Errorf("paired %d, %d threads and %d bytes left; want 6, none", q.paired, len(q.byTID), q.pending)
 	}
 	// Out of order within a thread: not this program's.
 	q.add(7, rec(10, 8))
@@ -64,7 +70,7 @@ func TestTrim(t *testing.T) {
 	for i := uint64(1); i <= 10; i++ {
 		q.add(int(i%2), rec(i*100, 10))
 	}
-	q.take(5, 1600) // a sample: the latest is 1600
+	q.take(5, 1600, 0x1000) // a sample: the latest is 1600
 	q.trim()
 	// 100..500 are older than 1600-1000; 600..1000 are 50 bytes.
 	if q.pending != 50 || q.dropped != 5 {
@@ -102,6 +108,7 @@ func rawRecord(tid, pid uint32, time, g, m, curg, sp uint64, glen int, stack []b
 	le.PutUint32(b[64:], uint32(len(stack)))
 	le.PutUint16(b[68:], uint16(glen))
 	le.PutUint16(b[70:], flags)
+	le.PutUint64(b[72:], 0x1000)
 	for i := 0; i < min(glen, gBytes); i++ {
 		b[hdrBytes+i] = 0xa0
 		b[curgAt+i] = 0xc0

@@ -90,6 +90,7 @@ struct record {
 	__u32 stack_len;
 	__u16 g_len;
 	__u16 flags; // REC_*
+	__u64 sp;    // the sample's user SP: the record's sample is the one with it
 	__u8 gbytes[G_BYTES];
 	__u8 curgbytes[G_BYTES];
 	__u8 stack[STACK_BYTES];
@@ -183,6 +184,7 @@ int go_assist(struct bpf_perf_event_data *ctx)
 	r->tgid = tgid;
 	r->g_len = glen;
 	r->time = now;
+	r->sp = regs->sp;
 	r->g = g;
 	r->m = m;
 	r->curg = curg;
