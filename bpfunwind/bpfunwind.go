@@ -17,7 +17,9 @@
 // Map sizes are fixed when the program loads (Sizes; at most the Max
 // constants, bpf/unwind.bpf.c): 128 frames per stack; 256 executable
 // mappings per process; 8,192 processes; 4,096 files; up to 1,048,576 rows
-// of 24 bytes (24 MiB) for all files; up to 32,768 distinct user stacks
+// of 24 bytes (24 MiB) for all files (when a file does not fit, files no
+// process maps any more, then the least recently used, are evicted and
+// loaded again when next met: reclaim.go); up to 32,768 distinct user stacks
 // (least recently used evicted); up to 65,536 counted (thread, stack) pairs
 // per period in each of two count maps; up to 16,384 kernel stacks in
 // each of two kernel-stack maps, one per count map (emptied once its
@@ -242,8 +244,8 @@ type Unwinder struct {
 	stats   io.Closer     // keeps the kernel's BPF run-time statistics on
 
 	mu           sync.Mutex
-	files        map[string]uint32 // file identity -> index in files
-	nextRow      uint32
+	files        map[string]uint32                       // file identity -> index in files
+	pool         *rowPool                                // the rows map's files and free ranges (reclaim.go)
 	procMaps     map[int][]target.Mapping                // what each process was described with
 	gen          map[int]int                             // descriptions of each process made
 	history      map[int]map[int][]target.Mapping        // the last descriptions of each process, by gen
@@ -298,6 +300,11 @@ func Load(opt Options) (*Unwinder, error) {
 		opt.Sizes = Host
 	}
 	u.opt.Sizes = opt.Sizes
+	u.pool = newRowPool(rowsTotal(opt.Sizes), func(idx uint32) (uint64, bool) {
+		var fr fileRows
+		err := u.objs.Files.Lookup(idx, &fr)
+		return fr.Used, err == nil
+	}, func(idx uint32) error { return u.objs.Files.Update(idx, fileRows{}, ebpf.UpdateAny) })
 	var st unix.Stat_t
 	if opt.SkipSelf && unix.Stat("/proc/self/exe", &st) == nil {
 		u.selfDev, u.selfIno = statDev(&st), st.Ino
@@ -574,6 +581,7 @@ func (u *Unwinder) answer(raw []byte) {
 		u.mu.Unlock()
 		if known { // (a process never described has nothing to forget)
 			u.objs.Procs.Delete(n.PID)
+			u.dropUser(int(n.PID))
 		}
 	}
 }

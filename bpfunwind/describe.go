@@ -43,6 +43,7 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		u.objs.Procs.Delete(uint32(pid))
+		u.dropUser(pid)
 		return err
 	}
 	// The program asks again when a walk meets a PC outside the described
@@ -59,6 +60,7 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 		p.N = uint32(copy(p.Maps[:], last.maps))
 		p.Gen = gen // the stacks walked with it are named with that description
 		u.work.unchanged.Add(1)
+		u.reloadEvicted(last.maps)
 		u.quieten(pid)
 		return u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny)
 	}
@@ -114,6 +116,11 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 	h[u.gen[pid]] = kept
 	delete(h, u.gen[pid]-historyLen)
 	u.described[pid] = describedProc{sum: sum, maps: append([]mapping(nil), p.Maps[:p.N]...)}
+	files := make([]uint32, 0, p.N)
+	for _, m := range p.Maps[:p.N] {
+		files = append(files, m.File)
+	}
+	u.pool.setUsers(pid, files)
 	u.mu.Unlock()
 	if err := u.objs.Procs.Update(uint32(pid), &p, ebpf.UpdateAny); err != nil {
 		u.note("the BPF process map is full")
@@ -206,6 +213,7 @@ type WorkStats struct {
 	Unchanged int64         // descriptions asked for whose code mappings had not changed
 	Exits     int64         // process exits the program announced
 	Files     int64         // files whose rows were loaded
+	Evicted   int64         // files whose rows were taken back for others (RowStats.Evictions)
 	Describe  time.Duration // time spent describing (files loaded in the background apart)
 	Load      time.Duration // time spent building, compiling and writing files' rows
 }
@@ -219,7 +227,7 @@ type workCounters struct {
 // Work returns what user space did for the program so far.
 func (u *Unwinder) Work() WorkStats {
 	w := &u.work
-	return WorkStats{w.described.Load(), w.unchanged.Load(), w.exits.Load(), w.files.Load(),
+	return WorkStats{w.described.Load(), w.unchanged.Load(), w.exits.Load(), w.files.Load(), u.Rows().Evictions,
 		time.Duration(w.describeNS.Load()), time.Duration(w.loadNS.Load())}
 }
 
@@ -283,6 +291,13 @@ func (u *Unwinder) Notes() map[string]int {
 func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx uint32, ok bool) {
 	u.mu.Lock()
 	if idx, ok := u.files[key]; ok {
+		// A file evicted to make room for others is loaded again.
+		if u.needsReload(idx) {
+			u.pool.state(idx, mod)
+			u.mu.Unlock()
+			u.startLoad(idx, mod, urgent)
+			return idx, true
+		}
 		// A file queued behind the host's (the agent's start) that a
 		// sampled process maps goes ahead.
 		promote := urgent && u.later[idx]
@@ -300,22 +315,32 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx u
 	}
 	idx = uint32(len(u.files))
 	u.files[key] = idx
-	if u.loads != nil && !urgent {
-		u.later[idx] = true
-	}
+	u.pool.state(idx, mod)
 	u.mu.Unlock()
+	u.startLoad(idx, mod, urgent)
+	return idx, true
+}
+
+// startLoad loads file idx's rows: at once, or with
+// Options.LoadInBackground by the loader goroutine (urgent: ahead of the
+// files queued at the agent's start).
+func (u *Unwinder) startLoad(idx uint32, mod *target.Module, urgent bool) {
+	if u.loads != nil && !urgent {
+		u.mu.Lock()
+		u.later[idx] = true
+		u.mu.Unlock()
+	}
 	if u.loads != nil {
 		q := u.loads
 		if urgent {
 			q = u.urgentLoads
 		}
 		u.queue(q, fileLoad{idx, mod})
-		return idx, true
+		return
 	}
 	if err := u.loadRows(idx, mod); err != nil {
 		u.note(err.Error())
 	}
-	return idx, true
 }
 
 // queue hands a file to the loader goroutine.
@@ -468,7 +493,9 @@ func fileKey(mod *target.Module, m *target.Mapping) string {
 }
 
 // loadRows compiles a module's rows into the rows map for the file with
-// index idx; a file whose rows do not fit keeps a count of zero.
+// index idx, evicting other files' rows when there is no room (place); a
+// file with more rows than the whole map keeps a count of zero, and is
+// said so once.
 func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	began := time.Now()
 	defer func() {
@@ -479,27 +506,29 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	if err != nil {
 		return fmt.Errorf("%s: no unwind table: %v", mod.Path, err)
 	}
-	limit := min(u.opt.Sizes.Rows, MaxRows)
-	// A table far larger than the room left is not compiled to find
+	total := u.pool.alloc.total
+	tooBig := func(what string, n uint64) error {
+		u.mu.Lock()
+		u.pool.state(idx, mod).tooBig = true
+		u.mu.Unlock()
+		return fmt.Errorf("%s: %s%d rows do not fit in the BPF rows map (%d rows): its stacks end file-not-loaded", mod.Path, what, n, total)
+	}
+	// A table far larger than the whole map is not compiled to find
 	// that out (a compiler's million rows took 150 ms and 50 MB).
-	u.mu.Lock()
-	left := uint64(limit) - uint64(u.nextRow)
-	u.mu.Unlock()
-	if n := uint64(t.Stats().Rows); n > 2*left {
-		return fmt.Errorf("%s: about %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, n, uint64(limit)-left, limit)
+	if n := uint64(t.Stats().Rows); n > 2*uint64(total) {
+		return tooBig("about ", n)
 	}
 	rows := CompileRows(t, Marks(mod))
 	if len(rows) == 0 {
 		return nil
 	}
-	u.mu.Lock()
-	first := u.nextRow
-	if uint64(first)+uint64(len(rows)) > uint64(limit) {
-		u.mu.Unlock()
-		return fmt.Errorf("%s: %d rows do not fit in the BPF rows map (%d of %d used)", mod.Path, len(rows), first, limit)
+	if uint64(len(rows)) > uint64(total) {
+		return tooBig("", uint64(len(rows)))
 	}
-	u.nextRow += uint32(len(rows))
-	u.mu.Unlock()
+	first, err := u.place(idx, uint32(len(rows)))
+	if err != nil {
+		return err
+	}
 	keys := make([]uint32, len(rows))
 	for i := range keys {
 		keys[i] = first + uint32(i)
@@ -507,6 +536,7 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	if _, berr := u.objs.Rows.BatchUpdate(keys, rows, nil); berr != nil {
 		for i := range rows {
 			if berr = u.objs.Rows.Update(keys[i], &rows[i], ebpf.UpdateAny); berr != nil {
+				u.written(idx, false)
 				return fmt.Errorf("%s: writing its rows: %v", mod.Path, berr)
 			}
 		}
@@ -516,9 +546,12 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 			u.note(fmt.Sprintf("Go stack switches of %s are not crossed: %v", mod.Path, err))
 		}
 	}
-	// The count last: the program uses the rows once it sees it.
-	fr := struct{ First, Count uint32 }{first, uint32(len(rows))}
-	return u.objs.Files.Update(idx, fr, ebpf.UpdateAny)
+	// The count last: the program uses the rows once it sees it. Stamped
+	// as used now, so that it is not the next file evicted.
+	fr := fileRows{first, uint32(len(rows)), stampNow()}
+	err = u.objs.Files.Update(idx, fr, ebpf.UpdateAny)
+	u.written(idx, err == nil)
+	return err
 }
 
 var (

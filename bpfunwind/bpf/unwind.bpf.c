@@ -182,6 +182,10 @@ struct row {
 struct file_rows {
 	__u32 first; // index of the file's first row in rows
 	__u32 count; // 0: not loaded
+	// used is when a walk last used the file's rows (CLOCK_MONOTONIC
+	// in units of 2^20 ns): user space evicts the least recently used
+	// files when the rows map is short of room.
+	__u64 used;
 };
 
 // A loaded file by device and inode, for mappings not described yet: the
@@ -735,6 +739,11 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
 	if (!f || f->count == 0)
 		return END_FILE_NOT_LOADED;
+	// Stored only when it changed: a hot file's cache line is not
+	// written by every frame of every CPU.
+	__u64 now = bpf_ktime_get_ns() >> 20;
+	if (f->used != now)
+		f->used = now;
 	struct row *r = find_row(f, lookup - m->bias);
 	__u64 cfa, ra = 0, fp = w->fp;
 	bool ong = false;
