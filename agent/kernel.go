@@ -198,13 +198,18 @@ func (a *Agent) bpfLine(u *bpfunwind.Unwinder) string {
 
 // workLine says what the agent did for the program since the last period
 // line: processes described (and asked for again unchanged), exits, files
-// whose rows were loaded, and the time these took.
+// whose rows were loaded, the time these took, the rows map's use and the
+// files evicted from it.
 func (a *Agent) workLine(u *bpfunwind.Unwinder) string {
 	w := u.Work()
 	l := a.work
 	a.work = w
-	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms)",
-		w.Described-l.Described, float64(w.Describe-l.Describe)/1e6, w.Unchanged-l.Unchanged, w.Exits-l.Exits, w.Files-l.Files, float64(w.Load-l.Load)/1e6)
+	// Rows used of the map's and the files evicted for others: a host
+	// mapping more than the map holds evicts files every period.
+	r := u.Rows()
+	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms); rows %d of %d used, %d files evicted",
+		w.Described-l.Described, float64(w.Describe-l.Describe)/1e6, w.Unchanged-l.Unchanged, w.Exits-l.Exits, w.Files-l.Files, float64(w.Load-l.Load)/1e6,
+		r.Used, r.Total, w.Evicted-l.Evicted)
 }
 
 // kernelStats counts a period's kernel walks.
