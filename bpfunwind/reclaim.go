@@ -3,6 +3,7 @@ package bpfunwind
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -112,12 +113,25 @@ func (u *Unwinder) fstateMod(idx uint32) *target.Module {
 }
 
 // place finds n rows for file idx, evicting files while no free range
-// holds them (rowPool.place), and returns the first row.
+// holds them (rowPool.place), and returns the first row. When it evicted
+// a file, it returns after evictGrace: a walk that read the evicted
+// file's entry before its count went to zero may still be searching its
+// rows, which are about to be overwritten.
 func (u *Unwinder) place(idx uint32, n uint32) (uint32, error) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.pool.place(idx, n)
+	was := u.pool.evictions
+	first, err := u.pool.place(idx, n)
+	evicted := u.pool.evictions != was
+	u.mu.Unlock()
+	if evicted && err == nil {
+		time.Sleep(evictGrace)
+	}
+	return first, err
 }
+
+// evictGrace is far longer than a walk takes (microseconds: the BPF
+// programs do not sleep), and short beside loading a file.
+const evictGrace = 5 * time.Millisecond
 
 // rowPool is the rows map's allocation among files: the allocator, each
 // file's state and the processes mapping them. It reads the walk's
