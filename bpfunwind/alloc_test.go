@@ -164,6 +164,38 @@ func TestRowPoolReclaims(t *testing.T) {
 	checkPool(t, p)
 }
 
+// TestRowPoolReloadGuard: a file loaded again does not evict a mapped
+// file used within reloadGuard (two running programs would take the rows
+// from each other at every ask), but does once it is idle or unmapped; a
+// file met for the first time evicts by recency alone.
+func TestRowPoolReloadGuard(t *testing.T) {
+	p, f := newFakePool(100)
+	clock := uint64(1 << 20)
+	p.now = func() uint64 { return clock }
+	f.load(t, p, 1, 60, clock)
+	p.setUsers(10, []uint32{1})
+	f.load(t, p, 2, 60, clock) // first met: evicts file 1, just used
+	p.setUsers(20, []uint32{2})
+	if len(f.cleared) != 1 || f.cleared[0] != 1 {
+		t.Fatalf("a new file evicted %v, want file 1", f.cleared)
+	}
+	if !p.reload(1) {
+		t.Fatal("file 1 not to be reloaded")
+	}
+	clock += reloadGuard / 2
+	if _, err := p.place(1, 60); err != errNoRoomYet || len(f.cleared) != 1 {
+		t.Fatalf("reloading file 1 beside file 2 used %d ago: %v, evicted %v; want errNoRoomYet, none", reloadGuard/2, err, f.cleared)
+	}
+	if !p.reload(1) {
+		t.Fatal("file 1, not placed, not to be tried again")
+	}
+	clock += reloadGuard
+	f.load(t, p, 1, 60, clock) // file 2 idle now
+	if len(f.cleared) != 2 || f.cleared[1] != 2 {
+		t.Fatalf("reloading file 1 beside idle file 2 evicted %v, want file 2", f.cleared)
+	}
+}
+
 func TestRowPoolRandom(t *testing.T) {
 	p, f := newFakePool(500)
 	rng := rand.New(rand.NewSource(2))

@@ -526,6 +526,9 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 		return tooBig("", uint64(len(rows)))
 	}
 	first, err := u.place(idx, uint32(len(rows)))
+	if err == errNoRoomYet {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

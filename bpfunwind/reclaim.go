@@ -1,6 +1,7 @@
 package bpfunwind
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -28,6 +29,7 @@ type fileState struct {
 	first, n uint32       // the rows it holds; n 0: none
 	users    map[int]bool // described processes mapping it
 	writing  bool         // its rows are being written: not to be evicted
+	loads    int          // times its rows were written
 	evicted  bool         // its rows were taken back: loaded again when next met
 	tooBig   bool         // more rows than the whole map: never loaded
 }
@@ -144,19 +146,35 @@ type rowPool struct {
 	evictions int64
 	used      func(idx uint32) (uint64, bool) // the walk's last use of a file
 	clear     func(idx uint32) error          // the file's count to zero
+	now       func() uint64                   // the walk's clock (stampNow)
 }
+
+// reloadGuard is how recently a file still mapped must have been used for
+// a file loaded again (one evicted before) not to evict it: two running
+// programs whose files do not fit together would otherwise take the rows
+// from each other at every ask, each load compiling a whole table. A file
+// met for the first time evicts by recency alone, so that new processes
+// are walked; the one it evicted gets its rows back once the other is
+// idle or gone. In stamp units (2^20 ns): about a second.
+const reloadGuard = 1 << 10
+
+// errNoRoomYet is a reload that found no file idle enough to evict: not
+// noted (it is tried again at the next ask).
+var errNoRoomYet = errors.New("no room for an evicted file yet")
 
 // newRowPool returns a pool of total rows, all free.
 func newRowPool(total uint32, used func(uint32) (uint64, bool), clear func(uint32) error) *rowPool {
-	return &rowPool{alloc: newRowAlloc(total), files: map[uint32]*fileState{}, procFiles: map[int][]uint32{}, used: used, clear: clear}
+	return &rowPool{alloc: newRowAlloc(total), files: map[uint32]*fileState{}, procFiles: map[int][]uint32{}, used: used, clear: clear, now: stampNow}
 }
 
 // place finds n rows for file idx, evicting files while no free range
 // holds them: first those no described process maps, then the least
-// recently used (by the walk's stamps). The file is marked as being
+// recently used (by the walk's stamps), but for a file loaded again not
+// those used in the last reloadGuard. The file is marked as being
 // written until written says it is done.
 func (p *rowPool) place(idx uint32, n uint32) (uint32, error) {
 	st := p.state(idx, nil)
+	reload, now := st.loads > 0, p.now()
 	if first, ok := p.alloc.alloc(n); ok {
 		st.first, st.n, st.writing = first, n, true
 		return first, nil
@@ -174,15 +192,19 @@ func (p *rowPool) place(idx uint32, n uint32) (uint32, error) {
 			continue
 		}
 		used, ok := p.used(i)
-		if !ok {
+		mapped := len(s.users) > 0
+		if !ok || reload && mapped && used+reloadGuard > now {
 			pinned += s.n
 			continue
 		}
-		cands = append(cands, cand{i, len(s.users) > 0, used})
+		cands = append(cands, cand{i, mapped, used})
 	}
 	if p.alloc.total-pinned < n {
 		// Evicting every other file would not make room: none is.
 		st.evicted = true // tried again when next met
+		if reload {
+			return 0, errNoRoomYet
+		}
 		return 0, fmt.Errorf("%s: %d rows do not fit in the BPF rows map now (%d of %d held by files being loaded)", st.path, n, pinned, p.alloc.total)
 	}
 	sort.Slice(cands, func(a, b int) bool {
@@ -205,6 +227,9 @@ func (p *rowPool) place(idx uint32, n uint32) (uint32, error) {
 		}
 	}
 	st.evicted = true
+	if reload {
+		return 0, errNoRoomYet
+	}
 	return 0, fmt.Errorf("%s: %d rows do not fit in the BPF rows map now (%d of %d used)", st.path, n, p.alloc.inUse, p.alloc.total)
 }
 
@@ -226,7 +251,9 @@ func (p *rowPool) evict(idx uint32) error {
 func (p *rowPool) written(idx uint32, ok bool) {
 	st := p.files[idx]
 	st.writing = false
-	if !ok {
+	if ok {
+		st.loads++
+	} else {
 		p.alloc.release(st.first, st.n)
 		st.first, st.n = 0, 0
 	}

@@ -3,6 +3,7 @@ package bpfunwind
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,19 +32,14 @@ func manyFuncs(n, seed int) string {
 	return b.String()
 }
 
-// TestRowsReclaimed runs three programs one after another (each killed
-// before the next starts) with a rows map that holds one program's rows
-// and half another's: every one must be unwound in the kernel, which
-// needs the rows of those before it taken back. Without reclaiming, the
-// second program's walks end file-not-loaded.
-func TestRowsReclaimed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skipf("BPF needs root (or CAP_BPF and CAP_PERFMON)")
-	}
+// manyPrograms builds k static programs of manyFuncs and returns their
+// paths and the most rows one has.
+func manyPrograms(t *testing.T, k int) ([]string, int) {
+	t.Helper()
 	dir := t.TempDir()
 	var exes []string
 	var most int
-	for i := 0; i < 3; i++ {
+	for i := 0; i < k; i++ {
 		src := filepath.Join(dir, fmt.Sprintf("many%d.c", i))
 		if err := os.WriteFile(src, []byte(manyFuncs(1500, i)), 0o644); err != nil {
 			t.Fatal(err)
@@ -60,48 +56,82 @@ func TestRowsReclaimed(t *testing.T) {
 		}
 		most = max(most, len(CompileRows(tab, Marks(mod))))
 	}
-	// Room for one program and the vDSO, not for two programs.
-	size := uint32(most*3/2 + 100)
-	u, err := Load(Options{Filter: true, Sizes: Sizes{Rows: size, Stacks: 4096, Counts: 16384, KStacks: 4096}})
+	return exes, most
+}
+
+// loadSmall loads the unwinder, sampling, with a rows map of rows.
+func loadSmall(t *testing.T, rows uint32) *Unwinder {
+	t.Helper()
+	u, err := Load(Options{Filter: true, Sizes: Sizes{Rows: rows, Stacks: 4096, Counts: 16384, KStacks: 4096}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	defer u.Close()
-	t.Logf("programs of up to %d rows, a rows map of %d", most, size)
+	t.Cleanup(func() { u.Close() })
 	if err := u.OnCPU(999); err != nil {
 		t.Fatal(err)
 	}
+	return u
+}
+
+// startTraced starts exe, describes it and has the program walk it.
+func startTraced(t *testing.T, u *Unwinder, exe string) *exec.Cmd {
+	t.Helper()
+	cmd, _ := startLines(t, exe)
+	pid := cmd.Process.Pid
+	// Described (its rows loaded) before it is sampled.
+	if err := u.Describe(pid); err != nil {
+		t.Fatal(err)
+	}
+	one := uint8(1)
+	if err := u.objs.Pids.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// sampleUntil reads pid's stacks until want samples complete (or limit
+// passed), and returns the samples, those complete and the ends.
+func sampleUntil(t *testing.T, u *Unwinder, pid int, want uint64, limit time.Duration) (total, complete uint64, ends map[End]uint64) {
+	t.Helper()
+	ends = map[End]uint64{}
+	deadline := time.Now().Add(limit)
+	for complete < want && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		stacks, err := u.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stacks {
+			if s.PID != pid {
+				continue
+			}
+			total += s.Value
+			ends[s.End] += s.Value
+			if s.End.Complete() {
+				complete += s.Value
+			}
+		}
+	}
+	return total, complete, ends
+}
+
+// TestRowsReclaimed runs three programs one after another (each killed
+// before the next starts) with a rows map that holds one program's rows
+// and half another's: every one must be unwound in the kernel, which
+// needs the rows of those before it taken back. Without reclaiming, the
+// second program's walks end file-not-loaded.
+func TestRowsReclaimed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("BPF needs root (or CAP_BPF and CAP_PERFMON)")
+	}
+	exes, most := manyPrograms(t, 3)
+	// Room for one program and the vDSO, not for two programs.
+	size := uint32(most*3/2 + 100)
+	u := loadSmall(t, size)
+	t.Logf("programs of up to %d rows, a rows map of %d", most, size)
 	for _, exe := range exes {
-		cmd, _ := startLines(t, exe)
-		pid := cmd.Process.Pid
-		// Described (its rows loaded) before it is sampled.
-		if err := u.Describe(pid); err != nil {
-			t.Fatal(err)
-		}
-		one := uint8(1)
-		if err := u.objs.Pids.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
-			t.Fatal(err)
-		}
-		var total, complete uint64
-		ends := map[End]uint64{}
-		deadline := time.Now().Add(15 * time.Second)
-		for total < 200 && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			stacks, err := u.Read()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range stacks {
-				if s.PID != pid {
-					continue
-				}
-				total += s.Value
-				ends[s.End] += s.Value
-				if s.End.Complete() {
-					complete += s.Value
-				}
-			}
-		}
+		cmd := startTraced(t, u, exe)
+		total, complete, ends := sampleUntil(t, u, cmd.Process.Pid, 200, 15*time.Second)
 		cmd.Process.Kill()
 		cmd.Wait()
 		rs := u.Rows()
@@ -115,5 +145,33 @@ func TestRowsReclaimed(t *testing.T) {
 	}
 	if rs := u.Rows(); rs.Evictions < 2 || rs.Used > rs.Total {
 		t.Errorf("rows %d of %d used after %d evictions, want at least 2", rs.Used, rs.Total, rs.Evictions)
+	}
+}
+
+// TestEvictedFileReloaded has a running program's file evicted by a
+// second program's, then ends the second: the first program's walks,
+// which end file-not-loaded meanwhile, must ask for it again and be
+// complete again. Without that, they end file-not-loaded for good.
+func TestEvictedFileReloaded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("BPF needs root (or CAP_BPF and CAP_PERFMON)")
+	}
+	exes, most := manyPrograms(t, 2)
+	u := loadSmall(t, uint32(most*3/2+100))
+	a := startTraced(t, u, exes[0])
+	if _, c, ends := sampleUntil(t, u, a.Process.Pid, 50, 15*time.Second); c < 50 {
+		t.Fatalf("first program: %d samples complete in 15 s, want 50 (ends %v)", c, ends)
+	}
+	b := startTraced(t, u, exes[1]) // evicts the first program's rows
+	_, cb, ends := sampleUntil(t, u, b.Process.Pid, 50, 15*time.Second)
+	b.Process.Kill()
+	b.Wait()
+	if cb < 50 || u.Rows().Evictions == 0 {
+		t.Fatalf("second program: %d samples complete (ends %v) after %d evictions, want 50 after some", cb, ends, u.Rows().Evictions)
+	}
+	total, complete, ends := sampleUntil(t, u, a.Process.Pid, 200, 20*time.Second)
+	t.Logf("first program after the second: %d samples, %d complete, ends %v; %d evictions", total, complete, ends, u.Rows().Evictions)
+	if complete < 200 {
+		t.Errorf("first program: %d samples complete in 20 s once its file was evicted, want 200 (ends %v)", complete, ends)
 	}
 }

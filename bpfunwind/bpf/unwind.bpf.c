@@ -737,8 +737,12 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	}
 	__u32 fi = m->file;
 	struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
-	if (!f || f->count == 0)
+	if (!f || f->count == 0) {
+		// User space loads again a file it evicted when asked about
+		// the process (a file queued or too big: asked less often).
+		notify(w->tgid, 1);
 		return END_FILE_NOT_LOADED;
+	}
 	// Stored only when it changed: a hot file's cache line is not
 	// written by every frame of every CPU.
 	__u64 now = bpf_ktime_get_ns() >> 20;
