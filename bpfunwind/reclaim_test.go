@@ -59,10 +59,11 @@ func manyPrograms(t *testing.T, k int) ([]string, int) {
 	return exes, most
 }
 
-// loadSmall loads the unwinder, sampling, with a rows map of rows.
-func loadSmall(t *testing.T, rows uint32) *Unwinder {
+// loadSmall loads the unwinder, sampling, with a rows map of rows (and
+// files loaded in the background, as the agent has them, if background).
+func loadSmall(t *testing.T, rows uint32, background bool) *Unwinder {
 	t.Helper()
-	u, err := Load(Options{Filter: true, Sizes: Sizes{Rows: rows, Stacks: 4096, Counts: 16384, KStacks: 4096}})
+	u, err := Load(Options{Filter: true, LoadInBackground: background, Sizes: Sizes{Rows: rows, Stacks: 4096, Counts: 16384, KStacks: 4096}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -127,7 +128,7 @@ func TestRowsReclaimed(t *testing.T) {
 	exes, most := manyPrograms(t, 3)
 	// Room for one program and the vDSO, not for two programs.
 	size := uint32(most*3/2 + 100)
-	u := loadSmall(t, size)
+	u := loadSmall(t, size, false)
 	t.Logf("programs of up to %d rows, a rows map of %d", most, size)
 	for _, exe := range exes {
 		cmd := startTraced(t, u, exe)
@@ -157,7 +158,7 @@ func TestEvictedFileReloaded(t *testing.T) {
 		t.Skipf("BPF needs root (or CAP_BPF and CAP_PERFMON)")
 	}
 	exes, most := manyPrograms(t, 2)
-	u := loadSmall(t, uint32(most*3/2+100))
+	u := loadSmall(t, uint32(most*3/2+100), true) // the agent's way: the loader goroutines reload
 	a := startTraced(t, u, exes[0])
 	if _, c, ends := sampleUntil(t, u, a.Process.Pid, 50, 15*time.Second); c < 50 {
 		t.Fatalf("first program: %d samples complete in 15 s, want 50 (ends %v)", c, ends)
