@@ -39,12 +39,12 @@ func (m fakeMem) ReadMemory(addr uint64, p []byte) error {
 
 // synth312 lays out, with 3.12's layout, one interpreter with one thread
 // state (tid 42) whose chain is n frames of one code object "f" in
-// "m.py" (first line 10, each code unit one line further), frame i at
+// "m.py" (first line 10, each code unit one line further; 64 code units), frame i at
 // 0x40000+i*0x100 and at code unit i; link(i) gives frame i's previous.
 func synth312(n int, link func(i int) uint64) fakeMem {
 	l := &layout312
 	m := fakeMem{}
-	const rt, interp, ts, cframe, codeAddr, typ, qual, file, table = 0x1000, 0x2000, 0x3000, 0x3800, 0x8000, 0x9000, 0xa000, 0xa800, 0xb000
+	const rt, interp, ts, cframe, codeAddr, typ, qual, file, table, strType = 0x1000, 0x2000, 0x3000, 0x3800, 0x8000, 0x9000, 0xa000, 0xa800, 0xb000, 0xc800
 	m.u64(rt+l.runtimeInterps, interp)
 	m.u64(interp+l.interpThreads, ts)
 	m.u64(interp+l.interpNext, 0)
@@ -60,7 +60,11 @@ func synth312(n int, link func(i int) uint64) fakeMem {
 	m.u64(codeAddr+l.codeLinetable, table)
 	m.put(codeAddr+l.codeFirstLine, []byte{10, 0, 0, 0})
 	m.put(codeAddr+uint64(l.codeFirstTraceable), []byte{0, 0, 0, 0})
+	m.u64(codeAddr+l.bytesSize, 64) // ob_size: code units
+	m.u64(strType+l.tpName, strType+0x400)
+	m.put(strType+0x400, []byte("str\x00\x00"))
 	for addr, s := range map[uint64]string{qual: "f", file: "m.py"} {
+		m.u64(addr+l.obType, strType)
 		m.u64(addr+l.uniLength, uint64(len(s)))
 		m.put(addr+l.uniState, []byte{1<<2 | 1<<5 | 1<<6, 0, 0, 0}) // kind 1, compact, ascii
 		m.put(addr+l.asciiSize, []byte(s))

@@ -70,7 +70,7 @@ func (rt *Runtime) Probe() (Probe, error) {
 // ThreadStates returns the address of every thread state of the
 // process, by native thread id.
 func (rt *Runtime) ThreadStates(mem target.Memory) (map[int]uint64, error) {
-	w := walker{l: &rt.l, mem: mem}
+	w := newWalker(&rt.l, mem)
 	l := &rt.l
 	out := map[int]uint64{}
 	interp, err := w.ptr(rt.Addr + l.runtimeInterps)
@@ -112,7 +112,7 @@ type Codes struct {
 
 // NewCodes returns a symbolizer of rt's code objects in mem.
 func (rt *Runtime) NewCodes(mem target.Memory) *Codes {
-	return &Codes{w: walker{l: &rt.l, mem: mem, codes: map[uint64]*code{}, types: map[uint64]bool{}}, names: map[uint64]uint64{}}
+	return &Codes{w: newWalker(&rt.l, mem), names: map[uint64]uint64{}}
 }
 
 // SetMemory replaces the memory the code objects are read from.
@@ -125,6 +125,9 @@ func (c *Codes) SetMemory(mem target.Memory) { c.w.mem = mem }
 // frame CPython does not show (just pushed, before its code's first
 // traceable instruction).
 func (c *Codes) Frame(co, qualname uint64, instr uint32, activation int) (f Frame, show bool, err error) {
+	c.w.spent = 0 // the budget is a walk's; each call reads at most one code object
+	c.w.over = false
+	c.w.notes = c.w.notes[:0]
 	if name, ok := c.names[co]; ok && name != qualname {
 		// Another object at that address than the one read: read
 		// again.
@@ -151,7 +154,7 @@ func (c *Codes) Frame(co, qualname uint64, instr uint32, activation int) (f Fram
 	}
 	line := cd.firstLine
 	if unit >= 0 && unit < 1<<31 {
-		line = Line(cd.linetable, cd.firstLine, int(unit))
+		line = cd.lines.line(int(unit))
 	}
 	return Frame{Function: cd.qualname, File: cd.file, Line: line, Activation: activation}, true, nil
 }

@@ -14,7 +14,8 @@ import (
 
 // TestLineMatchesPython: for every code object of a few standard modules
 // (thousands of location tables), Line gives each code unit the line
-// Python's own co_positions() gives it, on each interpreter here.
+// Python's own co_positions() gives it, on each interpreter here; so does
+// the index the reader decodes a table into once.
 func TestLineMatchesPython(t *testing.T) {
 	ran := 0
 	for _, py := range []string{"/usr/bin/python3.11", "/root/.pyenv/versions/3.12.1/bin/python3.12", "/root/.pyenv/versions/3.13.0/bin/python3.13"} {
@@ -39,9 +40,13 @@ func TestLineMatchesPython(t *testing.T) {
 				t.Fatalf("%s: bad line %q", py, sc.Text())
 			}
 			lt, _ := hex.DecodeString(table)
+			x := newLineIndex(lt, first)
 			for u, want := range lines {
 				if got := Line(lt, first, u); got != want {
 					t.Fatalf("%s: table %s (first line %d), unit %d: line %d, Python says %d", py, table, first, u, got, want)
+				}
+				if got := x.line(u); got != want {
+					t.Fatalf("%s: table %s (first line %d), unit %d: the index says line %d, Python %d", py, table, first, u, got, want)
 				}
 			}
 			codes++

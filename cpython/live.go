@@ -24,6 +24,7 @@ type Live struct {
 	pid int
 
 	rec      recorder
+	codes    map[uint64]*code // the code objects Prepare read
 	prior    *Stacks
 	priorErr error
 
@@ -51,7 +52,7 @@ func NewLive(pid int, rt *Runtime) *Live { return &Live{rt: rt, pid: pid} }
 // chunk), so that the pause costs a few iovecs.
 func (l *Live) Prepare() {
 	l.rec = recorder{mem: live.NewReader(l.pid), pages: map[uint64][]byte{}}
-	l.prior, l.priorErr = l.rt.Read(&l.rec)
+	l.prior, l.codes, l.priorErr = l.rt.read(&l.rec, nil)
 	l.rec.pages = nil
 	rs := l.rec.reads
 	slices.SortFunc(rs, func(a, b recorded) int { return cmp.Compare(a.addr, b.addr) })
@@ -118,7 +119,9 @@ func (l *Live) During(r *live.Reader) {
 	}
 	l.Rewalked = true
 	pm := &pauseMem{next: r, spans: l.reads}
-	l.stacks, l.err = l.rt.Read(pm)
+	// The code objects Prepare read are taken again when their
+	// identifying fields are the same: a dump reads each table once.
+	l.stacks, _, l.err = l.rt.read(pm, l.codes)
 }
 
 // Stacks returns the stacks as they were in the pause (as Prepare found
@@ -206,7 +209,8 @@ func (m *pauseMem) ReadMemory(addr uint64, p []byte) error {
 // Attach gives each thread context of t that a Python thread state runs
 // on (matched by native thread id) its Python frames, spliced by the
 // outputs above the _PyEval_EvalFrameDefault frame of their activation.
-// A chain cut short is said through warn.
+// A chain cut short, and each of the walk's notes (Stacks.Notes), is
+// said through warn; a frame whose name is not one shows InvalidName.
 func Attach(t *target.Target, s *Stacks, warn func(string)) {
 	byTID := map[int]*Thread{}
 	for i := range s.Threads {
@@ -220,12 +224,21 @@ func Attach(t *target.Target, s *Stacks, warn func(string)) {
 		}
 		c.Interp = c.Interp[:0]
 		for _, f := range th.Frames {
-			c.Interp = append(c.Interp, target.InterpFrame{Function: f.Function, File: f.File,
+			name := f.Function
+			if name == "" {
+				name = InvalidName
+			}
+			c.Interp = append(c.Interp, target.InterpFrame{Function: name, File: f.File,
 				Line: max(f.Line, 0), Method: "python", Activation: f.Activation, Anchor: f.Anchor})
 		}
 		c.InterpBefore = EvalFunction
 		if th.End != "" && warn != nil {
 			warn("thread " + strconv.Itoa(th.TID) + ": Python frame chain cut (" + th.End + "): " + th.Detail)
+		}
+	}
+	if warn != nil {
+		for _, n := range s.Notes {
+			warn("Python stacks: " + n)
 		}
 	}
 }
