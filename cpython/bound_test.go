@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rewindstack/rewind/target"
 )
 
 // Where synthBig puts its forged location table (away from synth312's
@@ -79,7 +81,9 @@ func (c *countMem) ReadMemory(addr uint64, p []byte) error {
 // take well under a second (85 s when each frame decoded the table).
 func TestSharedTableReadOnce(t *testing.T) {
 	const n, mib = 1 << 14, 1 << 20
-	m := newCountMem(synthBig(n, mib, mib, 8*mib, func(i int) uint64 { return uint64(i) }))
+	// Each frame past the end of the part read: decoding the table for
+	// each would go through all of it.
+	m := newCountMem(synthBig(n, mib, mib, 8*mib, func(i int) uint64 { return 8*mib - 1 - uint64(i) }))
 	rt := &Runtime{Version: "3.12", Addr: 0x1000, l: layout312}
 	start := time.Now()
 	s, err := rt.Read(m)
@@ -214,9 +218,24 @@ func TestInvalidNames(t *testing.T) {
 		}
 		for i, f := range th.Frames {
 			if f.Function != c.want || f.File != "m.py" || f.Line != 11+i {
-				t.Errorf("%s: frame %d is %+.40v, want %.20q (m.py:%d)", c.why, i, f, c.want, 11+i)
+				t.Errorf("%s: frame %d is %.20q (%q:%d), want %.20q (m.py:%d)", c.why, i, f.Function, f.File, f.Line, c.want, 11+i)
 			}
 		}
+	}
+}
+
+// TestAttachInvalidName: a frame without a name shows InvalidName, and
+// the walk's notes reach warn.
+func TestAttachInvalidName(t *testing.T) {
+	tg := &target.Target{Contexts: []target.Context{{Kind: target.KindThread, TID: 7}}}
+	var warned []string
+	Attach(tg, &Stacks{Threads: []Thread{{TID: 7, Frames: []Frame{{File: "m.py", Line: 3}}}}, Notes: []string{"cut"}},
+		func(s string) { warned = append(warned, s) })
+	if in := tg.Contexts[0].Interp; len(in) != 1 || in[0].Function != InvalidName || in[0].File != "m.py" {
+		t.Errorf("frames %+v, want one %s in m.py", in, InvalidName)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "cut") {
+		t.Errorf("warned %q, want the note", warned)
 	}
 }
 
