@@ -1,6 +1,7 @@
 package cpython
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -326,4 +327,35 @@ func FuzzHeap(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestManyClaimedTables: 500 code objects each claiming a 1 MiB table
+// (the case that took 1 GB) read at most maxLinetable bytes of each.
+func TestManyClaimedTables(t *testing.T) {
+	const n, mib = 500, 1 << 20
+	l := &layout312
+	m := synthBig(n, mib, mib, 8*mib, func(i int) uint64 { return uint64(i) })
+	hdr := make([]byte, l.codeSize)
+	if err := m.ReadMemory(0x8000, hdr); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		co := uint64(0x100_0000 + i*0x100)
+		m.put(co, hdr)
+		m.u64(uint64(0x40000+i*0x100)+l.frameCode, co)
+		m.u64(uint64(0x40000+i*0x100)+l.frameInstr, co+l.codeAdaptive+2*uint64(i))
+	}
+	c := newCountMem(m)
+	rt := &Runtime{Version: "3.12", Addr: 0x1000, l: layout312}
+	s, err := rt.Read(c)
+	if err != nil || len(s.Threads[0].Frames) != n {
+		t.Fatalf("%v %+v", err, s)
+	}
+	if c.bytes > n*(maxLinetable+4096) {
+		t.Errorf("%d bytes read, want at most %d a code object", c.bytes, maxLinetable+4096)
+	}
+	if len(s.Notes) != maxNotes+1 || s.Notes[maxNotes] != fmt.Sprintf("and %d more notes", n-maxNotes) {
+		t.Errorf("%d notes, last %q; want %d and a count", len(s.Notes), s.Notes[len(s.Notes)-1], maxNotes)
+	}
+	t.Logf("%d code objects: %d bytes read", n, c.bytes)
 }
