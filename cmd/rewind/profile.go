@@ -117,6 +117,13 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	// run may have taken the one outputPath found free.
 	opt := profiles.WriteOptions{PeriodNS: periodNS, Title: title}
 	names := defaultOutput(time.Now())
+	return writeFinished(prof, pf, out, names, opt)
+}
+
+// writeFinished writes a built profile to out (-o, or the default name
+// from names), standard output for "-", nowhere for /dev/null.
+func writeFinished(prof *profiles.Profile, pf *profileFlags, out string, names func(int) string, opt profiles.WriteOptions) error {
+	var err error
 	switch out {
 	case os.DevNull:
 		fmt.Fprintf(os.Stderr, "rewind: discarded the profile (-o %s, %d samples)\n", out, prof.Samples())
@@ -137,36 +144,43 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 			out = name
 		}
 	} else {
-		err = writeProfile(prof, out, periodNS, title)
+		err = writeProfile(prof, out, opt.PeriodNS, opt.Title)
 	}
 	if err != nil {
-		// Do not lose a recording to an output problem.
-		if !strings.HasSuffix(out, ".folded") && len(prof.Stacks) > 0 {
-			folded := func(name string) string {
-				return strings.TrimSuffix(strings.TrimSuffix(name, filepath.Ext(name)), ".pb") + ".folded"
-			}
-			alt, ferr := folded(out), error(nil)
-			if *pf.out == "" {
-				alt, ferr = prof.WriteNewFile(func(i int) string { return folded(names(i)) }, opt)
-			} else {
-				ferr = prof.WriteFile(alt, opt)
-			}
-			if ferr == nil {
-				return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
-			}
-		}
-		// The target's file system is full or gone: the temporary
-		// directory is another one, most often.
-		if len(prof.Stacks) > 0 {
-			if alt, terr := saveInTemp(prof, out, opt); terr == nil {
-				return fmt.Errorf("%w (the profile was saved as %s)", err, alt)
-			}
-		}
-		return err
+		return rescueProfile(prof, pf, out, names, opt, err)
 	}
 	printCacheNotes(*pf.stats)
 	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, prof.Samples())
 	return nil
+}
+
+// rescueProfile saves a profile whose write to out failed with err: as
+// folded stacks beside it, else in the temporary directory; the error
+// says where it went.
+func rescueProfile(prof *profiles.Profile, pf *profileFlags, out string, names func(int) string, opt profiles.WriteOptions, err error) error {
+	// Do not lose a recording to an output problem.
+	if !strings.HasSuffix(out, ".folded") && len(prof.Stacks) > 0 {
+		folded := func(name string) string {
+			return strings.TrimSuffix(strings.TrimSuffix(name, filepath.Ext(name)), ".pb") + ".folded"
+		}
+		alt, ferr := folded(out), error(nil)
+		if *pf.out == "" {
+			alt, ferr = prof.WriteNewFile(func(i int) string { return folded(names(i)) }, opt)
+		} else {
+			ferr = prof.WriteFile(alt, opt)
+		}
+		if ferr == nil {
+			return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
+		}
+	}
+	// The target's file system is full or gone: the temporary
+	// directory is another one, most often.
+	if len(prof.Stacks) > 0 {
+		if alt, terr := saveInTemp(prof, out, opt); terr == nil {
+			return fmt.Errorf("%w (the profile was saved as %s)", err, alt)
+		}
+	}
+	return err
 }
 
 // formatExts maps --format's names to the extensions that name the

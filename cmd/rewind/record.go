@@ -170,6 +170,17 @@ func runRecord(args []string) error {
 	if res.Exited && res.Samples == 0 {
 		return noSamples(res.Elapsed, res.CommandErr)
 	}
+	recorded(res, rf, pf)
+	if err := finishProfile(build, col, pf, 1e9/int64(rf.freq), recordTitle(pf, rf.pid, rf.cmdArgs), nil); err != nil {
+		return err
+	}
+	return commandStatus(res.CommandErr)
+}
+
+// recorded says how a recording of stack copies went (its samples, with
+// --stats what the Go assist did) and notes for the fidelity table how
+// much stack was copied.
+func recorded(res session.Result, rf *recordFlags, pf *profileFlags) {
 	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", res.Why, res.Elapsed.Seconds(), res.Samples, res.Lost)
 	if *pf.stats && res.GoAssist != "" {
 		fmt.Fprintf(os.Stderr, "rewind: Go assist: %s\n", res.GoAssist)
@@ -180,10 +191,6 @@ func runRecord(args []string) error {
 	case size >= maxStackCopy:
 		pf.copyEdgeHint = fmt.Sprintf("%d bytes were copied, the kernel's most", size)
 	}
-	if err := finishProfile(build, col, pf, 1e9/int64(rf.freq), recordTitle(pf, rf.pid, rf.cmdArgs), nil); err != nil {
-		return err
-	}
-	return commandStatus(res.CommandErr)
 }
 
 // noSamples is record's end when the command it started exited before
