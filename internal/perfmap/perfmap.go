@@ -76,14 +76,10 @@ func Parse(r io.Reader, limit int64) (*Map, error) {
 		limit = MaxSize
 	}
 	m := &Map{}
-	type entry struct {
-		Symbol
-		line int
-	}
-	var es []entry
+	var es []Symbol // in file order: the stable sort keeps it per start
 	br := bufio.NewReaderSize(io.LimitReader(r, limit+1), 64<<10)
 	var read int64
-	for line := 0; ; line++ {
+	for {
 		b, n, long, err := readLine(br)
 		read += int64(n)
 		if read > limit {
@@ -94,7 +90,7 @@ func Parse(r io.Reader, limit int64) (*Map, error) {
 			m.Skipped++
 		} else if len(b) > 0 {
 			if s, ok := parseLine(b); ok {
-				es = append(es, entry{s, line})
+				es = append(es, s)
 			} else {
 				m.Skipped++
 			}
@@ -114,7 +110,7 @@ func Parse(r io.Reader, limit int64) (*Map, error) {
 		if n := len(m.syms); n > 0 && m.syms[n-1].End > e.Start {
 			m.syms[n-1].End = e.Start
 		}
-		m.syms = append(m.syms, e.Symbol)
+		m.syms = append(m.syms, e)
 	}
 	return m, nil
 }
