@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fixture"
@@ -127,26 +126,7 @@ func TestRecordGoStackSwitches(t *testing.T) {
 	}
 	defer func() { prog.Process.Kill(); prog.Wait() }()
 	pid := strconv.Itoa(prog.Process.Pid)
-	stderrs := map[string]string{}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, mode := range []string{"kernel", "user"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.Command(rewindBin, "record", "--unwind-in", mode, "-F", "999", "-d", "6", "--stats", "-o", filepath.Join(dir, mode+".folded"), "-p", pid)
-			var e strings.Builder
-			cmd.Stderr = &e
-			err := cmd.Run()
-			mu.Lock()
-			stderrs[mode] = e.String()
-			mu.Unlock()
-			if err != nil {
-				t.Errorf("record --unwind-in %s: %v\n%s", mode, err, e.String())
-			}
-		}()
-	}
-	wg.Wait()
+	stderrs := recordBothModes(t, pid, func(mode string) string { return filepath.Join(dir, mode+".folded") }, "-d", "6", "--stats")
 	if t.Failed() {
 		return
 	}

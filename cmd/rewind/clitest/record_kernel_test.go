@@ -70,27 +70,7 @@ func TestRecordUnwindInKernelMatchesUser(t *testing.T) {
 			defer func() { prog.Process.Kill(); prog.Wait() }()
 			pid := strconv.Itoa(prog.Process.Pid)
 			shares := map[string]map[string]float64{}
-			stderrs := map[string]string{}
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			for _, mode := range []string{"kernel", "user"} {
-				out := filepath.Join(dir, c.name+"-"+mode+".folded")
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					cmd := exec.Command(rewindBin, "record", "--unwind-in", mode, "-F", "999", "-d", "8", "-o", out, "-p", pid)
-					var e strings.Builder
-					cmd.Stderr = &e
-					err := cmd.Run()
-					mu.Lock()
-					stderrs[mode] = e.String()
-					mu.Unlock()
-					if err != nil {
-						t.Errorf("record --unwind-in %s: %v\n%s", mode, err, e.String())
-					}
-				}()
-			}
-			wg.Wait()
+			stderrs := recordBothModes(t, pid, func(mode string) string { return filepath.Join(dir, c.name+"-"+mode+".folded") }, "-d", "8")
 			if t.Failed() {
 				return
 			}
@@ -111,4 +91,34 @@ func TestRecordUnwindInKernelMatchesUser(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordBothModes records process pid with --unwind-in kernel and
+// --unwind-in user at once (so that both see the same run of it) at 999
+// Hz, each to out(mode) with the extra flags args, and returns each
+// mode's standard error. A recording that fails fails the test.
+func recordBothModes(t *testing.T, pid string, out func(mode string) string, args ...string) map[string]string {
+	t.Helper()
+	stderrs := map[string]string{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, mode := range []string{"kernel", "user"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			argv := append([]string{"record", "--unwind-in", mode, "-F", "999", "-o", out(mode)}, args...)
+			cmd := exec.Command(rewindBin, append(argv, "-p", pid)...)
+			var e strings.Builder
+			cmd.Stderr = &e
+			err := cmd.Run()
+			mu.Lock()
+			stderrs[mode] = e.String()
+			mu.Unlock()
+			if err != nil {
+				t.Errorf("record --unwind-in %s: %v\n%s", mode, err, e.String())
+			}
+		}()
+	}
+	wg.Wait()
+	return stderrs
 }
