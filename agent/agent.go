@@ -268,22 +268,42 @@ func Run(ctx context.Context, cfg Config) error {
 	return a.unsentError()
 }
 
-// UnsentError is Run's error when it stopped holding profiles that its
-// exporters had not sent within the drain time: a run that lost data must
-// not end as a success (the agent's exit status says so).
+// UnsentError is Run's error when profiles were lost: dropped from a
+// full queue while a backend was down or slow, or still queued when the
+// drain time ran out. A run that lost data must not end as a success
+// (the agent's exit status says so).
 type UnsentError struct {
-	Unsent int
+	// Unsent is how many profiles the queues held when Run stopped;
+	// Dropped, how many a full queue dropped (the oldest) during the run.
+	Unsent, Dropped int
+	// Exporters names the exporters that lost profiles.
+	Exporters []string
 }
 
 func (e *UnsentError) Error() string {
-	return fmt.Sprintf("%d profiles were not sent when the agent stopped: a backend was down or too slow (see the warnings above); check its address and that it is up", e.Unsent)
+	var what []string
+	if e.Unsent > 0 {
+		what = append(what, fmt.Sprintf("%d profiles were not sent when the agent stopped", e.Unsent))
+	}
+	if e.Dropped > 0 {
+		what = append(what, fmt.Sprintf("%d were dropped from a full queue", e.Dropped))
+	}
+	return fmt.Sprintf("%s (%s): the backend failed or was too slow (see the warnings above); check that it is up and can store them", strings.Join(what, "; "), strings.Join(e.Exporters, ", "))
 }
 
-// unsentError is an *UnsentError when the queues still hold profiles,
-// else nil.
+// unsentError is an *UnsentError when a queue lost profiles, else nil.
 func (a *Agent) unsentError() error {
-	if _, _, _, unsent := a.queueStats(); unsent > 0 {
-		return &UnsentError{Unsent: unsent}
+	var e UnsentError
+	for _, q := range a.queues {
+		_, d, _, n := q.stats()
+		if d > 0 || n > 0 {
+			e.Unsent += n
+			e.Dropped += int(d)
+			e.Exporters = append(e.Exporters, q.exp.Name())
+		}
+	}
+	if e.Unsent+e.Dropped > 0 {
+		return &e
 	}
 	return nil
 }

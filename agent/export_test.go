@@ -301,6 +301,10 @@ func TestAgentBackendDown(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Unsent != 6 {
 			t.Fatalf("Run returned %v, want an *UnsentError for 6 profiles", err)
 		}
+		// Only the exporter that failed lost profiles.
+		if len(ue.Exporters) != 1 || ue.Exporters[0] != bad.Name() {
+			t.Errorf("UnsentError names %q, want only %q", ue.Exporters, bad.Name())
+		}
 	case <-time.After(3*time.Second + drainLimit + 30*time.Second):
 		t.Fatal("Run did not stop with a backend down")
 	}
