@@ -3,6 +3,7 @@ package cpython
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +35,10 @@ type Live struct {
 	// Rewalked reports that the stacks changed between Prepare and the
 	// pause, so During walked them again.
 	Rewalked bool
+	// Unchecked reports that the pause's bound (live.Reader.Deadline)
+	// was reached before the stacks could be re-read or walked again in
+	// it: Stacks gives those Prepare walked while the process ran.
+	Unchecked bool
 	// Spans and SpanBytes say how much the pause re-reads (set by
 	// Prepare): the ranges read, merged.
 	Spans     int
@@ -93,10 +98,17 @@ const (
 )
 
 // During re-reads, in the pause, what Prepare read; see live.Options.During.
+// It holds to the pause's bound (live.Reader.Deadline): when the re-read
+// or a walk again would run past it, the stacks Prepare walked are kept,
+// with a note that they were not re-checked (Unchecked), and the threads
+// resume.
 func (l *Live) During(r *live.Reader) {
 	start := time.Now()
 	defer func() { l.InPause = time.Since(start) }()
-	r.ReadBatch(l.reads)
+	if !readBounded(r, l.reads) {
+		l.keepPrior()
+		return
+	}
 	same := l.priorErr == nil
 	if same {
 		for _, th := range l.prior.Threads {
@@ -118,11 +130,50 @@ func (l *Live) During(r *live.Reader) {
 		return
 	}
 	l.Rewalked = true
-	pm := &pauseMem{next: r, spans: l.reads}
+	pm := &pauseMem{next: r, spans: l.reads, bound: r}
 	// The code objects Prepare read are taken again when their
 	// identifying fields are the same: a dump reads each table once.
 	l.stacks, _, l.err = l.rt.read(pm, l.codes)
+	if pm.expired {
+		l.stacks, l.err = nil, nil
+		l.keepPrior()
+	}
 }
+
+// readBounded reads reads in batches of at most batchBytes, and reports
+// false when r's deadline passed before the last batch was asked for.
+func readBounded(r *live.Reader, reads []live.Read) bool {
+	for i := 0; i < len(reads); {
+		if r.Expired() {
+			return false
+		}
+		j, n := i, 0
+		for j < len(reads) && (j == i || n+len(reads[j].Buf) <= batchBytes) {
+			n += len(reads[j].Buf)
+			j++
+		}
+		r.ReadBatch(reads[i:j])
+		i = j
+	}
+	return true
+}
+
+// batchBytes is how much one batch of the pause's re-read asks for: the
+// deadline is checked between batches (process_vm_readv copies about a
+// gigabyte a second here, so a batch is about a millisecond).
+const batchBytes = 1 << 20
+
+// keepPrior keeps what Prepare walked as the stacks, noting that the
+// pause ended before they could be re-checked.
+func (l *Live) keepPrior() {
+	l.Unchecked = true
+	if l.prior != nil {
+		l.prior.Notes = append(l.prior.Notes, "the Python stacks were read just before the pause and not re-checked in it: re-reading them would have held the threads stopped past the pause's bound (--max-pause)")
+	}
+}
+
+// errPauseBound fails the reads of a walk in the pause past its bound.
+var errPauseBound = errors.New("the pause's bound was reached")
 
 // Stacks returns the stacks as they were in the pause (as Prepare found
 // them when During did not run: a capture that failed).
@@ -192,9 +243,22 @@ func (r *recorder) read(addr uint64, p []byte) error {
 type pauseMem struct {
 	next  target.Memory
 	spans []live.Read // sorted by address
+	// bound, when set, fails every read past its deadline (expired is
+	// then set): a walk again in the pause ends there.
+	bound   *live.Reader
+	expired bool
+	reads   int
 }
 
 func (m *pauseMem) ReadMemory(addr uint64, p []byte) error {
+	if m.bound != nil {
+		// The clock is read every 64 reads: a read from the spans takes
+		// nanoseconds.
+		if m.reads++; m.expired || m.reads%64 == 0 && m.bound.Expired() {
+			m.expired = true
+			return errPauseBound
+		}
+	}
 	i := sort.Search(len(m.spans), func(i int) bool { return m.spans[i].Addr > addr }) - 1
 	if i >= 0 {
 		sp := &m.spans[i]

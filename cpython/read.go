@@ -39,8 +39,8 @@ const (
 )
 
 // InvalidName is what text outputs show for a function whose name in the
-// target is not a printable str (see Frame.Function).
-const InvalidName = "<invalid name>"
+// target is not a printable str (see Frame.Function); JSON has null.
+const InvalidName = target.InvalidName
 
 // errBudget is the error of a read past the walk's budget.
 var errBudget = fmt.Errorf("more than %d MiB read from the process: the walk's budget is spent", maxBudget>>20)

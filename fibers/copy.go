@@ -54,6 +54,10 @@ type Copier struct {
 	Bias      uint64
 	Found     []TarantoolFiber
 	FindErr   error
+	// Unchecked reports that the pause reached its bound
+	// (live.Reader.Deadline) before every fiber was re-read in it: some
+	// are as they were just before the pause, or read after it.
+	Unchecked bool
 
 	prior       []cordState // the main cord as scanned before the pause
 	states      []cordState // the cords as read in the pause
@@ -97,6 +101,12 @@ func (c *Copier) During(r *live.Reader) {
 		t := c.Tarantool
 		c.threads = r.Threads()
 		c.states, c.FindErr = t.rescan(r, &c.co, c.prior, t.cords(r, c.Bias, c.threads))
+		if r.Expired() {
+			// The stacks of fibers that ran since their copy are read
+			// from the process once it runs again.
+			c.Unchecked = true
+			return
+		}
 		c.copyChanged(r, size)
 	}
 }
@@ -431,6 +441,9 @@ func (c *Copier) Contexts(tg *target.Target, warn func(string)) []target.Context
 	out := Explicit(tg, c.Specs, mem)
 	if c.FindErr != nil {
 		warn(fmt.Sprintf("fibers: %v", c.FindErr))
+	}
+	if c.Unchecked {
+		warn("fibers: the pause reached its bound (--max-pause) before every fiber was re-read in it: those that ran since their copy just before the pause are shown as read after it, and fibers created meanwhile may be missing")
 	}
 	if c.Tarantool != nil {
 		c.Tarantool.LuaFrames(mem, c.Found)

@@ -81,10 +81,13 @@ func capture(pid int, opt Options) (*Snapshot, error) {
 	s.prepare(true)
 	tr := getTracer()
 	s.tracer = tr
-	if (opt.During == nil || opt.StaggerDuring) && opt.MaxPause >= 0 {
-		s.maxPause = opt.MaxPause
-		if s.maxPause == 0 {
-			s.maxPause = DefaultMaxPause
+	if opt.MaxPause >= 0 {
+		s.duringBound = opt.MaxPause
+		if s.duringBound == 0 {
+			s.duringBound = DefaultMaxPause
+		}
+		if opt.During == nil || opt.StaggerDuring {
+			s.maxPause = s.duringBound
 		}
 	}
 	// No garbage collection cycle may run while the target is stopped:
@@ -284,12 +287,15 @@ type session struct {
 	// StaggerDuring (zero otherwise): once threads have waited that long
 	// for slower ones to stop, every stopped thread is copied and resumed
 	// at once, and each later one as soon as it stops (staggered).
-	maxPause  time.Duration
-	staggered bool
-	duringRan bool   // Options.During was called
-	mapsBuf   []byte // /proc/PID/maps is read into it, ditto
-	seizeErr  error  // why a thread could not be seized, other than its exit
-	regBuf    [userRegsWords + 8]uint64
+	maxPause time.Duration
+	// duringBound is Options.MaxPause for During's reads (Reader.Deadline),
+	// with or without StaggerDuring; zero: unbounded.
+	duringBound time.Duration
+	staggered   bool
+	duringRan   bool   // Options.During was called
+	mapsBuf     []byte // /proc/PID/maps is read into it, ditto
+	seizeErr    error  // why a thread could not be seized, other than its exit
+	regBuf      [userRegsWords + 8]uint64
 
 	// duringStart and duringEnd are when During began and returned, and
 	// duringOnHelper says it ran on the helper thread (see startDuring).
@@ -965,6 +971,12 @@ func (s *session) runDuring() {
 // yet released.
 func (s *session) duringReader() *Reader {
 	rd := &Reader{tid: s.memTID()}
+	if s.duringBound > 0 && s.started {
+		// From now, not from the first stop: on a loaded machine the
+		// stop alone can take longer than the bound, and a re-read of
+		// a few kilobytes is no reason to give up what it checks.
+		rd.deadline = time.Now().Add(s.duringBound)
+	}
 	for _, th := range s.threads {
 		if th.stopped && !th.released {
 			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp})

@@ -1,11 +1,28 @@
 package live
 
+import "time"
+
 // Reader reads a stopped process's memory during a capture (see
 // Options.During).
 type Reader struct {
 	tid         int
 	threads     []StoppedThread
 	wantStopped map[int]bool // see Stop
+	deadline    time.Time    // see Deadline
+}
+
+// Deadline is when During's reads should be done: Options.MaxPause after
+// During was called, or the zero time when they are not bounded (outside
+// a capture, WithStopped, a negative MaxPause). Readers of runtime data
+// (Python stacks, fibers) whose re-read in the pause would run past it
+// keep what they read before the pause, and say it was not re-checked,
+// rather than hold every thread stopped: the pause is then at most the
+// time to stop the threads and MaxPause.
+func (r *Reader) Deadline() time.Time { return r.deadline }
+
+// Expired reports whether the pause has run past Deadline.
+func (r *Reader) Expired() bool {
+	return !r.deadline.IsZero() && time.Now().After(r.deadline)
 }
 
 // StoppedThread is a thread stopped for a capture, as Options.During

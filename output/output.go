@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/rewindstack/rewind/internal/textesc"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Report is the stacks of one process.
@@ -116,14 +117,15 @@ func (f *Frame) Interpreted() bool { return f.Method == "lua" || f.Method == "py
 // MarshalJSON writes a frame as its fields say, except that an
 // interpreted frame has null for what it lacks: "pc", "module" and
 // "offset", and "function" when the function has no name (an anonymous
-// Lua function, "(unnamed)" in text as fiber.info() prints it).
+// Lua function, "(unnamed)" in text as fiber.info() prints it) or none
+// that could be printed (target.InvalidName).
 func (f Frame) MarshalJSON() ([]byte, error) {
 	type plain Frame // the same fields, without this method
 	if !f.Interpreted() {
 		return marshalVerbatim(plain(f))
 	}
 	var fn *string
-	if f.Function != "" {
+	if f.Function != "" && f.Function != target.InvalidName {
 		fn = &f.Function
 	}
 	return marshalVerbatim(struct {

@@ -188,6 +188,11 @@ func (t *Target) Threads() []Context {
 	return out
 }
 
+// InvalidName is an interpreted frame's Function when the runtime's
+// memory held no valid name for it (not a string object of its type, too
+// long, not UTF-8, control characters): text shows it, JSON has null.
+const InvalidName = "<invalid name>"
+
 // InterpFrame is a frame of an interpreted language (see Context.Interp).
 type InterpFrame struct {
 	Function, File string

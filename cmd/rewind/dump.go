@@ -90,7 +90,7 @@ func runDump(args []string) error {
 	lazy := fs.Bool("lazy", false, "unwind while the threads are stopped, reading memory on demand")
 	maxStopped := fs.Duration("max-stopped", live.DefaultMaxStopped, "with --lazy, resume the threads and fail when unwinding them takes longer than `DUR`")
 	maxStack := fs.Int("max-stack", 512<<10, "`BYTES` of stack copied per thread")
-	maxPause := newPauseFlag(fs, "max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy and --fibers; with --goroutines, those running on a late thread are listed without a stack)")
+	maxPause := newPauseFlag(fs, "max-pause", live.DefaultMaxPause, "when threads are slow to stop (a busy machine), copy and resume the others after `DUR` and each late one as it stops, so no thread is stopped much longer; the dump is then not of one instant (-1 waits for every thread; ignored with --lazy; with --fibers, threads are waited for; with --goroutines, those running on a late thread are listed without a stack). Python stacks and fibers re-read in the pause keep what was read just before it, with a note, when the re-read would pass DUR")
 	noInlines := fs.Bool("no-inlines", false, "list physical frames only (as eu-stack without -i)")
 	tailCalls := fs.Bool("tail-calls", false, "also list the functions that left by a tail call, where DWARF call-site information tells them for sure (as gdb does), marked [tail-call]")
 	noCache := fs.Bool("no-cache", false, "do not read or write the symbolization cache ("+cacheDirHelp+")")
