@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -41,6 +42,12 @@ const (
 // InvalidName is what text outputs show for a function whose name in the
 // target is not a printable str (see Frame.Function); JSON has null.
 const InvalidName = target.InvalidName
+
+// maxWalkTime bounds one walk of the chains in time.
+const maxWalkTime = 2 * time.Second
+
+// errWalkTime is the error of a read after maxWalkTime.
+var errWalkTime = fmt.Errorf("the walk has run for %v: it is cut", maxWalkTime)
 
 // errBudget is the error of a read past the walk's budget.
 var errBudget = fmt.Errorf("more than %d MiB read from the process: the walk's budget is spent", maxBudget>>20)
@@ -112,7 +119,8 @@ func (rt *Runtime) read(mem target.Memory, known map[uint64]*code) (*Stacks, map
 }
 
 func newWalker(l *layout, mem target.Memory) walker {
-	return walker{l: l, mem: mem, codes: map[uint64]*code{}, types: map[uint64]string{}, budget: maxBudget}
+	return walker{l: l, mem: mem, codes: map[uint64]*code{}, types: map[uint64]string{}, budget: maxBudget,
+		deadline: time.Now().Add(maxWalkTime)}
 }
 
 // walker is one walk's reader, with the code objects and types it has
@@ -128,11 +136,16 @@ type walker struct {
 	// says a read was refused for it.
 	spent, budget int
 	over          bool
-	notes         []string
-	moreNotes     int
-	total         int // frames read, all threads
-	seen          map[uint64]bool
-	hdr           []byte
+	// deadline ends a walk that has run for maxWalkTime (checked every
+	// 256 reads): a process's memory can hold chains that cost time
+	// without costing bytes.
+	deadline  time.Time
+	gets      int
+	notes     []string
+	moreNotes int
+	total     int // frames read, all threads
+	seen      map[uint64]bool
+	hdr       []byte
 }
 
 // code is what is kept of a code object.
@@ -176,6 +189,14 @@ func (w *walker) get(addr uint64, p []byte) error {
 			w.note("stopped at %#x: %v (the threads and frames after it are not read)", addr, errBudget)
 		}
 		return errBudget
+	}
+	if w.gets++; w.gets%256 == 0 && !w.deadline.IsZero() && time.Now().After(w.deadline) {
+		w.budget = w.spent // every later read is refused, with the note above
+		if !w.over {
+			w.over = true
+			w.note("stopped at %#x: the walk has run for %v (the threads and frames after it are not read)", addr, maxWalkTime)
+		}
+		return errWalkTime
 	}
 	w.spent += len(p)
 	return w.mem.ReadMemory(addr, p)

@@ -175,7 +175,7 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 		st = ReadStats{}
 		cost.start()
 		st.clock.start()
-		sr := &statReader{rd: r, st: &st}
+		sr := &statReader{rd: r, st: &st, deadline: r.Deadline()}
 		snap, rerr = readAll(sr, lay, bias, pre)
 		if snap != nil {
 			stopRunningAsleep(r, snap)
@@ -203,6 +203,9 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 	st.Goroutines = len(set.Goroutines)
 	st.clock = phaseClock{}
 	set.ReadStats = st
+	if st.Unread > 0 {
+		set.Notes = append(set.Notes, fmt.Sprintf("the goroutines' read in the pause reached its bound (--max-pause) with %d ranges left: goroutines and stacks not read by then are missing or shown without a stack", st.Unread))
+	}
 	for _, th := range ls.Threads {
 		if th.Asleep {
 			if set.asleep == nil {

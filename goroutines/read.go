@@ -583,7 +583,7 @@ func (s *snapshot) copyStacksAndMs(rd batchReader, lay *goruntime.Layout, prev *
 			r := &reads[j]
 			j++
 			g.stack = target.Region{Addr: r.Addr, Data: r.Buf[:r.N:r.N]}
-			if r.N < len(r.Buf) {
+			if r.N < len(r.Buf) && (r.N > 0 || !pastBound(rd)) {
 				s.notes = append(s.notes, fmt.Sprintf("goroutine %d: stack readable for %d of %d bytes from %#x", g.goid, r.N, len(r.Buf), r.Addr))
 			}
 			if g.stackCut {

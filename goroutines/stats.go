@@ -17,7 +17,8 @@ import (
 // virtual machine: the read's buffers are faulted in before the pause).
 // Again says the read compared with the read before the pause, Kept how many goroutines'
 // stacks were taken from that read; Reads, Iovecs and Bytes count the
-// process_vm_readv calls (and their ranges and bytes) made in the pause.
+// process_vm_readv calls (and their ranges and bytes) made in the pause;
+// Unread, the ranges left unread at the pause's bound.
 type ReadStats struct {
 	Wall, User, Sys          time.Duration
 	List, Gs, Stacks, Labels time.Duration
@@ -25,6 +26,9 @@ type ReadStats struct {
 	Goroutines, Kept         int
 	Reads, Iovecs, Bytes     int64
 	Faults                   int64
+	// Unread counts the reads not made because the pause reached its
+	// bound (live.Options.MaxPause from the read's start).
+	Unread int64
 
 	clock phaseClock
 }
@@ -48,9 +52,38 @@ func (c *phaseClock) lap(d *time.Duration) {
 type statReader struct {
 	rd batchReader
 	st *ReadStats
+	// deadline, when not zero, is the pause's bound (live.Reader.Deadline):
+	// the reads asked for after it are not made (st.Unread counts them).
+	deadline time.Time
 }
 
+// boundChunk is the most bytes asked for between two looks at the clock.
+const boundChunk = 4 << 20
+
 func (r *statReader) ReadBatch(reads []live.Read) {
+	if r.deadline.IsZero() {
+		r.read(reads)
+		return
+	}
+	for i := 0; i < len(reads); {
+		if time.Now().After(r.deadline) {
+			for k := i; k < len(reads); k++ {
+				reads[k].N = 0
+			}
+			atomic.AddInt64(&r.st.Unread, int64(len(reads)-i))
+			return
+		}
+		j, n := i, 0
+		for j < len(reads) && (j == i || n+len(reads[j].Buf) <= boundChunk) {
+			n += len(reads[j].Buf)
+			j++
+		}
+		r.read(reads[i:j])
+		i = j
+	}
+}
+
+func (r *statReader) read(reads []live.Read) {
 	if len(reads) == 0 {
 		return
 	}
@@ -63,6 +96,12 @@ func (r *statReader) ReadBatch(reads []live.Read) {
 	atomic.AddInt64(&r.st.Reads, int64(len(reads)+1023)/1024)
 	atomic.AddInt64(&r.st.Iovecs, int64(len(reads)))
 	atomic.AddInt64(&r.st.Bytes, int64(n))
+}
+
+// pastBound reports whether rd left reads unmade at the pause's bound.
+func pastBound(rd batchReader) bool {
+	st := statsOf(rd)
+	return st != nil && atomic.LoadInt64(&st.Unread) > 0
 }
 
 // statsOf returns the ReadStats that rd counts into, or nil.
