@@ -226,8 +226,12 @@ func (r *pyRead) frames(pid int, key uint64) []target.InterpFrame {
 			continue
 		}
 		in := target.InterpFrame{Function: fr.Function, File: fr.File, Line: fr.Line, Method: "python", Activation: int(f.Act)}
-		if err != nil {
+		switch {
+		case err != nil:
 			in.Function = fmt.Sprintf("[python code %#x]", f.Code)
+		case in.Function == "":
+			// The code object's name is not a printable str.
+			in.Function = target.InvalidName
 		}
 		out = append(out, in)
 	}
