@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 // Threads left asleep (Options.LeaveAsleep).
@@ -29,8 +30,11 @@ import (
 // before that Options.LeaveAsleep does not leave asleep. The others are
 // recorded as left asleep.
 func (s *session) leaveSleepers(tids []int) []int {
-	if s.leaveAsleep == nil || s.want != nil {
+	if s.leaveAsleep == nil && s.blocked == nil || s.want != nil {
 		return tids
+	}
+	if s.blocked != nil {
+		return s.leaveBlocked(tids)
 	}
 	var seize []int
 	for _, tid := range tids {
@@ -42,11 +46,56 @@ func (s *session) leaveSleepers(tids []int) []int {
 					th := &tstate{tid: tid, asleep: true, pcount: n, regs: regs.New(hostArch)}
 					th.regs.Set(hostArch.PC(), t.PC)
 					th.regs.Set(hostArch.SP(), t.SP)
-					s.threads = append(s.threads, th)
-					s.byTID[tid] = th
-					s.asleepN++
+					s.leave(th)
 					continue
 				}
+			}
+		}
+		seize = append(seize, tid)
+	}
+	return seize
+}
+
+// leave records th as left asleep.
+func (s *session) leave(th *tstate) {
+	s.threads = append(s.threads, th)
+	s.byTID[th.tid] = th
+	s.asleepN++
+}
+
+// leaveBlocked is leaveSleepers with Options.BlockedThreads: every thread
+// it reports blocked (that LeaveAsleep, when set, leaves) is left asleep
+// with its whole register set, its stack copied as a stopped thread's.
+func (s *session) leaveBlocked(tids []int) []int {
+	counts := make(map[int]uint64, len(tids))
+	for _, tid := range tids {
+		if s.byTID[tid] == nil {
+			if n, ok := schedCount(s.pid, tid); ok {
+				counts[tid] = n
+			}
+		}
+	}
+	var blocked map[int]BlockedThread
+	if len(counts) > 0 {
+		// After the counts: a run between the two changes the count.
+		bs, err := s.blocked(s.pid)
+		if err == nil {
+			blocked = make(map[int]BlockedThread, len(bs))
+			for _, b := range bs {
+				blocked[b.TID] = b
+			}
+		}
+	}
+	var seize []int
+	for _, tid := range tids {
+		n, ok := counts[tid]
+		b, blk := blocked[tid]
+		if ok && blk && b.Regs.Arch == hostArch {
+			pc, _ := b.Regs.PC()
+			sp, _ := b.Regs.SP()
+			if s.leaveAsleep == nil || s.leaveAsleep(AsleepThread{TID: tid, Syscall: b.Syscall, SP: sp, PC: pc}) {
+				s.leave(&tstate{tid: tid, asleep: true, full: true, pcount: n, regs: b.Regs, tp: b.TP})
+				continue
 			}
 		}
 		seize = append(seize, tid)
@@ -86,9 +135,10 @@ func (s *session) restopWoken() {
 				continue
 			}
 			woke++
-			th.woke, th.asleep = false, false
+			th.woke, th.asleep, th.full = false, false, false
 			s.asleepN--
-			th.regs = regs.Regs{}
+			th.regs, th.tp = regs.Regs{}, 0
+			th.copied, th.stack = false, target.Region{}
 			if err := s.seizeThread(th.tid); err != nil {
 				th.err = err
 				continue
@@ -113,7 +163,10 @@ func (s *session) restopWoken() {
 			s.copySwitched()
 		}
 		if s.during == nil {
-			return
+			// No During to call again: the threads still left asleep
+			// are checked again, since those just stopped took time.
+			s.checkAsleep(nil)
+			continue
 		}
 		s.duringRan = false
 		s.runDuring()

@@ -126,6 +126,9 @@ func capture(pid int, opt Options) (*Snapshot, error) {
 		s.copySwitched()
 		s.mark(markStacks)
 		during()
+		if s.during == nil {
+			s.checkAsleep(nil) // else as During returned
+		}
 		s.restopWoken()
 		s.mark(markCopied)
 		if testHookStopped != nil {
@@ -288,6 +291,7 @@ type session struct {
 	// for slower ones to stop, every stopped thread is copied and resumed
 	// at once, and each later one as soon as it stops (staggered).
 	maxPause time.Duration
+	blocked  func(pid int) ([]BlockedThread, error) // Options.BlockedThreads
 	// duringBound is Options.MaxPause for During's reads (Reader.Deadline),
 	// with or without StaggerDuring; zero: unbounded.
 	duringBound time.Duration
@@ -334,12 +338,15 @@ type tstate struct {
 	// woke: that count changed by the end of During.
 	asleep, woke bool
 	pcount       uint64
+	// full: left asleep with its whole register set and TP
+	// (Options.BlockedThreads), its stack copied as a stopped one's.
+	full bool
 }
 
 func newSession(info procInfo, opt Options) *session {
 	s := &session{pid: info.pid, comm: info.comm, exe: info.exe, ourChild: info.ppid == os.Getpid(),
 		byTID: map[int]*tstate{}, maxStack: opt.MaxStack, during: opt.During, mapsHint: opt.MapsHint,
-		stackEnd: opt.StackEnd, duringOnTracer: opt.DuringOnTracer, leaveAsleep: opt.LeaveAsleep}
+		stackEnd: opt.StackEnd, duringOnTracer: opt.DuringOnTracer, leaveAsleep: opt.LeaveAsleep, blocked: opt.BlockedThreads}
 	if len(opt.Threads) > 0 {
 		s.want = map[int]bool{}
 		for _, tid := range opt.Threads {
@@ -844,7 +851,7 @@ func (s *session) copyStacks() {
 	// good once it has exited (a zombie has no memory).
 	memTID := 0
 	for _, th := range s.threads {
-		if !th.stopped || th.err != nil || th.released || th.copied {
+		if !(th.stopped || th.full) || th.err != nil || th.released || th.copied {
 			continue
 		}
 		th.copied = true
@@ -971,7 +978,7 @@ func (s *session) runDuring() {
 // yet released.
 func (s *session) duringReader() *Reader {
 	rd := &Reader{tid: s.memTID()}
-	if s.duringBound > 0 && s.started {
+	if s.duringBound > 0 {
 		// From now, not from the first stop: on a loaded machine the
 		// stop alone can take longer than the bound, and a re-read of
 		// a few kilobytes is no reason to give up what it checks.
@@ -981,7 +988,7 @@ func (s *session) duringReader() *Reader {
 		if th.stopped && !th.released {
 			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp})
 		} else if th.asleep {
-			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, Asleep: true})
+			rd.threads = append(rd.threads, StoppedThread{TID: th.tid, TP: th.tp, Asleep: true})
 		}
 	}
 	return rd

@@ -1,6 +1,10 @@
 package live
 
-import "time"
+import (
+	"time"
+
+	"github.com/rewindstack/rewind/regs"
+)
 
 // Reader reads a stopped process's memory during a capture (see
 // Options.During).
@@ -35,7 +39,7 @@ type StoppedThread struct {
 	TP uint64
 	// Asleep says the thread is not stopped but left asleep in the kernel
 	// (Options.LeaveAsleep): it does not run while During reads (TP is
-	// 0).
+	// 0 unless Options.BlockedThreads gave it).
 	Asleep bool
 }
 
@@ -91,4 +95,16 @@ type AsleepThread struct {
 	Syscall int
 	// SP and PC are its user stack pointer and program counter.
 	SP, PC uint64
+}
+
+// BlockedThread is a thread blocked in the kernel, as
+// Options.BlockedThreads reports it.
+type BlockedThread struct {
+	TID int
+	// Regs are its user registers, saved on its entry to the kernel.
+	Regs regs.Regs
+	// TP is its thread pointer (fs_base on amd64).
+	TP uint64
+	// Syscall is the system call it is in (-1: none, a page fault).
+	Syscall int
 }

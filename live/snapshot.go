@@ -77,6 +77,15 @@ type Options struct {
 	// threads running goroutines). Capture only, without Threads; on a
 	// kernel without schedstat every thread is stopped.
 	LeaveAsleep func(t AsleepThread) bool
+	// BlockedThreads, when set, reads the registers of the process's
+	// threads that are blocked in the kernel without stopping them (a BPF
+	// task iterator: internal/taskiter). Every thread it reports is left
+	// asleep as with LeaveAsleep (which, when also set, still chooses),
+	// with its whole register set and thread pointer, and its stack is
+	// copied while it stays blocked; one that ran before the copies and
+	// During ended is stopped then and copied again. The others are
+	// stopped as usual. Capture only, without Threads.
+	BlockedThreads func(pid int) ([]BlockedThread, error)
 	// DuringOnTracer runs During on the tracer thread, after its own
 	// copies, instead of on the helper thread beside them: for a capture
 	// whose copies are few (few threads, maps read before the pause),
@@ -178,7 +187,9 @@ type Thread struct {
 	Stopped time.Duration
 	// Asleep says the thread was not stopped but left asleep in the
 	// kernel, unscheduled throughout the capture (Options.LeaveAsleep):
-	// Regs hold only its PC and SP, and Stack is empty.
+	// Regs hold only its PC and SP, and Stack is empty, unless
+	// Options.BlockedThreads gave its registers (then Regs, TP and Stack
+	// are as a stopped thread's).
 	Asleep bool
 
 	// switched are the windows of other stacks that this thread's frame

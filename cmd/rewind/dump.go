@@ -100,6 +100,7 @@ func runDump(args []string) error {
 	allFibers := fs.Bool("fibers", false, "also list every inactive fiber of the runtimes rewind recognizes (Tarantool), under its thread")
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
+	stop := fs.Bool("stop", false, "stop every thread to read it, as gdb and eu-stack do; by default the threads blocked in the kernel are read in place, without stopping them, by a BPF task iterator (root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE; kernel 5.15 or later), and only the others are stopped")
 	noPython := fs.Bool("no-python", false, "do not show the Python frames of a CPython 3.11-3.14 process")
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
@@ -141,7 +142,11 @@ func runDump(args []string) error {
 			return err
 		}
 		tables := *method == "auto" || *method == "dwarf" // walks read unwind tables
-		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); rep == nil {
+		lopt := live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}
+		if !*stop && !*lazy && tids == nil {
+			defer readInPlace(&lopt)()
+		}
+		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, lopt, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); rep == nil {
 			return lf.inputErr
 		}
 	case *core != "" && len(pos) > 0:

@@ -271,7 +271,7 @@ func TestDumpQuietOnDataMappings(t *testing.T) {
 	}
 	// --stats says how long the target was stopped and which thread was
 	// slowest to stop (issue 13.8).
-	_, stderr, code = run(t, "dump", "--stats", strconv.Itoa(pid))
+	_, stderr, code = run(t, "dump", "--stats", "--stop", strconv.Itoa(pid))
 	if code != 0 || !regexp.MustCompile(`rewind: pause [0-9.]+ ms: threads stopped after [0-9.]+ ms \(slowest: [0-9]+ `).MatchString(stderr) {
 		t.Errorf("dump --stats: exit %d, no pause line:\n%s", code, stderr)
 	}

@@ -68,7 +68,27 @@ func (t *timings) pause(snap *live.Snapshot) {
 		return
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
-	th := slices.Clone(snap.Threads)
+	// Threads read in place (live.Options.BlockedThreads) have a stack
+	// copy; a goroutine dump's threads left asleep have none, and
+	// goroutinePause tells of them.
+	inPlace := 0
+	for _, x := range snap.Threads {
+		if x.Asleep && len(x.Stack.Data) > 0 {
+			inPlace++
+		}
+	}
+	if p := snap.Phases; inPlace > 0 {
+		in := fmt.Sprintf("%d of %d threads were blocked in the kernel and read in place, not stopped", inPlace, len(snap.Threads))
+		if p.Woke > 0 {
+			in += fmt.Sprintf("; %d more ran meanwhile and were stopped", p.Woke)
+		}
+		if inPlace == len(snap.Threads) {
+			t.note("pause 0.00 ms: no thread stopped: " + in)
+			return
+		}
+		t.note(in)
+	}
+	th := slices.DeleteFunc(slices.Clone(snap.Threads), func(x live.Thread) bool { return x.Asleep })
 	slices.SortFunc(th, func(a, b live.Thread) int { return cmp.Compare(b.StopLatency, a.StopLatency) })
 	var slow []string
 	for _, x := range th[:min(3, len(th))] {

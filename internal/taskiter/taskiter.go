@@ -22,6 +22,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/regs"
 )
 
 // NRegs is the number of registers a Thread holds: x86-64's struct
@@ -148,6 +151,31 @@ func decode(b []byte) ([]Thread, error) {
 			t.Regs[i] = le.Uint64(r[32+8*i:])
 		}
 		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Blocked returns the threads of process pid that are blocked in the
+// kernel, as live.Options.BlockedThreads takes them.
+func (it *Iter) Blocked(pid int) ([]live.BlockedThread, error) {
+	ths, err := it.Threads(pid)
+	if err != nil {
+		return nil, err
+	}
+	var out []live.BlockedThread
+	words := make([]uint64, regs.UserRegsWords(regs.AMD64))
+	for i := range ths {
+		t := &ths[i]
+		if !t.Blocked() {
+			continue
+		}
+		copy(words, t.Regs[:])
+		words[regs.AMD64UserFSBase] = t.FSBase
+		r, err := regs.FromUser(regs.AMD64, words)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, live.BlockedThread{TID: t.TID, Regs: r, TP: t.FSBase, Syscall: int(int64(t.Regs[RegOrigAX]))})
 	}
 	return out, nil
 }

@@ -29,15 +29,13 @@ lock.acquire()
 // system call number /proc/PID/task/TID/syscall gives, and the context
 // switch counts of its status file.
 func TestThreadsMatchProc(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("loading a BPF iterator needs root (CAP_BPF and CAP_PERFMON)")
-	}
+	testingRoot(t)
 	it, err := Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	p := fixture.Start(t, "/usr/bin/python3", "-c", park)
+	p := startPark(t)
 	ths, err := it.Threads(p.PID)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +83,15 @@ func TestThreadsMatchProc(t *testing.T) {
 		t.Errorf("a process that does not exist: %d threads, %v", len(none), err)
 	}
 }
+
+// testingRoot skips t without root.
+func testingRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loading a BPF iterator needs root (CAP_BPF and CAP_PERFMON)")
+	}
+}
+
+func startPark(t *testing.T) *fixture.Proc { return fixture.Start(t, "/usr/bin/python3", "-c", park) }
 
 func switches(t *testing.T, pid, tid int) uint64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
