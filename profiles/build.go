@@ -202,6 +202,10 @@ type locKey struct {
 	addr uint64
 }
 
+// JITMapping is the path of a profile's mappings of code a JIT compiler
+// generated and named (target.Mapping.JIT).
+const JITMapping = "[jit]"
+
 type mapKey struct {
 	start, end, off uint64
 	path            string
@@ -603,12 +607,18 @@ func (b *Builder) mapping(m *target.Mapping) *Mapping {
 	if mm := b.mapPtr[m]; mm != nil {
 		return mm
 	}
-	k := mapKey{m.Start, m.End, m.Offset, m.Path}
+	path := m.Path
+	if m.JIT != nil {
+		// Code a JIT compiler named (its perf map, its jitdump): "[jit]"
+		// in pprof, not anonymous memory ("", perf's "//anon").
+		path = JITMapping
+	}
+	k := mapKey{m.Start, m.End, m.Offset, path}
 	if mm := b.maps[k]; mm != nil {
 		b.mapPtr[m] = mm
 		return mm
 	}
-	mm := &Mapping{ID: uint64(len(b.prof.Mappings) + 1), Start: m.Start, End: m.End, Offset: m.Offset, Path: m.Path}
+	mm := &Mapping{ID: uint64(len(b.prof.Mappings) + 1), Start: m.Start, End: m.End, Offset: m.Offset, Path: path}
 	if m.Module != nil && m.Module.File != nil {
 		mm.BuildID = m.Module.File.BuildIDHex()
 	}
