@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/internal/perfmap"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/regs"
@@ -67,30 +68,58 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 }
 
 // attachPerfMap names the code JIT compilers generated in the process's
-// anonymous executable memory from its perf map (/tmp/perf-PID.map, as
-// perf reads it), when it has one.
+// anonymous executable memory from its jitdump (a file jit-PID.dump the
+// process maps, as perf inject --jit finds it) and its perf map
+// (/tmp/perf-PID.map, as perf reads it), when it has them: the jitdump
+// first, for its names come with lines.
 func attachPerfMap(tg *target.Target, warn func(string)) {
 	var anon []*target.Mapping
+	dump := ""
 	for _, m := range tg.Space.Mappings() {
 		if m.Path == "" && m.Executable() {
 			anon = append(anon, m)
 		}
+		if m.IsFile() && jitdump.IsDump(m.Path) {
+			dump = m.Path
+		}
 	}
 	if len(anon) == 0 {
 		return
+	}
+	var srcs target.JITSources
+	if dump != "" {
+		if d, err := jitdump.OpenProcess(tg.PID, dump); err != nil {
+			if warn != nil {
+				warn(err.Error())
+			}
+		} else {
+			// (Truncated is no news: a running writer's last record
+			// may be half written.)
+			srcs = append(srcs, d)
+		}
 	}
 	pm, err := perfmap.Open(tg.PID)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) && warn != nil {
 			warn(err.Error())
 		}
-		return
+	} else {
+		if warn != nil && pm.Skipped > 0 {
+			warn(fmt.Sprintf("perf map of process %d: %d lines skipped (not START SIZE NAME, or longer than %d bytes)", tg.PID, pm.Skipped, perfmap.MaxLine))
+		}
+		srcs = append(srcs, pm)
 	}
-	if warn != nil && pm.Skipped > 0 {
-		warn(fmt.Sprintf("perf map of process %d: %d lines skipped (not START SIZE NAME, or longer than %d bytes)", tg.PID, pm.Skipped, perfmap.MaxLine))
+	var jit target.JITSymbols
+	switch len(srcs) {
+	case 0:
+		return
+	case 1:
+		jit = srcs[0]
+	default:
+		jit = srcs
 	}
 	for _, m := range anon {
-		m.JIT = pm
+		m.JIT = jit
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/internal/perfmap"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/perfdata"
@@ -150,7 +151,7 @@ type Collector struct {
 	sampleSlab   []Sample
 	freeSamples  []*Sample // see recycle
 	seq          int
-	perfMaps     map[int]*perfmap.Map // JIT maps by process, nil when none
+	perfMaps     map[int]target.JITSymbols // JIT symbols by process, nil when none
 }
 
 // SampleMemory is memory a recorder copied at a sample's time beside the
@@ -533,37 +534,67 @@ func (c *Collector) addressSpace(s *space) *target.AddressSpace {
 }
 
 // attachPerfMap names the code JIT compilers generated in process pid's
-// anonymous executable memory from its perf map (/tmp/perf-PID.map),
-// read once per process, as perf report reads it: after the recording,
-// before the profile is written (Node and the JVM leave their maps).
+// anonymous executable memory from its jitdump (a jit-PID.dump it mapped,
+// as perf inject --jit finds it) and its perf map (/tmp/perf-PID.map),
+// read once per process, as perf report reads them: after the recording,
+// before the profile is written (Node and the JVM leave them behind).
 func (c *Collector) attachPerfMap(pid int, sp *target.AddressSpace) {
-	var pm *perfmap.Map
+	var jit target.JITSymbols
 	for _, m := range sp.Mappings() {
 		if !jitMemory(m) {
 			continue
 		}
-		if pm == nil {
+		if jit == nil {
 			if c.perfMaps == nil {
-				c.perfMaps = map[int]*perfmap.Map{}
+				c.perfMaps = map[int]target.JITSymbols{}
 			}
 			var ok bool
-			if pm, ok = c.perfMaps[pid]; !ok {
+			if jit, ok = c.perfMaps[pid]; !ok {
 				if len(c.perfMaps) >= maxPerfMaps {
 					clear(c.perfMaps) // (a long-running agent: read again)
 				}
-				var err error
-				pm, err = perfmap.Open(pid)
-				if err != nil && !errors.Is(err, os.ErrNotExist) && c.Warn != nil {
-					c.Warn(err.Error())
-				}
-				c.perfMaps[pid] = pm
+				jit = c.openJIT(pid, sp)
+				c.perfMaps[pid] = jit
 			}
-			if pm == nil {
+			if jit == nil {
 				return
 			}
 		}
-		m.JIT = pm
+		m.JIT = jit
 	}
+}
+
+// openJIT reads process pid's jitdump and perf map, nil when it has
+// neither.
+func (c *Collector) openJIT(pid int, sp *target.AddressSpace) target.JITSymbols {
+	var srcs target.JITSources
+	warn := func(err error) {
+		if err != nil && !errors.Is(err, os.ErrNotExist) && c.Warn != nil {
+			c.Warn(err.Error())
+		}
+	}
+	for _, m := range sp.Mappings() {
+		if m.IsFile() && jitdump.IsDump(m.Path) {
+			d, err := jitdump.OpenProcess(pid, m.Path)
+			warn(err)
+			if err == nil {
+				srcs = append(srcs, d)
+			}
+			break
+		}
+	}
+	pm, err := perfmap.Open(pid)
+	warn(err)
+	if err == nil {
+		srcs = append(srcs, pm)
+	}
+	switch len(srcs) {
+	case 0:
+		return nil
+	case 1:
+		return srcs[0]
+	}
+	return srcs
 }
 
 // maxPerfMaps bounds the perf maps a collector keeps.

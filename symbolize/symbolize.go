@@ -83,8 +83,9 @@ type Location struct {
 	// GoWrapper marks Go compiler-generated code (method, go-statement
 	// and ABI wrappers: abi.FuncIDWrapper), which Go's tracebacks elide.
 	GoWrapper bool
-	// JIT marks code a JIT compiler generated, named by its perf map
-	// (target.Mapping.JIT): Function is the map's name exactly.
+	// JIT marks code a JIT compiler generated, named by its perf map or
+	// jitdump (target.Mapping.JIT): Function is the name exactly; File and
+	// Line are the jitdump's debug info, when it has some.
 	JIT bool
 }
 
@@ -324,7 +325,11 @@ func (s *Symbolizer) resolve(m *target.Mapping, addr uint64) []Location {
 	}
 	if (m.Module == nil || m.Module.File == nil) && m.JIT != nil {
 		if name, start, ok := m.JIT.LookupJIT(addr); ok {
-			return []Location{{Function: name, Offset: addr - start, JIT: true}}
+			l := Location{Function: name, Offset: addr - start, JIT: true}
+			if jl, ok := m.JIT.(target.JITLines); ok {
+				l.File, l.Line, _ = jl.LookupJITLine(addr)
+			}
+			return []Location{l}
 		}
 	}
 	if m.Module == nil || m.Module.File == nil {

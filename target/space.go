@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -280,6 +281,41 @@ type JITSymbols interface {
 	LookupJIT(pc uint64) (name string, start uint64, ok bool)
 }
 
+// JITLines is implemented by JIT symbols that know the source lines of
+// the code (a jitdump's debug info).
+type JITLines interface {
+	// LookupJITLine returns the file and line of pc.
+	LookupJITLine(pc uint64) (file string, line int, ok bool)
+}
+
+// JITSources are JIT symbols from several sources (a jitdump, a perf
+// map), asked in order: the first that names the code names it, and gives
+// its line.
+type JITSources []JITSymbols
+
+// LookupJIT implements JITSymbols.
+func (s JITSources) LookupJIT(pc uint64) (string, uint64, bool) {
+	for _, j := range s {
+		if name, start, ok := j.LookupJIT(pc); ok {
+			return name, start, true
+		}
+	}
+	return "", 0, false
+}
+
+// LookupJITLine implements JITLines, from the source that names pc.
+func (s JITSources) LookupJITLine(pc uint64) (string, int, bool) {
+	for _, j := range s {
+		if _, _, ok := j.LookupJIT(pc); ok {
+			if l, ok := j.(JITLines); ok {
+				return l.LookupJITLine(pc)
+			}
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
 // IsFile reports whether the mapping is of a file (its Path is absolute),
 // as opposed to anonymous or special memory ([stack], [vdso], ...).
 func (m *Mapping) IsFile() bool { return len(m.Path) > 0 && m.Path[0] == '/' }
@@ -309,7 +345,9 @@ func NewAddressSpace(maps []Mapping, objs *Objects) *AddressSpace {
 		m := maps[i]
 		// Only code needs its object: data files mapped by the process
 		// (locale archives, caches, fonts) are never opened.
-		if m.Module == nil && objs != nil && m.IsFile() && m.Executable() {
+		// A jitdump is mapped executable only for perf to see it (the
+		// JIT sources read it): it is no object.
+		if m.Module == nil && objs != nil && m.IsFile() && m.Executable() && !jitdump.IsDump(m.Path) {
 			m.Module = objs.Module(m.Path)
 			if f := m.Module.File; f != nil {
 				if b, err := f.Bias(m.Start, m.Offset); err == nil {

@@ -20,7 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/rewindstack/rewind/internal/fsafe"
@@ -446,4 +450,33 @@ func Open(path string, uid int) (*Dump, error) {
 		return nil, fmt.Errorf("jitdump %s: %w", path, ErrNotOwned)
 	}
 	return Parse(f, min(fi.Size(), MaxSize), path)
+}
+
+// IsDump reports whether path names a jitdump, jit-PID.dump: perf finds
+// a process's dump by the process mapping a file of that name (the
+// writers map it for that reason).
+func IsDump(path string) bool {
+	base := filepath.Base(path)
+	n, ok := strings.CutPrefix(base, "jit-")
+	if n, ok = strings.CutSuffix(n, ".dump"); !ok || n == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(n, 10, 32)
+	return err == nil
+}
+
+// OpenProcess reads the dump process pid mapped at path (as the process
+// sees it: under its root directory, owned by its user or root). For a
+// process that has exited (a recording's command, read when the profile
+// is written) it reads path itself, owned by root or the user running
+// this, as perf inject does.
+func OpenProcess(pid int, path string) (*Dump, error) {
+	if st, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		uid := -1
+		if s, ok := st.Sys().(*syscall.Stat_t); ok {
+			uid = int(s.Uid)
+		}
+		return Open(fmt.Sprintf("/proc/%d/root%s", pid, path), uid)
+	}
+	return Open(path, os.Geteuid())
 }
