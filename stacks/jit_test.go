@@ -1,6 +1,7 @@
 package stacks_test
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -50,5 +51,39 @@ func TestJITPerfMap(t *testing.T) {
 	}
 	if !strings.Contains(js.String(), `"jit": true`) || strings.Count(js.String(), `"jit": `) != 1 {
 		t.Errorf("JSON: want one \"jit\": true:\n%s", js.String())
+	}
+}
+
+// TestJITDump dumps a thread blocked in generated code named in the
+// jitdump the process maps (jit-PID.dump, and no perf map): the frame is
+// named from the dump's code load, with the file:line of its debug info,
+// as perf inject --jit names it.
+func TestJITDump(t *testing.T) {
+	exe := fixture.BuildC(t, fixture.JITSource)
+	cmd := exec.Command(exe, "dump")
+	cmd.Dir = t.TempDir() // the jitdump dies with it
+	proc := fixture.StartCmd(t, cmd)
+	snap, err := live.Capture(proc.PID, live.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := snap.Target(&target.Objects{}, func(s string) { t.Errorf("warning: %s", s) })
+	u, _ := unwind.ByName("auto")
+	rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, &symbolize.Symbolizer{Inlines: true})
+	if len(rep.Threads) != 1 {
+		t.Fatalf("%d threads", len(rep.Threads))
+	}
+	fs := rep.Threads[0].Frames
+	var names []string
+	for _, f := range fs {
+		names = append(names, f.Name())
+	}
+	// The thread is parked after the syscall, past the code's 4 first
+	// bytes: /app.js:3 by the debug info.
+	if len(fs) < 3 || fs[0].Function != fixture.JITName || !fs[0].JIT || fs[0].File != "/app.js" || fs[0].Line != 3 {
+		t.Fatalf("frames %q; want the generated code named from the jitdump first, at /app.js:3: %+v", names, fs[0])
+	}
+	if fs[1].Function != "run" && fs[1].Function != "main" {
+		t.Errorf("frames %q: the generated code's caller is not the C program's", names)
 	}
 }
