@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
@@ -194,12 +195,14 @@ func (p *Profile) Samples() int64 {
 
 type symKey struct {
 	mod  *target.Module
-	addr uint64 // object-relative for modules, runtime otherwise
+	addr uint64        // object-relative for modules, runtime otherwise
+	jit  *jitdump.Code // the jitdump's code at addr at the sample's time
 }
 
 type locKey struct {
 	m    *Mapping
 	addr uint64
+	jit  *jitdump.Code
 }
 
 // JITMapping is the path of a profile's mappings of code a JIT compiler
@@ -215,6 +218,7 @@ type mapKey struct {
 // a recording can hand it the samples it has (Collector.Take) while it
 // goes on, so stack copies do not pile up.
 type Builder struct {
+	now   uint64 // the time of the sample being added (for timed JIT code)
 	c     *Collector
 	opt   Options
 	sym   *symbolize.Symbolizer
@@ -353,6 +357,7 @@ func (b *Builder) Add(samples []*Sample) {
 }
 
 func (b *Builder) add(s *Sample) {
+	b.now = s.Time
 	out := Stack{PID: s.PID, TID: s.TID, Comm: s.comm, Time: s.Time, Value: int64(s.Period), Count: max(s.walkCount, 1)}
 	if out.Comm == "" {
 		out.Comm = b.perfComm(s.PID, s.TID)
@@ -643,11 +648,15 @@ func (b *Builder) userLoc(f *unwind.Frame) *Location {
 	if um != nil {
 		m = b.mapping(um)
 	}
-	if l := b.locs[locKey{m, pc}]; l != nil {
+	var code *jitdump.Code
+	if um != nil && um.JIT != nil {
+		code, um = jitAt(um, pc, b.now) // (jitdump code by the sample's time)
+	}
+	if l := b.locs[locKey{m, pc, code}]; l != nil {
 		return l
 	}
-	k := symKey{addr: pc}
-	if um != nil && um.Module != nil {
+	k := symKey{addr: pc, jit: code}
+	if um != nil && um.Module != nil && code == nil {
 		k = symKey{mod: um.Module, addr: pc - um.Bias}
 	}
 	lines, ok := b.lines[k]
@@ -660,7 +669,7 @@ func (b *Builder) userLoc(f *unwind.Frame) *Location {
 		b.lines[k] = lines
 	}
 	l := b.newLoc(pc, m, false, lines)
-	b.locs[locKey{m, pc}] = l
+	b.locs[locKey{m, pc, code}] = l
 	return l
 }
 

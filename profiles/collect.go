@@ -152,6 +152,9 @@ type Collector struct {
 	freeSamples  []*Sample // see recycle
 	seq          int
 	perfMaps     map[int]target.JITSymbols // JIT symbols by process, nil when none
+	// clock is 1 while every sample was stamped with CLOCK_MONOTONIC
+	// (perf record -k mono), the clock of jitdumps, -1 once one was not.
+	clock int8
 }
 
 // SampleMemory is memory a recorder copied at a sample's time beside the
@@ -244,6 +247,12 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 			Kernel: out.Kernel[:0], UserFP: out.UserFP[:0]} // (a recycled sample's memory)
 		if s.Period == 0 {
 			out.Period = 1
+		}
+		if c.clock >= 0 {
+			c.clock = -1
+			if s.Attr != nil && s.Attr.Flags&perfdata.FlagUseClockID != 0 && s.Attr.ClockID == clockMonotonic {
+				c.clock = 1
+			}
 		}
 		// A decompressed record's memory is reused after the call.
 		borrow := c.Borrow && !rec.Decompressed
@@ -588,6 +597,15 @@ func (c *Collector) openJIT(pid int, sp *target.AddressSpace) target.JITSymbols 
 	if err == nil {
 		srcs = append(srcs, pm)
 	}
+	if d, ok := firstDump(srcs); ok && c.clock > 0 && d.Flags&jitdump.FlagArchTimestamp == 0 {
+		// The samples' clock is the dump's: each sample's code is
+		// the code there at its time.
+		tj := &timedJIT{d: d}
+		if len(srcs) > 1 {
+			tj.other = srcs[1]
+		}
+		return tj
+	}
 	switch len(srcs) {
 	case 0:
 		return nil
@@ -596,6 +614,9 @@ func (c *Collector) openJIT(pid int, sp *target.AddressSpace) target.JITSymbols 
 	}
 	return srcs
 }
+
+// clockMonotonic is CLOCK_MONOTONIC's clock id.
+const clockMonotonic = 1
 
 // maxPerfMaps bounds the perf maps a collector keeps.
 const maxPerfMaps = 64

@@ -1,9 +1,14 @@
 package profiles
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/rewindstack/rewind/internal/jitdump"
 
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
@@ -51,5 +56,73 @@ func TestPprofJITMapping(t *testing.T) {
 	}
 	if f := files["[unknown] prog"]; f != "/usr/bin/prog" {
 		t.Errorf("program frame's mapping %q, want /usr/bin/prog (mappings by function: %v)", f, files)
+	}
+}
+
+// jitdumpLoads writes a jitdump of code loads (time, address, size, name).
+func jitdumpLoads(t *testing.T, path string, pid int, loads ...jitLoad) {
+	le := binary.LittleEndian
+	b := le.AppendUint32(nil, jitdump.Magic)
+	for _, v := range []uint32{1, 40, 62, 0, uint32(pid)} {
+		b = le.AppendUint32(b, v)
+	}
+	b = le.AppendUint64(b, 1)
+	b = le.AppendUint64(b, 0)
+	for i, l := range loads {
+		b = le.AppendUint32(b, jitdump.CodeLoad)
+		b = le.AppendUint32(b, uint32(16+40+len(l.name)+1+int(l.size)))
+		b = le.AppendUint64(b, l.t)
+		b = le.AppendUint32(b, uint32(pid))
+		b = le.AppendUint32(b, uint32(pid))
+		for _, v := range []uint64{l.addr, l.addr, l.size, uint64(i)} {
+			b = le.AppendUint64(b, v)
+		}
+		b = append(append(b, l.name...), 0)
+		b = append(b, make([]byte, l.size)...)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type jitLoad struct {
+	t, addr, size uint64
+	name          string
+}
+
+// TestJITDumpByTime: code loaded at an address another load held is named
+// by the samples' times when they are stamped with CLOCK_MONOTONIC (perf
+// record -k mono), the jitdump's clock, as perf inject --jit names it;
+// with another clock the code last loaded names both; an address before
+// any load is unnamed.
+func TestJITDumpByTime(t *testing.T) {
+	pid := unusedPID(t)
+	dump := filepath.Join(t.TempDir(), fmt.Sprintf("jit-%d.dump", pid))
+	jitdumpLoads(t, dump, pid, jitLoad{100, 0x7f0000001000, 0x40, "JS:*first"}, jitLoad{200, 0x7f0000001000, 0x40, "JS:*second"})
+	for _, mono := range []bool{true, false} {
+		attr := &perfdata.Attr{}
+		if mono {
+			attr.Flags, attr.ClockID = perfdata.FlagUseClockID, clockMonotonic
+		}
+		c := NewCollector(regs.AMD64)
+		c.Add(&perfdata.Record{Type: perfdata.RecordMmap2, Mmap: &perfdata.Mmap{PID: uint32(pid), TID: uint32(pid), Addr: 0x7f0000000000, Len: 0x10000, Filename: "//anon", Executable: true}})
+		c.Add(&perfdata.Record{Type: perfdata.RecordMmap2, Mmap: &perfdata.Mmap{PID: uint32(pid), TID: uint32(pid), Addr: 0x7f1000000000, Len: 0x1000, Filename: dump, Executable: true}})
+		for _, ts := range []uint64{50, 150, 250} {
+			s := &perfdata.Sample{SampleIDFields: perfdata.SampleIDFields{PID: uint32(pid), TID: uint32(pid), Time: ts},
+				Attr: attr, Misc: perfdata.MiscUser, IP: 0x7f0000001010, Period: 1,
+				Callchain: []uint64{perfdata.ContextUser, 0x7f0000001010}}
+			c.Add(&perfdata.Record{Type: perfdata.RecordSample, ID: s.SampleIDFields, Sample: s})
+		}
+		var got []string
+		for _, st := range Build(c, Options{}).Stacks {
+			got = append(got, st.Locations[0].Name())
+		}
+		want := []string{"[unknown] [jit]", "JS:*first", "JS:*second"}
+		if !mono {
+			want = []string{"JS:*second", "JS:*second", "JS:*second"}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("monotonic clock %v: samples at 50, 150, 250 named %q, want %q", mono, got, want)
+		}
 	}
 }

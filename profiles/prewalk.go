@@ -552,8 +552,8 @@ func (b *Builder) stackLocs(st *unwind.Stack, m int) ([]*Location, bool) {
 		return b.userLocs, reachesRoot(b.userLocs)
 	}
 	key := uint64(0)
-	if st == &b.pst {
-		key = b.pstKey
+	if st == &b.pst && !timedFrames(frames) {
+		key = b.pstKey // (not when its names depend on the time)
 	}
 	if key != 0 {
 		if k := b.stacks[key]; k != nil && k.same(frames) {
