@@ -131,3 +131,73 @@ func TestRecordJITDumpNode(t *testing.T) {
 		t.Error("no JS:* location in the pprof profile")
 	}
 }
+
+// TestReportJITDumpLikePerf: report of a perf record -k mono recording of
+// Node --perf-prof names the JIT frames from the jitdump the recording's
+// MMAP events name, as perf inject --jit followed by perf report does:
+// each JavaScript function holds the same share of the samples' leaves
+// (within 3 points).
+func TestReportJITDumpLikePerf(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("running as uid %d: perf record is tested as root", os.Geteuid())
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("no node: %v", err)
+	}
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skipf("no perf: %v", err)
+	}
+	dir := t.TempDir() // the jitdump, perf inject's jitted-*.so and perf's build-id cache (HOME)
+	js := filepath.Join(dir, "spin.js")
+	if err := os.WriteFile(js, []byte(nodeSpin), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) string {
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "HOME="+dir)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s %q: %v\n%s", name, args, err, errb.String())
+		}
+		return out.String()
+	}
+	data := filepath.Join(dir, "perf.data")
+	run(perf, "record", "-q", "-k", "mono", "-g", "-F", "499", "-o", data, "--", node, "--perf-prof", js)
+	run(perf, "inject", "--jit", "-i", data, "-o", data+".jit")
+	theirs := map[string]float64{}
+	for _, l := range strings.Split(run(perf, "report", "-i", data+".jit", "--stdio", "--no-children", "--sort", "sym", "-g", "none"), "\n") {
+		var pct float64
+		if f := strings.Fields(l); len(f) > 2 && f[1] == "[.]" && strings.HasPrefix(f[2], "JS:") {
+			fmt.Sscanf(f[0], "%f%%", &pct)
+			theirs[strings.Join(f[2:], " ")] += pct
+		}
+	}
+	folded := filepath.Join(dir, "out.folded")
+	run(rewindBin, "report", "-o", folded, data)
+	b, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, total := map[string]float64{}, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		var n int
+		fmt.Sscan(l[i+1:], &n)
+		total += n
+		leaf := l[strings.LastIndexByte(l[:i], ';')+1 : i]
+		ours[leaf] += float64(n)
+	}
+	if len(theirs) == 0 || total < 200 {
+		t.Fatalf("perf named no JS: functions, or rewind read %d samples", total)
+	}
+	for name, pct := range theirs {
+		our := 100 * ours[name] / float64(total)
+		t.Logf("%s: perf %.1f%%, rewind %.1f%%", name, pct, our)
+		if pct >= 5 && (our < pct-3 || our > pct+3) {
+			t.Errorf("%s: %.1f%% of the leaves, perf inject --jit + perf report %.1f%%", name, our, pct)
+		}
+	}
+}
