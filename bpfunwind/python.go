@@ -6,8 +6,8 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes/cpython"
 	"github.com/rewindstack/rewind/target"
 )
 

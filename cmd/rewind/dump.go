@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/fibers"
 	"github.com/rewindstack/rewind/internal/fileerr"
@@ -15,6 +14,7 @@ import (
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/runtimes/cpython"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"

@@ -34,7 +34,7 @@ func startForged(t *testing.T, depth, ncodes, bufsize int) *forged {
 	if _, err := os.Stat(exe); err != nil {
 		t.Skipf("no %s: %v", exe, err)
 	}
-	script, err := filepath.Abs("../../../cpython/testdata/forge.py")
+	script, err := filepath.Abs("../../../runtimes/cpython/testdata/forge.py")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/rewindstack/rewind/internal/fixture"
 )
 
-// startPython runs cpython/testdata/park.py under exe and returns it with
+// startPython runs runtimes/cpython/testdata/park.py under exe and returns it with
 // its report's lines (sys._current_frames(): "THREAD tid", then
 // "qualname\tfile\tline" a frame).
 func startPython(t *testing.T, exe string) (*fixture.Proc, []string) {
 	if _, err := os.Stat(exe); err != nil {
 		t.Skipf("no %s: %v", exe, err)
 	}
-	script, err := filepath.Abs("../../../cpython/testdata/park.py")
+	script, err := filepath.Abs("../../../runtimes/cpython/testdata/park.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestDumpPythonChroot(t *testing.T) {
 		}
 	}
 	c := fixture.PythonChroot(t, "sid")
-	script, err := os.ReadFile("../../../cpython/testdata/park.py")
+	script, err := os.ReadFile("../../../runtimes/cpython/testdata/park.py")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/runtimes/cpython"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes/cpython"
 )
 
 // probeScript prints the interpreter's own view of what Probe finds:

@@ -3,9 +3,9 @@ package cpython_test
 import (
 	"fmt"
 
-	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes/cpython"
 )
 
 // The Python stacks of a running CPython process, read in the same pause

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/cpython"
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes/cpython"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
