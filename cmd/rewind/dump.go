@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -14,7 +15,8 @@ import (
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
-	"github.com/rewindstack/rewind/runtimes/cpython"
+	"github.com/rewindstack/rewind/runtimes"
+	_ "github.com/rewindstack/rewind/runtimes/builtin" // every runtime rewind ships, in runtimes.All
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -101,7 +103,7 @@ func runDump(args []string) error {
 	fiberScan := fs.Bool("fiber-scan", false, "also search the process's (or core's) writable memory for saved contexts (ucontext_t, jmp_buf, libcoro, boost fcontext) of stacks no thread runs on, and unwind them")
 	fiberScanTime := fs.Duration("fiber-scan-time", fibers.DefaultScanTime, "with --fiber-scan, stop searching after `DUR` (and after 512 MiB of writable memory, read or unreadable), saying on stderr what was left unscanned")
 	stop := fs.Bool("stop", false, "stop every thread to read it, as gdb and eu-stack do; by default the threads blocked in the kernel are read in place, without stopping them, by a BPF task iterator (root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE; kernel 5.15 or later), and only the others are stopped")
-	noPython := fs.Bool("no-python", false, "do not show the Python frames of a CPython 3.11-3.14 process")
+	noRuntime := runtimeFlags(fs)
 	var fiberFlags pathsFlag
 	fs.Var(&fiberFlags, "fiber", "also unwind the fiber whose context is saved as `KIND@ADDR` (ucontext, fcontext, coro, jmpbuf; or regs@pc=,sp=,fp=); repeatable")
 	pos, err := parseArgs(fs, args)
@@ -133,7 +135,7 @@ func runDump(args []string) error {
 	var rep *output.Report
 	switch {
 	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); err != nil {
+		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, noRuntime.wanted()}, sym, tm); err != nil {
 			return err
 		}
 	case *core == "" && len(pos) == 1:
@@ -146,7 +148,7 @@ func runDump(args []string) error {
 		if !*stop && !*lazy && tids == nil {
 			defer readInPlace(&lopt)()
 		}
-		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, lopt, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, !*noPython}, sym, tm); rep == nil {
+		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, lopt, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, noRuntime.wanted()}, sym, tm); rep == nil {
 			return lf.inputErr
 		}
 	case *core != "" && len(pos) > 0:
@@ -235,8 +237,9 @@ type fiberReq struct {
 	auto  bool
 	scan  bool
 	lim   fibers.ScanLimits
-	// python: the Python frames of a CPython process too (not --no-python).
-	python bool
+	// runtimes: the language runtimes whose frames are read too (those
+	// no --no-NAME flag left out).
+	runtimes []runtimes.Runtime
 }
 
 func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
@@ -271,8 +274,8 @@ func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Opt
 	if fr.any() {
 		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
 	}
-	if fr.python {
-		corePython(tg)
+	for _, r := range fr.runtimes {
+		r.Core(tg, warn)
 	}
 	walks := fibers.DropPhantoms(stacks.Walk(tg, opt), found)
 	tm.mark("unwind")
@@ -307,12 +310,15 @@ func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Object
 		return nil, err
 	}
 	maps, _ := procmaps.Read(pid) // nil: the capture says why
-	py := livePython(pid, fr.python, &lopt, maps)
+	rts := liveRuntimes(pid, fr.runtimes, maps)
+	lopt.During = runtimes.During(lopt.During, rts) // after the fibers' own
 	addFibers := func(tg *target.Target) {
 		if fc != nil {
 			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, warn)...)
 		}
-		attachPython(tg, py)
+		for _, l := range rts {
+			l.Attach(tg, warn)
+		}
 	}
 	var tg *target.Target
 	var walks []stacks.Walked
@@ -323,8 +329,8 @@ func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Object
 			if fc != nil {
 				fc.During(s.Reader()) // WithStopped has no During: the threads are stopped now
 			}
-			if py != nil {
-				py.During(s.Reader())
+			for _, l := range rts {
+				l.During(s.Reader())
 			}
 			tg = s.Target(objs, warn)
 			addFibers(tg)
@@ -443,59 +449,42 @@ func notELF(err error) bool {
 	return errors.As(err, &fe) && fe.Pkg == "elfobj" && fe.Section == "ELF header" && fe.Offset == 0
 }
 
-// livePython finds CPython in process pid (unless !want), whose
-// mappings are maps (nil: unreadable), walks its Python stacks before the
-// capture and has lopt re-read them in the pause (after any During
-// already set); nil when there is none to read.
-func livePython(pid int, want bool, lopt *live.Options, maps []target.Mapping) *cpython.Live {
-	if !want || maps == nil {
-		return nil // (unreadable maps: the capture says why)
+// liveRuntimes finds each of rts in process pid, whose mappings are maps
+// (nil: unreadable, and the capture says why), and returns the readers of
+// those it runs, ready for the pause.
+func liveRuntimes(pid int, rts []runtimes.Runtime, maps []target.Mapping) []runtimes.Live {
+	var out []runtimes.Live
+	for _, r := range rts {
+		l, err := r.Live(pid, maps)
+		if err != nil {
+			warn(err.Error())
+		}
+		if l != nil {
+			out = append(out, l)
+		}
 	}
-	rt, err := cpython.Find(maps, live.NewReader(pid), cpython.ProcessFile(pid))
-	if rt == nil {
-		pythonNote(err)
-		return nil
-	}
-	py := cpython.NewLive(pid, rt)
-	py.Prepare()
-	if prev := lopt.During; prev != nil {
-		lopt.During = func(r *live.Reader) { prev(r); py.During(r) }
-	} else {
-		lopt.During = py.During
-	}
-	return py
+	return out
 }
 
-// attachPython gives tg's threads the Python frames py read.
-func attachPython(tg *target.Target, py *cpython.Live) {
-	if py == nil {
-		return
+// noRuntimes holds the --no-NAME flag of each registered runtime.
+type noRuntimes map[string]*bool
+
+// runtimeFlags defines a --no-NAME flag for each registered runtime.
+func runtimeFlags(fs *flag.FlagSet) noRuntimes {
+	no := noRuntimes{}
+	for _, r := range runtimes.All() {
+		no[r.Name()] = fs.Bool("no-"+r.Name(), false, r.Usage())
 	}
-	s, err := py.Stacks()
-	if s != nil {
-		cpython.Attach(tg, s, warn)
-	}
-	pythonNote(err)
+	return no
 }
 
-// corePython gives a core's threads their Python frames, when it ran
-// CPython.
-func corePython(tg *target.Target) {
-	rt, err := cpython.Find(cpython.Maps(tg.Space), tg.Mem, cpython.CoreFiles(tg.Space))
-	if rt == nil {
-		pythonNote(err)
-		return
+// wanted returns the runtimes no flag left out, in registry order.
+func (no noRuntimes) wanted() []runtimes.Runtime {
+	var out []runtimes.Runtime
+	for _, r := range runtimes.All() {
+		if p := no[r.Name()]; p == nil || !*p {
+			out = append(out, r)
+		}
 	}
-	s, err := rt.Read(tg.Mem)
-	if s != nil {
-		cpython.Attach(tg, s, warn)
-	}
-	pythonNote(err)
-}
-
-// pythonNote says, in one line, why Python frames are missing.
-func pythonNote(err error) {
-	if err != nil {
-		warn("Python frames: " + err.Error())
-	}
+	return out
 }
