@@ -246,6 +246,7 @@ type Unwinder struct {
 
 	mu           sync.Mutex
 	files        map[string]uint32                       // file identity -> index in files
+	maxFiles     int                                     // indexes in files: MaxFiles (fewer in tests)
 	pool         *rowPool                                // the rows map's files and free ranges (reclaim.go)
 	procMaps     map[int][]target.Mapping                // what each process was described with
 	gen          map[int]int                             // descriptions of each process made
@@ -295,7 +296,7 @@ func Load(opt Options) (*Unwinder, error) {
 	if opt.Objects == nil {
 		opt.Objects = &target.Objects{}
 	}
-	u := &Unwinder{opt: opt, files: map[string]uint32{}, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, history: map[int]map[int][]target.Mapping{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
+	u := &Unwinder{opt: opt, files: map[string]uint32{}, maxFiles: MaxFiles, procMaps: map[int][]target.Mapping{}, gen: map[int]int{}, history: map[int]map[int][]target.Mapping{}, fed: map[*profiles.Collector]map[int]int{}, comms: map[int]string{}, named: map[*profiles.Collector]map[[2]int]bool{}, exited: map[int]bool{},
 		notes: map[string]int{}, done: make(chan struct{}), stop: make(chan struct{}), inodes: map[struct{ Dev, Ino uint64 }]inodeVal{}, described: map[int]describedProc{}, owed: map[countKey]*owed{}}
 	if opt.Sizes == (Sizes{}) {
 		opt.Sizes = Host

@@ -251,7 +251,7 @@ func (u *Unwinder) selfFile() (uint32, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	idx, ok := u.files["self"]
-	if !ok && len(u.files) < MaxFiles {
+	if !ok && len(u.files) < u.maxFiles {
 		idx, ok = uint32(len(u.files)), true
 		u.files["self"] = idx
 	}
@@ -291,6 +291,9 @@ func (u *Unwinder) Notes() map[string]int {
 func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx uint32, ok bool) {
 	u.mu.Lock()
 	if idx, ok := u.files[key]; ok {
+		if st := u.pool.files[idx]; st != nil {
+			st.asked = u.pool.now()
+		}
 		// A file evicted to make room for others is loaded again.
 		if u.needsReload(idx) {
 			u.pool.state(idx, mod)
@@ -304,19 +307,29 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx u
 		delete(u.later, idx)
 		u.mu.Unlock()
 		if promote {
+			u.loadStarted(idx)
 			u.queue(u.urgentLoads, fileLoad{idx, mod})
 		}
 		return idx, true
 	}
-	if len(u.files) >= MaxFiles {
-		u.mu.Unlock()
-		u.note(fmt.Sprintf("the BPF files map is full (%d files): %s not loaded", MaxFiles, mod.Path))
-		return 0, false
-	}
 	idx = uint32(len(u.files))
+	evicted := false
+	if len(u.files) >= u.maxFiles {
+		if idx, evicted, ok = u.reuseIndex(); !ok {
+			u.mu.Unlock()
+			u.note(fmt.Sprintf("the BPF files map is full (%d files, none unused for a minute): %s not loaded", u.maxFiles, mod.Path))
+			return 0, false
+		}
+	}
 	u.files[key] = idx
-	u.pool.state(idx, mod)
+	st := u.pool.state(idx, mod)
+	st.key, st.asked = key, u.pool.now()
 	u.mu.Unlock()
+	if evicted {
+		// A walk that read the old file's entry may still be searching
+		// its rows (place).
+		time.Sleep(evictGrace)
+	}
 	u.startLoad(idx, mod, urgent)
 	return idx, true
 }
@@ -325,6 +338,7 @@ func (u *Unwinder) fileIndex(key string, mod *target.Module, urgent bool) (idx u
 // Options.LoadInBackground by the loader goroutine (urgent: ahead of the
 // files queued at the agent's start).
 func (u *Unwinder) startLoad(idx uint32, mod *target.Module, urgent bool) {
+	u.loadStarted(idx)
 	if u.loads != nil && !urgent {
 		u.mu.Lock()
 		u.later[idx] = true
@@ -341,6 +355,7 @@ func (u *Unwinder) startLoad(idx uint32, mod *target.Module, urgent bool) {
 	if err := u.loadRows(idx, mod); err != nil {
 		u.note(err.Error())
 	}
+	u.loadDone(idx)
 }
 
 // queue hands a file to the loader goroutine.
@@ -375,6 +390,7 @@ func (u *Unwinder) loader(q <-chan fileLoad) {
 				u.note(err.Error())
 			}
 		}
+		u.loadDone(l.idx)
 		u.pending.Lock()
 		u.queued--
 		if u.queued == 0 && u.idle != nil {

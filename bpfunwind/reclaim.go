@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/target"
@@ -32,6 +33,9 @@ type fileState struct {
 	loads    int          // times its rows were written
 	evicted  bool         // its rows were taken back: loaded again when next met
 	tooBig   bool         // more rows than the whole map: never loaded
+	key      string       // its identity (fileKey): the Unwinder's files map's key
+	asked    uint64       // the last time (stampNow) a description named it
+	pending  int          // loads of it started and not done
 }
 
 // fileRows is the files map's value (struct file_rows).
@@ -54,14 +58,23 @@ type RowStats struct {
 	// Evictions counts the files whose rows were taken back for others
 	// since Load.
 	Evictions int64
+	// Reused counts the file indexes handed to another file (reuseAge).
+	Reused int64
+	// Largest is the largest run of free rows: far below Total-Used,
+	// the free rows are scattered and a large file evicts more.
+	Largest uint32
+	// Files is how many file indexes are taken, of MaxFiles: once all
+	// are, those of files unused for a minute are reused.
+	Files int
 }
 
-// Rows returns how many rows files hold, of how many, and how many files
-// were evicted so far.
+// Rows returns how many rows files hold, of how many, how many files
+// were evicted so far, the file indexes reused, the largest free run and
+// the file indexes taken.
 func (u *Unwinder) Rows() RowStats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return RowStats{u.pool.alloc.inUse, u.pool.alloc.total, u.pool.evictions}
+	return RowStats{u.pool.alloc.inUse, u.pool.alloc.total, u.pool.evictions, u.pool.reused, u.pool.alloc.largest(), len(u.files)}
 }
 
 // rowsTotal is the size of the rows map as loaded.
@@ -144,6 +157,7 @@ type rowPool struct {
 	files     map[uint32]*fileState
 	procFiles map[int][]uint32 // the files each described process maps
 	evictions int64
+	reused    int64                           // file indexes handed to another file
 	used      func(idx uint32) (uint64, bool) // the walk's last use of a file
 	clear     func(idx uint32) error          // the file's count to zero
 	now       func() uint64                   // the walk's clock (stampNow)
@@ -308,4 +322,93 @@ func (u *Unwinder) written(idx uint32, ok bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.pool.written(idx, ok)
+}
+
+// A long run meets many more files than the files map's MaxFiles indexes
+// (every build of a program is another file, another build-id): without
+// reuse, a file met after the last index never had rows, and its walks
+// ended file-not-loaded for good. Once every index is taken, the index of
+// a file that no process was described with for reuseAge is handed to the
+// new file: its rows taken back, and every entry naming it (the inodes and
+// Go files maps, the loader's marks) removed first, so that nothing the
+// program or a description finds names the old file. Met again, the old
+// file gets an index anew.
+const reuseAge = 60 << 10 // stamp units (2^20 ns): about a minute
+
+// reusable returns the index of the file asked for longest ago among those
+// no described process maps (busy: the files the last descriptions name),
+// none of whose loads is pending, that were not asked for in reuseAge.
+func (p *rowPool) reusable(busy map[uint32]bool) (uint32, bool) {
+	now := p.now()
+	var best uint32
+	var bestAsked uint64
+	found := false
+	for i, s := range p.files {
+		if len(s.users) > 0 || busy[i] || s.writing || s.pending > 0 || s.asked+reuseAge > now {
+			continue
+		}
+		if !found || s.asked < bestAsked || s.asked == bestAsked && i < best {
+			best, bestAsked, found = i, s.asked, true
+		}
+	}
+	return best, found
+}
+
+// reuseIndex frees a file index for a new file once every one is taken
+// (reusable), and whether its rows were evicted (the caller waits
+// evictGrace before the new file's rows may take them). Called with u.mu
+// held.
+func (u *Unwinder) reuseIndex() (idx uint32, evicted, ok bool) {
+	busy := map[uint32]bool{}
+	for _, d := range u.described {
+		for _, m := range d.maps {
+			busy[m.File] = true
+		}
+	}
+	idx, ok = u.pool.reusable(busy)
+	if !ok {
+		return 0, false, false
+	}
+	st := u.pool.files[idx]
+	if st.n > 0 {
+		if err := u.pool.evict(idx); err != nil {
+			return 0, false, false
+		}
+		evicted = true
+	}
+	for k, v := range u.inodes {
+		if v.file == idx {
+			if err := u.objs.Inodes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return 0, false, false // still found through its inode: kept
+			}
+			delete(u.inodes, k)
+		}
+	}
+	if err := u.objs.Gofiles.Delete(idx); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return 0, false, false
+	}
+	delete(u.files, st.key)
+	delete(u.pool.files, idx)
+	delete(u.loaded, idx)
+	delete(u.later, idx)
+	u.pool.reused++
+	return idx, evicted, true
+}
+
+// loadStarted and loadDone count file idx's loads in flight, which keep
+// its index from being reused.
+func (u *Unwinder) loadStarted(idx uint32) {
+	u.mu.Lock()
+	if st := u.pool.files[idx]; st != nil {
+		st.pending++
+	}
+	u.mu.Unlock()
+}
+
+func (u *Unwinder) loadDone(idx uint32) {
+	u.mu.Lock()
+	if st := u.pool.files[idx]; st != nil && st.pending > 0 {
+		st.pending--
+	}
+	u.mu.Unlock()
 }

@@ -176,3 +176,80 @@ func TestEvictedFileReloaded(t *testing.T) {
 		t.Errorf("first program: %d samples complete in 20 s once its file was evicted, want 200 (ends %v)", complete, ends)
 	}
 }
+
+// TestReusable picks the file asked for longest ago among those no
+// process maps, none busy, loading or asked for in reuseAge.
+func TestReusable(t *testing.T) {
+	p := newRowPool(1000, func(uint32) (uint64, bool) { return 0, true }, func(uint32) error { return nil })
+	now := uint64(10 * reuseAge)
+	p.now = func() uint64 { return now }
+	add := func(idx uint32, asked uint64) *fileState {
+		st := p.state(idx, nil)
+		st.asked = asked
+		return st
+	}
+	add(0, now-2*reuseAge).users[7] = true // mapped
+	add(1, now-3*reuseAge).pending = 1     // loading
+	add(2, now-reuseAge/2)                 // asked for lately
+	add(3, now-4*reuseAge)                 // named by a description
+	add(4, now-2*reuseAge)
+	add(5, now-3*reuseAge)
+	if idx, ok := p.reusable(map[uint32]bool{3: true}); !ok || idx != 5 {
+		t.Fatalf("reusable = %d, %v, want 5", idx, ok)
+	}
+	delete(p.files, 4)
+	delete(p.files, 5)
+	if idx, ok := p.reusable(map[uint32]bool{3: true}); ok {
+		t.Fatalf("reusable = %d with none unused, want none", idx)
+	}
+}
+
+// TestFileIndexesReused runs two programs one after the other with every
+// file index taken once the first exited: the second must get the first's
+// index and be unwound in the kernel. Without reuse, its walks end
+// file-not-loaded (the files map is full).
+func TestFileIndexesReused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("BPF needs root (or CAP_BPF and CAP_PERFMON)")
+	}
+	exes, _ := manyPrograms(t, 2)
+	u := loadSmall(t, 1<<16, false)
+	a := startTraced(t, u, exes[0])
+	if _, c, ends := sampleUntil(t, u, a.Process.Pid, 50, 15*time.Second); c < 50 {
+		t.Fatalf("first program: %d samples complete in 15 s, want 50 (ends %v)", c, ends)
+	}
+	a.Process.Kill()
+	a.Wait()
+	// Forgotten once its exit is noticed and two reads have passed.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		u.mu.Lock()
+		_, described := u.described[a.Process.Pid]
+		u.mu.Unlock()
+		if !described {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first program's exit was not noticed in 15 s")
+		}
+		u.Read()
+		time.Sleep(50 * time.Millisecond)
+	}
+	u.mu.Lock()
+	u.maxFiles = len(u.files) // every index taken
+	real := u.pool.now
+	u.pool.now = func() uint64 { return real() + 2*reuseAge } // a minute on
+	u.mu.Unlock()
+	b := startTraced(t, u, exes[1])
+	total, complete, ends := sampleUntil(t, u, b.Process.Pid, 200, 15*time.Second)
+	b.Process.Kill()
+	b.Wait()
+	rs := u.Rows()
+	t.Logf("second program: %d samples, %d complete, ends %v; %d indexes reused, %d of %d taken; notes %v", total, complete, ends, rs.Reused, rs.Files, u.maxFiles, u.Notes())
+	if rs.Reused == 0 || rs.Files > u.maxFiles {
+		t.Errorf("%d file indexes reused, %d of %d taken: want one reused", rs.Reused, rs.Files, u.maxFiles)
+	}
+	if complete < 200 {
+		t.Errorf("second program: %d samples complete in 15 s with every file index taken, want 200 (ends %v)", complete, ends)
+	}
+}
