@@ -205,13 +205,13 @@ func (a *Agent) workLine(u *bpfunwind.Unwinder) string {
 	l := a.work
 	a.work = w
 	// Rows used of the map's and the files evicted for others: a host
-	// mapping more than the map holds evicts files every period. File
-	// indexes are never reused: their count says how close the files
-	// map is to full.
+	// mapping more than the map holds evicts files every period. The
+	// file indexes taken say how close the files map is to full, past
+	// which the indexes of files unused for a minute are reused.
 	r := u.Rows()
-	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms); rows %d of %d used (largest free run %d), %d files evicted; %d of %d file indexes",
+	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms); rows %d of %d used (largest free run %d), %d files evicted; %d of %d file indexes (%d reused)",
 		w.Described-l.Described, float64(w.Describe-l.Describe)/1e6, w.Unchanged-l.Unchanged, w.Exits-l.Exits, w.Files-l.Files, float64(w.Load-l.Load)/1e6,
-		r.Used, r.Total, r.Largest, w.Evicted-l.Evicted, r.Files, bpfunwind.MaxFiles)
+		r.Used, r.Total, r.Largest, w.Evicted-l.Evicted, r.Files, bpfunwind.MaxFiles, r.Reused)
 }
 
 // kernelStats counts a period's kernel walks.
