@@ -5,7 +5,6 @@ import (
 
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
@@ -57,9 +56,9 @@ var goSwitchFlags = map[goruntime.SwitchKind]uint8{
 // Go stack switches.
 func Marks(mod *target.Module) []Mark {
 	var out []Mark
-	for _, r := range symbolize.RootRanges(mod) {
+	for _, r := range goruntime.RootRanges(mod) {
 		f := uint8(RowRoot)
-		if r.Kind == symbolize.GoTopFrame {
+		if r.Kind == goruntime.GoTopFrame {
 			f = RowGoTop
 		}
 		out = append(out, Mark{r.Start, r.End, f})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -684,14 +685,14 @@ func (b *Builder) kernelLoc(ip uint64) *Location {
 }
 
 // reachesRoot reports whether one of the outermost three user frames is a
-// thread root function (symbolize.IsRoot).
+// thread root function (goruntime.IsRoot).
 func reachesRoot(locs []*Location) bool {
 	if n := len(locs); n > 0 && goStackEnd(locs[n-1].Name()) {
 		return true
 	}
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-3; i-- {
 		for _, ln := range locs[i].Lines {
-			if symbolize.IsRoot(ln.Function) {
+			if goruntime.IsRoot(ln.Function) {
 				return true
 			}
 		}

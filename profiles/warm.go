@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -30,7 +31,7 @@ func (c *Collector) warmObjects(ids []perfdata.BuildID, sym *symbolize.Symbolize
 	go func() {
 		for _, p := range paths {
 			if m := c.Objects.Module(p); m.File != nil {
-				symbolize.RootRanges(m)
+				goruntime.RootRanges(m)
 				if tables {
 					m.Table()
 				}

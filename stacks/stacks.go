@@ -5,6 +5,7 @@
 package stacks
 
 import (
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -146,11 +147,11 @@ func appendTailCalls(frames []output.Frame, f, caller *unwind.Frame, sym *symbol
 }
 
 // ReachesRoot reports whether a thread's stack ends in a thread root
-// function (symbolize.IsRoot) within its outermost three frames, i.e. is
+// function (goruntime.IsRoot) within its outermost three frames, i.e. is
 // complete.
 func ReachesRoot(t *output.Thread) bool {
 	for i := len(t.Frames) - 1; i >= 0 && i >= len(t.Frames)-3; i-- {
-		if symbolize.IsRoot(t.Frames[i].Function) {
+		if goruntime.IsRoot(t.Frames[i].Function) {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ const hugePage = 2 << 20
 // The memory is Go's like any other; the advice only changes how the
 // kernel backs it.
 func bigBuffer(n uint64) []byte {
-	if n < hugePage || n > maxSection {
+	if n < hugePage || n > elfdata.MaxSection {
 		return make([]byte, n)
 	}
 	if outsideHeap.Load() {

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"fmt"
+	"github.com/rewindstack/rewind/elfobj"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,7 +132,7 @@ func libcPath(t testing.TB) (lib, debug string) {
 	}
 	id := f.BuildIDHex()
 	f.Close()
-	debug = filepath.Join(DefaultDebugDir, ".build-id", id[:2], id[2:]+".debug")
+	debug = filepath.Join(elfobj.DefaultDebugDir, ".build-id", id[:2], id[2:]+".debug")
 	if _, err := os.Stat(debug); err != nil {
 		t.Skipf("libc debug file not installed (libc6-dbg): %v", err)
 	}

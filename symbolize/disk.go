@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rewindstack/rewind/internal/cachefile"
+	"github.com/rewindstack/rewind/internal/elfdata"
 )
 
 // The persistent cache keeps, per object, the DWARF index (unit address
@@ -114,7 +115,7 @@ func (ix *dwarfIndex) buildAll() {
 	if d == nil {
 		return
 	}
-	_ = protect(func() error {
+	_ = elfdata.Protect(func() error {
 		r := d.Reader()
 		for count := 0; count < ix.maxEntries; count++ {
 			e, err := r.Next()
@@ -145,7 +146,7 @@ func (ix *dwarfIndex) buildAll() {
 					cd = ix.stored.decodeCU(ci)
 				} else {
 					cd = &cuData{}
-					if err := protect(func() error { return wix.buildCU(src, slot.off, cd) }); err != nil {
+					if err := elfdata.Protect(func() error { return wix.buildCU(src, slot.off, cd) }); err != nil {
 						cd = &cuData{}
 					}
 					built.Add(1)

@@ -3,12 +3,12 @@ package symbolize
 import (
 	"bytes"
 	"cmp"
-	"compress/zlib"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"io"
 	"path/filepath"
 	"runtime"
@@ -140,54 +140,6 @@ const (
 // errNoDWARF: the file has no .debug_info.
 var errNoDWARF = errors.New("no DWARF")
 
-// maxSection bounds the (decompressed) size of a debug section we load.
-const maxSection = 1 << 30
-
-// sectionData returns a section's contents, decompressed (SHF_COMPRESSED
-// zlib or zstd, or a legacy .zdebug section's "ZLIB" header and zlib
-// stream), refusing implausible sizes; a panic in debug/elf becomes an
-// error.
-func sectionData(s *elf.Section) (data []byte, err error) {
-	if s.Size > maxSection || s.Flags&elf.SHF_COMPRESSED != 0 && s.Size/2048 > s.FileSize {
-		return nil, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
-	}
-	err = protect(func() error {
-		var err error
-		data, err = s.Data()
-		return err
-	})
-	if err != nil || !strings.HasPrefix(s.Name, ".zdebug") {
-		return data, err
-	}
-	if len(data) < 12 || string(data[:4]) != "ZLIB" {
-		return data, nil // stored uncompressed
-	}
-	size := binary.BigEndian.Uint64(data[4:12])
-	if size > maxSection || size/2048 > uint64(len(data)) {
-		return nil, fmt.Errorf("section %s: implausible size %d", s.Name, size)
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(data[12:]))
-	if err != nil {
-		return nil, fmt.Errorf("section %s: %v", s.Name, err)
-	}
-	out := make([]byte, 0, min(size, 1<<20))
-	buf := bytes.NewBuffer(out)
-	if _, err := io.Copy(buf, io.LimitReader(zr, int64(size))); err != nil {
-		return nil, fmt.Errorf("section %s: %v", s.Name, err)
-	}
-	return buf.Bytes(), nil
-}
-
-// protect runs fn, turning a panic into an error.
-func protect(fn func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("malformed debug information (panic: %v)", p)
-		}
-	}()
-	return fn()
-}
-
 // debugSections are the DWARF sections symbolization reads (location
 // lists, macros and frames are left out), by name without ".debug_".
 var debugSections = []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"}
@@ -205,7 +157,7 @@ func loadDWARF(ef *elf.File) (*dwarf.Data, []byte, int, error) {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		b, err := sectionData(s)
+		b, err := elfdata.Section(s)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -222,7 +174,7 @@ func loadDWARF(ef *elf.File) (*dwarf.Data, []byte, int, error) {
 // without ".debug_".
 func dwarfFromSections(secs map[string][]byte) (*dwarf.Data, error) {
 	var d *dwarf.Data
-	err := protect(func() error {
+	err := elfdata.Protect(func() error {
 		var err error
 		d, err = dwarf.New(secs["abbrev"], nil, nil, secs["info"], secs["line"], nil, secs["ranges"], secs["str"])
 		if err != nil {
@@ -251,7 +203,7 @@ func loadAlt(ef *elf.File, path string, dirs []string) *dwarfAlt {
 	if s == nil {
 		return nil
 	}
-	b, err := sectionData(s)
+	b, err := elfdata.Section(s)
 	if err != nil {
 		return nil
 	}
@@ -273,14 +225,14 @@ func loadAlt(ef *elf.File, path string, dirs []string) *dwarfAlt {
 		}
 	}
 	for _, c := range cands {
-		af, err := openELF(c)
+		af, err := elfdata.Open(c)
 		if err != nil {
 			continue
 		}
-		d, _, _, err := loadDWARF(af.ef)
+		d, _, _, err := loadDWARF(af.ELF)
 		var str []byte
-		if s := af.ef.Section(".debug_str"); s != nil && err == nil {
-			str, _ = sectionData(s)
+		if s := af.ELF.Section(".debug_str"); s != nil && err == nil {
+			str, _ = elfdata.Section(s)
 		}
 		af.Close()
 		if err == nil {
@@ -303,7 +255,7 @@ func loadAlt(ef *elf.File, path string, dirs []string) *dwarfAlt {
 // at least 90% of the object's executable sections (libc: 97%; the rest
 // is code without debug information).
 func newDWARFIndex(src *dwarfSource, alt *dwarfAlt) *dwarfIndex {
-	ix := &dwarfIndex{src: src, alt: alt, names: map[nameKey]string{}, maxEntries: int(min(src.infoSize, maxSection)) + 1}
+	ix := &dwarfIndex{src: src, alt: alt, names: map[nameKey]string{}, maxEntries: int(min(src.infoSize, elfdata.MaxSection)) + 1}
 	if ix.alt == nil {
 		ix.alt = src.alt
 	}
@@ -376,7 +328,7 @@ func (ix *dwarfIndex) scanUnits() {
 		return
 	}
 	var unranged []int
-	_ = protect(func() error {
+	_ = elfdata.Protect(func() error {
 		r := d.Reader()
 		for count := 0; count < ix.maxEntries; count++ {
 			e, err := r.Next()
@@ -434,7 +386,7 @@ func (ix *dwarfIndex) source() *dwarfSource {
 		ix.src, ix.open = ix.open(), nil
 		if ix.src != nil {
 			ix.alt = ix.src.alt
-			ix.maxEntries = int(min(ix.src.infoSize, maxSection)) + 1
+			ix.maxEntries = int(min(ix.src.infoSize, elfdata.MaxSection)) + 1
 		}
 	}
 	return ix.src
@@ -463,7 +415,7 @@ func (ix *dwarfIndex) cu(ci int) *cuData {
 	src := ix.source()
 	ix.mu.Unlock()
 	if src != nil {
-		if err := protect(func() error { return ix.buildCU(src, slot.off, cd) }); err != nil {
+		if err := elfdata.Protect(func() error { return ix.buildCU(src, slot.off, cd) }); err != nil {
 			cd = &cuData{} // a panic may have left it half built
 		}
 		ix.mu.Lock()
@@ -861,7 +813,7 @@ func (ix *dwarfIndex) str(e *dwarf.Entry, a dwarf.Attr, inAlt bool) string {
 		return v
 	case int64:
 		if f.Class == dwarf.ClassStringAlt && ix.alt != nil {
-			s, _ := cstring(ix.alt.str, v)
+			s, _ := elfdata.CString(ix.alt.str, v)
 			return s
 		}
 	}
@@ -916,7 +868,7 @@ type dwarfFrame struct {
 // no subprogram, a single nameless frame with the line). ok is false when
 // no unit covers pc.
 func (ix *dwarfIndex) lookup(pc uint64) (frames []dwarfFrame, ok bool) {
-	err := protect(func() error {
+	err := elfdata.Protect(func() error {
 		frames, ok = ix.lookup1(pc)
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"io"
 	"slices"
 	"sort"
@@ -26,7 +27,7 @@ import (
 // decompressed and a new dwarf.Data is made (readers of the old one stay
 // valid).
 type dwarfSource struct {
-	h        *elfHandle
+	h        *elfdata.File
 	bo       binary.ByteOrder
 	infoSize uint64    // .debug_info's size, decompressed
 	alt      *dwarfAlt // the dwz supplementary file, if any
@@ -76,59 +77,59 @@ type unitSpan struct {
 // openSource opens path's DWARF; the other sections start decompressing
 // at once, in the background.
 func openSource(path string) (*dwarfSource, error) {
-	h, err := openELF(path)
+	h, err := elfdata.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	src := &dwarfSource{h: h, bo: h.ef.ByteOrder, secsDone: make(chan struct{})}
-	s := h.ef.Section(".debug_info")
+	src := &dwarfSource{h: h, bo: h.ELF.ByteOrder, secsDone: make(chan struct{})}
+	s := h.ELF.Section(".debug_info")
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		// No .debug_info (or only a legacy .zdebug_info, which
 		// sectionData decompresses whole).
-		z := h.ef.Section(".zdebug_info")
+		z := h.ELF.Section(".zdebug_info")
 		if z == nil || z.Type == elf.SHT_NOBITS {
 			h.Close()
 			return nil, errNoDWARF
 		}
-		b, err := sectionData(z)
+		b, err := elfdata.Section(z)
 		if err != nil {
 			h.Close()
 			return nil, err
 		}
 		src.info, src.infoSize = b, uint64(len(b))
 	} else {
-		if s.Size > maxSection || s.Flags&elf.SHF_COMPRESSED != 0 && s.Size/2048 > s.FileSize {
+		if s.Size > elfdata.MaxSection || s.Flags&elf.SHF_COMPRESSED != 0 && s.Size/2048 > s.FileSize {
 			h.Close()
 			return nil, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
 		}
 		src.infoSize = s.Size
-		if f, ok, err := sectionInflater(h.f, h.ef, s); ok {
+		if f, ok, err := sectionInflater(h.OS, h.ELF, s); ok {
 			if err != nil {
 				h.Close()
 				return nil, fmt.Errorf("section %s: %v", s.Name, err)
 			}
 			src.inf = f
-		} else if err := protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
+		} else if err := elfdata.Protect(func() error { src.infoR = s.Open(); return nil }); err != nil {
 			h.Close()
 			return nil, err
 		}
 	}
-	for _, sec := range h.ef.Sections {
+	for _, sec := range h.ELF.Sections {
 		// A separate debug file keeps the headers of the object's
 		// sections (without their contents).
 		if sec.Flags&elf.SHF_EXECINSTR != 0 && !strings.HasPrefix(sec.Name, ".plt") {
 			src.execSize += sec.Size
 		}
 	}
-	if a := h.ef.Section(".debug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
+	if a := h.ELF.Section(".debug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
 		// With the inflater when it is compressed (libc's 99 KB: 0.3
 		// ms less than compress/zlib, before any unit can be read).
 		var ok bool
-		if src.aranges, ok, err = inflateSection(h.f, h.ef, a); !ok || err != nil {
-			src.aranges, _ = sectionData(a)
+		if src.aranges, ok, err = inflateSection(h.OS, h.ELF, a); !ok || err != nil {
+			src.aranges, _ = elfdata.Section(a)
 		}
-	} else if a := h.ef.Section(".zdebug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
-		src.aranges, _ = sectionData(a)
+	} else if a := h.ELF.Section(".zdebug_aranges"); a != nil && a.Type != elf.SHT_NOBITS {
+		src.aranges, _ = elfdata.Section(a)
 	}
 	return src, nil
 }
@@ -162,11 +163,11 @@ func (src *dwarfSource) startOthers() {
 // prefetchLine need not wait for them (it waited 5 to 6 ms in a cold
 // dump, and the units' parsing waited for it).
 func (src *dwarfSource) openLine() {
-	s := src.h.ef.Section(".debug_line")
+	s := src.h.ELF.Section(".debug_line")
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return
 	}
-	if f, ok, err := sectionInflater(src.h.f, src.h.ef, s); ok && err == nil {
+	if f, ok, err := sectionInflater(src.h.OS, src.h.ELF, s); ok && err == nil {
 		src.lineInf = f
 	}
 }
@@ -193,9 +194,9 @@ func (src *dwarfSource) loadOthers() {
 		if name == "info" {
 			continue
 		}
-		s := src.h.ef.Section(".debug_" + name)
+		s := src.h.ELF.Section(".debug_" + name)
 		if s == nil {
-			s = src.h.ef.Section(".zdebug_" + name)
+			s = src.h.ELF.Section(".zdebug_" + name)
 		}
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
@@ -209,9 +210,9 @@ func (src *dwarfSource) loadOthers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, ok, err := inflateSection(src.h.f, src.h.ef, s)
+			b, ok, err := inflateSection(src.h.OS, src.h.ELF, s)
 			if !ok {
-				b, err = sectionData(s)
+				b, err = elfdata.Section(s)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -252,7 +253,7 @@ func (src *dwarfSource) lineFor(off int64) []byte {
 			if int64(f.n) >= off+4 {
 				hdr, length := int64(4), int64(src.bo.Uint32(f.out[off:]))
 				if length == 0xffffffff && int64(f.n) >= off+12 {
-					hdr, length = 12, int64(min(src.bo.Uint64(f.out[off+4:]), maxSection))
+					hdr, length = 12, int64(min(src.bo.Uint64(f.out[off+4:]), elfdata.MaxSection))
 				}
 				f.run(int(min(off+hdr+length, int64(len(f.out)))))
 			}
@@ -321,7 +322,7 @@ func (src *dwarfSource) readTo(n uint64) {
 	}
 	old := len(src.info)
 	var got int
-	err := protect(func() error {
+	err := elfdata.Protect(func() error {
 		var err error
 		got, err = io.ReadFull(src.infoR, src.info[old:want])
 		return err
@@ -503,7 +504,7 @@ func (src *dwarfSource) data(offs ...uint64) *dwarf.Data {
 	// A reader's first Seek into a DWARF 5 unit records the unit's base
 	// offsets in d: done here, once for each unit anyone is to read, d
 	// can be read from several goroutines (units are parsed in parallel).
-	_ = protect(func() error {
+	_ = elfdata.Protect(func() error {
 		r := d.Reader()
 		for i := range src.real {
 			r.Seek(dwarf.Offset(src.units[i].die))
@@ -630,7 +631,7 @@ func unitHeader(info []byte, off uint64, bo binary.ByteOrder) (u unitSpan, ok bo
 	case length >= 0xfffffff0:
 		return u, false
 	}
-	if length > maxSection {
+	if length > elfdata.MaxSection {
 		return u, false
 	}
 	u.hdr, u.end = off, off+p+length

@@ -24,7 +24,7 @@ func libcDebug(t *testing.T) (string, string) {
 		t.Skipf("no libc: %v", err)
 	}
 	defer f.Close()
-	df := findDebugFile(f, []string{DefaultDebugDir})
+	df := elfobj.FindDebugFile(f, []string{elfobj.DefaultDebugDir})
 	if df == nil {
 		t.Skip("libc has no separate debug file installed (libc6-dbg)")
 	}

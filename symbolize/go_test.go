@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"debug/elf"
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
@@ -176,7 +177,7 @@ func compareGoAddr2line(t *testing.T, exe string, space *target.AddressSpace, sy
 	}
 	bad := 0
 	for i, a := range addrs {
-		fn, pos := goPrintName(lines[2*i]), lines[2*i+1]
+		fn, pos := goruntime.PrintName(lines[2*i]), lines[2*i+1]
 		got := testFrameAt(sym, space, testFrame{PC: a, Exact: true})
 		phys, innermost := got[len(got)-1], got[0]
 		if have := innermost.File + ":" + strconv.Itoa(innermost.Line); phys.Function != fn || have != pos {

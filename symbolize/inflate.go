@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"io"
 	"runtime"
 	"runtime/debug"
@@ -695,7 +696,7 @@ var outsideHeap atomic.Bool
 // with ELFCOMPRESS_ZLIB, read from r (the file); ok is false for any
 // other section (not compressed, zstd, legacy .zdebug) or a read error.
 func zlibSection(r io.ReaderAt, ef *elf.File, s *elf.Section) ([]byte, bool) {
-	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS || s.FileSize > maxSection {
+	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS || s.FileSize > elfdata.MaxSection {
 		return nil, false
 	}
 	hdr := 24 // Chdr64: type, reserved, size, alignment
@@ -727,7 +728,7 @@ func sectionInflater(r io.ReaderAt, ef *elf.File, s *elf.Section) (f *inflater, 
 	if ef.Class == elf.ELFCLASS32 {
 		hdr = 12 // Chdr32: type, size, alignment
 	}
-	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS || s.FileSize > maxSection || s.FileSize < hdr+2 {
+	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Type == elf.SHT_NOBITS || s.FileSize > elfdata.MaxSection || s.FileSize < hdr+2 {
 		return nil, false, nil
 	}
 	m := mapFile(r, int64(s.Offset), int64(s.FileSize))
@@ -736,7 +737,7 @@ func sectionInflater(r io.ReaderAt, ef *elf.File, s *elf.Section) (f *inflater, 
 		if !ok {
 			return nil, false, nil
 		}
-		if s.Size > maxSection || s.Size/2048 > s.FileSize {
+		if s.Size > elfdata.MaxSection || s.Size/2048 > s.FileSize {
 			return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
 		}
 		f, err := newInflater(z, bigBuffer(s.Size))
@@ -747,7 +748,7 @@ func sectionInflater(r io.ReaderAt, ef *elf.File, s *elf.Section) (f *inflater, 
 		m.release()
 		return nil, false, nil
 	}
-	if s.Size > maxSection || s.Size/2048 > s.FileSize {
+	if s.Size > elfdata.MaxSection || s.Size/2048 > s.FileSize {
 		m.release()
 		return nil, true, fmt.Errorf("section %s: implausible size %d", s.Name, s.Size)
 	}

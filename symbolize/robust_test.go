@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -159,7 +160,7 @@ func fuzzSections(f *testing.F) (map[string][]byte, []uint64) {
 	secs := map[string][]byte{}
 	for _, name := range append([]string{"aranges"}, debugSections...) {
 		if s := ef.Section(".debug_" + name); s != nil {
-			b, err := sectionData(s)
+			b, err := elfdata.Section(s)
 			if err != nil {
 				f.Fatal(err)
 			}
@@ -196,42 +197,6 @@ func FuzzDWARF(f *testing.F) {
 		ix := newDWARFIndex(sourceOf(mod, binary.LittleEndian), nil)
 		for _, pc := range pcs {
 			ix.lookup(pc)
-		}
-	})
-}
-
-// FuzzGoTable overwrites bytes of a Go pcln table and looks up PCs.
-func FuzzGoTable(f *testing.F) {
-	exe := buildGo(f)
-	ef, err := elf.Open(exe)
-	if err != nil {
-		f.Fatal(err)
-	}
-	gt, err := openGoTable(ef)
-	s := ef.Section(".gopclntab")
-	ef.Close()
-	if err != nil || s == nil {
-		f.Fatalf("no Go table: %v", err)
-	}
-	orig, _ := os.ReadFile(exe)
-	pcln := orig[s.Offset : s.Offset+s.Size]
-	gofuncOff := len(pcln) - len(gt.gofunc)
-	f.Add(uint32(0), []byte{0xf1, 0xff})
-	f.Add(uint32(100), []byte{0xff, 0xff, 0xff, 0x7f})
-	f.Add(uint32(len(pcln)/2), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
-	f.Fuzz(func(t *testing.T, off uint32, patch []byte) {
-		b := append([]byte(nil), pcln...)
-		copy(b[int(off)%len(b):], patch)
-		t2, err := parseGoHeader(b)
-		if err != nil {
-			return
-		}
-		t2.text = gt.text
-		if gt.gofunc != nil {
-			t2.gofunc = b[gofuncOff:]
-		}
-		for pc := gt.text; pc < gt.text+0x2000; pc += 7 {
-			t2.lookup(pc)
 		}
 	})
 }

@@ -42,7 +42,6 @@
 package symbolize
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,7 +50,8 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
-	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/elfdata"
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -101,7 +101,7 @@ func (l Location) ModuleBase() string {
 // concurrent use.
 type Symbolizer struct {
 	// DebugDirs are searched for separate debug files (nil means
-	// DefaultDebugDir; empty means none).
+	// elfobj.DefaultDebugDir; empty means none).
 	DebugDirs []string
 	// FindDebug, when not nil, is asked for an object's separate debug
 	// file when DebugDirs have none (a --debug-dir, a sysroot, perf's
@@ -380,7 +380,7 @@ func (s *Symbolizer) module(m *target.Module) *modInfo {
 
 func (s *Symbolizer) debugDirs() []string {
 	if s.DebugDirs == nil {
-		return []string{DefaultDebugDir}
+		return []string{elfobj.DefaultDebugDir}
 	}
 	return s.DebugDirs
 }
@@ -435,7 +435,7 @@ type debugInfo struct {
 	dirs             []string
 
 	goOnce sync.Once
-	gt     *goTable
+	gt     *goruntime.Table
 
 	dwOnce sync.Once
 	dw     *dwarfIndex
@@ -499,7 +499,7 @@ func (c *Cache) get(obj, sym *elfobj.File, dirs []string) *debugInfo {
 
 // goTable returns the object's Go pcln table, or nil if it is not a Go
 // binary.
-func (di *debugInfo) goTable() *goTable {
+func (di *debugInfo) goTable() *goruntime.Table {
 	di.goOnce.Do(func() {
 		for _, p := range uniq(di.objPath, di.symPath) {
 			if !(p == di.objPath && di.objGo || p == di.symPath && di.symGo) {
@@ -507,16 +507,11 @@ func (di *debugInfo) goTable() *goTable {
 				// (libc and its debug file: 0.5 to 1 ms of a dump).
 				continue
 			}
-			ef, err := openELF(p)
+			ef, err := elfdata.Open(p)
 			if err != nil {
 				continue
 			}
-			var gt *goTable
-			err = protect(func() error {
-				var err error
-				gt, err = openGoTable(ef.ef)
-				return err
-			})
+			gt, err := goruntime.OpenTable(ef.ELF, p)
 			ef.Close()
 			if err == nil {
 				di.gt = gt
@@ -617,7 +612,7 @@ func openDWARF(path string, dirs []string) *dwarfSource {
 	if err != nil {
 		return nil
 	}
-	src.alt = loadAlt(src.h.ef, path, dirs)
+	src.alt = loadAlt(src.h.ELF, path, dirs)
 	return src
 }
 
@@ -675,9 +670,13 @@ func (di *debugInfo) resolve(vaddr uint64, mi *modInfo) []Location {
 // compute resolves vaddr: Go table first, then symbols and DWARF.
 func (di *debugInfo) compute(vaddr uint64, mi *modInfo) []Location {
 	if gt := di.goTable(); gt != nil {
-		var locs []Location
+		var frames []goruntime.Frame
 		var ok bool
-		if protect(func() error { locs, ok = gt.lookup(vaddr); return nil }) == nil && ok {
+		if elfdata.Protect(func() error { frames, ok = gt.Frames(vaddr); return nil }) == nil && ok {
+			locs := make([]Location, len(frames))
+			for i, f := range frames {
+				locs[i] = Location{Function: f.Function, Offset: f.Offset, File: f.File, Line: f.Line, Inlined: f.Inlined, GoWrapper: f.Wrapper}
+			}
 			return locs
 		}
 	}
@@ -712,31 +711,4 @@ func (di *debugInfo) compute(vaddr uint64, mi *modInfo) []Location {
 		}
 	}
 	return append(locs, phys)
-}
-
-// elfHandle is a file opened with debug/elf for reading debug sections.
-type elfHandle struct {
-	ef *elf.File
-	f  *os.File
-}
-
-func (h *elfHandle) Close() { h.f.Close() }
-
-// openELF opens path with debug/elf (a panic in it becomes an error).
-func openELF(path string) (*elfHandle, error) {
-	f, _, err := fsafe.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	var ef *elf.File
-	err = protect(func() error {
-		var err error
-		ef, err = elf.NewFile(f)
-		return err
-	})
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &elfHandle{ef: ef, f: f}, nil
 }

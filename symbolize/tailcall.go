@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -88,7 +89,7 @@ func (ix *dwarfIndex) calls(ci int) *unitCalls {
 	src := ix.source()
 	ix.mu.Unlock()
 	if src != nil {
-		if err := protect(func() error { return ix.readCalls(src, slot.off, uc) }); err != nil {
+		if err := elfdata.Protect(func() error { return ix.readCalls(src, slot.off, uc) }); err != nil {
 			uc = &unitCalls{funcs: map[uint64][]callSite{}}
 		}
 	}
@@ -586,7 +587,7 @@ func (s *Symbolizer) TailCallFrames(callee, caller Want) []Want {
 	}
 	var chain []chainStep
 	var callers, callees int
-	if err := protect(func() error {
+	if err := elfdata.Protect(func() error {
 		chain, callers, callees, ok = ts.find(first)
 		return nil
 	}); err != nil || !ok {

@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"slices"
 	"testing"
 )
@@ -20,7 +21,7 @@ func tailIndex(t testing.TB, flags ...string) (map[string][]byte, *dwarfIndex, m
 	secs := map[string][]byte{}
 	for _, name := range append([]string{"aranges"}, debugSections...) {
 		if s := ef.Section(".debug_" + name); s != nil {
-			b, err := sectionData(s)
+			b, err := elfdata.Section(s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,20 @@ type Module struct {
 	tableOnce sync.Once
 	table     *unwindtable.Table
 	tableErr  error
+	debugOnce sync.Once
+	debug     *elfobj.File
 	memo      [maxMemoKeys]atomic.Pointer[memoEntry]
+}
+
+// DebugFile returns the module's separate debug file found in
+// elfobj.DefaultDebugDir, opened once per module; nil when there is none.
+// The symbolizer's symbol tables and the thread roots share it.
+func (m *Module) DebugFile() *elfobj.File {
+	if m == nil || m.File == nil {
+		return nil
+	}
+	m.debugOnce.Do(func() { m.debug = elfobj.FindDebugFile(m.File, []string{elfobj.DefaultDebugDir}) })
+	return m.debug
 }
 
 // MemoKey names one kind of data derived from a module (see Module.Memo).

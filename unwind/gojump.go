@@ -7,7 +7,6 @@ import (
 
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -111,7 +110,7 @@ func GoFuncExtents(m *target.Module, names ...string) map[string][2]uint64 {
 		}
 	}
 	if len(ext) < len(names) {
-		if gt := symbolize.GoTableOf(m); gt != nil {
+		if gt := goruntime.TableOf(m); gt != nil {
 			for n, e := range gt.Extents(names) {
 				if _, ok := ext[n]; !ok && e[1] > e[0] {
 					ext[n] = e

@@ -3,12 +3,12 @@ package unwind
 import (
 	"fmt"
 
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/symbolize"
 )
 
 // GoPCLN unwinds Go code by the pcln table every Go executable carries for
-// the runtime's own traceback (symbolize.GoTable): for a PC in a Go
+// the runtime's own traceback (goruntime.Table): for a PC in a Go
 // function, the pcsp table gives how far the stack pointer lies below its
 // value at the function's entry, which is all Go's calling convention
 // leaves to know (the runtime's unwinder.next and funcspdelta do the same).
@@ -36,7 +36,7 @@ import (
 // asmcgocall, ...) are left to the next stepper, but at their first
 // instruction, as the runtime's traceback does; the walk ends before the
 // top frames (runtime.goexit, runtime.mstart) by their names, which the
-// table provides in a stripped binary too (see symbolize.RootRanges).
+// table provides in a stripped binary too (see goruntime.RootRanges).
 type GoPCLN struct{}
 
 // Method implements Stepper.
@@ -47,7 +47,7 @@ func (GoPCLN) Step(c *Cursor) error {
 	if c.Map == nil || c.Map.Module == nil {
 		return ErrNoInfo
 	}
-	gt := symbolize.GoTableOf(c.Map.Module)
+	gt := goruntime.TableOf(c.Map.Module)
 	if gt == nil {
 		return ErrNoInfo
 	}
@@ -56,7 +56,7 @@ func (GoPCLN) Step(c *Cursor) error {
 	if !ok {
 		return ErrNoInfo
 	}
-	if f.Flag&symbolize.GoFlagSPWrite != 0 && !(c.Exact && v == f.Entry) {
+	if f.Flag&goruntime.FlagSPWrite != 0 && !(c.Exact && v == f.Entry) {
 		return ErrNoInfo
 	}
 	delta, err := gt.SPDelta(&f, v)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
@@ -60,24 +59,10 @@ import (
 // readable in the memory being unwound.
 var ErrGoSwitch = errors.New("Go stack switch")
 
-// goSwitchKind is what a runtime function does to the stack (the one table
-// of them is internal/goruntime's Switches).
-type goSwitchKind = goruntime.SwitchKind
-
-const (
-	goNoSwitch    = goruntime.NoSwitch
-	goSystemstack = goruntime.Systemstack
-	goMcall       = goruntime.Mcall
-	goMorestack   = goruntime.Morestack
-	goFPSwitch    = goruntime.FPSwitch
-	goSigreturn   = goruntime.Sigreturn
-	goClone       = goruntime.Clone
-)
-
 // goSwitchRange is one switching function's extent in a module.
 type goSwitchRange struct {
 	lo, hi uint64
-	kind   goSwitchKind
+	kind   goruntime.SwitchKind
 	// child, for runtime.clone, is where the code only the new thread
 	// runs begins (0 when not found): there it is on its new stack, and
 	// clone is its outermost frame.
@@ -104,7 +89,7 @@ func goSwitchRanges(m *target.Module) []goSwitchRange {
 	}
 	// A stripped binary: the pcln table names the functions too
 	// (assembly ones without ".abi0").
-	gt := symbolize.GoTableOf(m)
+	gt := goruntime.TableOf(m)
 	if gt == nil {
 		return nil
 	}
@@ -138,7 +123,7 @@ func cloneChildren(m *target.Module, rs []goSwitchRange) []goSwitchRange {
 	pattern := []byte{0x0f, 0x05, 0x48, 0x83, 0xf8, 0x00, 0x74}
 	for i := range rs {
 		r := &rs[i]
-		if r.kind != goClone || r.hi-r.lo > 4096 {
+		if r.kind != goruntime.Clone || r.hi-r.lo > 4096 {
 			continue
 		}
 		code := make([]byte, r.hi-r.lo)
@@ -155,9 +140,9 @@ func cloneChildren(m *target.Module, rs []goSwitchRange) []goSwitchRange {
 
 // goSwitchAt returns the switch kind of the function containing the
 // cursor's PC and that function's runtime start address.
-func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
+func goSwitchAt(c *Cursor) (goruntime.SwitchKind, uint64) {
 	if c.info == nil || len(c.info.goSwitch) == 0 {
-		return goNoSwitch, 0
+		return goruntime.NoSwitch, 0
 	}
 	m := c.Map
 	v := c.PC - m.Bias
@@ -166,7 +151,7 @@ func goSwitchAt(c *Cursor) (goSwitchKind, uint64) {
 			return r.kind, r.lo + m.Bias
 		}
 	}
-	return goNoSwitch, 0
+	return goruntime.NoSwitch, 0
 }
 
 // goSwitch handles a frame in one of the switching functions; it returns
@@ -176,12 +161,12 @@ func goSwitch(c *Cursor) error {
 	kind, start := goSwitchAt(c)
 	c.goKind = kind
 	switch {
-	case kind == goMorestack:
+	case kind == goruntime.Morestack:
 		// On g0: on to the goroutine's saved registers (gojump.go).
 		if err := goMorestackJump(c); err != ErrNoInfo {
 			return err
 		}
-	case kind == goSystemstack && !c.Exact && c.Regs.Arch != regs.AMD64:
+	case kind == goruntime.Systemstack && !c.Exact && c.Regs.Arch != regs.AMD64:
 		// (amd64's below, once the frame is known to be on g0.) The
 		// steppers go on from systemstack's frame on the goroutine's
 		// stack.
@@ -200,13 +185,13 @@ func goSwitch(c *Cursor) error {
 		// known by its symbol.
 		raw := c.PC + 1 - c.Map.Bias
 		for _, r := range c.info.goSwitch {
-			if r.kind == goSigreturn && raw == r.lo {
+			if r.kind == goruntime.Sigreturn && raw == r.lo {
 				c.Method = MethodSignal
 				return restoreSignalFrame(c)
 			}
 		}
 	}
-	if kind == goSigreturn {
+	if kind == goruntime.Sigreturn {
 		if !c.Exact {
 			return ErrNoInfo // a return into it: isSignalTrampoline's case
 		}
@@ -215,7 +200,7 @@ func goSwitch(c *Cursor) error {
 		c.Method = MethodSignal
 		return restoreSignalFrame(c)
 	}
-	if kind == goClone {
+	if kind == goruntime.Clone {
 		if c.Exact && newGoThread(c) {
 			return fmt.Errorf("%w: runtime.clone: a new thread, at its first instruction", ErrChainEnd)
 		}
@@ -227,7 +212,7 @@ func goSwitch(c *Cursor) error {
 		}
 		return ErrNoInfo // the parent's frame
 	}
-	if kind == goFPSwitch {
+	if kind == goruntime.FPSwitch {
 		fp, ok := c.get(c.Regs.Arch.FP())
 		if !ok {
 			return ErrNoInfo
@@ -235,7 +220,7 @@ func goSwitch(c *Cursor) error {
 		c.Method = MethodFP
 		return goFrameRecord(c, fp, true)
 	}
-	if kind == goNoSwitch {
+	if kind == goruntime.NoSwitch {
 		return ErrNoInfo
 	}
 	if c.Exact {
@@ -244,13 +229,13 @@ func goSwitch(c *Cursor) error {
 		// in place on both (until mcall clears it): its record leads
 		// to the goroutine's frames, as the kernel's walk goes.
 		fp, ok := c.get(c.Regs.Arch.FP())
-		if kind == goMorestack || !ok {
+		if kind == goruntime.Morestack || !ok {
 			return ErrNoInfo
 		}
 		c.Method = MethodFP
 		return goFrameRecord(c, fp, true)
 	}
-	if kind != goMorestack {
+	if kind != goruntime.Morestack {
 		// Before the switch, systemstack and mcall make only direct
 		// calls (gosave_systemstack_switch); they call the function on
 		// g0 indirectly. A direct call here means the frame is still
@@ -284,13 +269,13 @@ func goSwitch(c *Cursor) error {
 	}
 	c.Method = MethodFP
 	switch kind {
-	case goMcall:
+	case goruntime.Mcall:
 		// Go's traceback ends a g0 stack here: mcall cleared the
 		// frame pointer, and the goroutine that entered the scheduler
 		// is no longer this thread's (parked, exiting, or running
 		// elsewhere).
 		return fmt.Errorf("%w: runtime.mcall: the scheduler's stack (g0) begins here", ErrChainEnd)
-	case goSystemstack:
+	case goruntime.Systemstack:
 		// On to systemstack's frame on the goroutine's stack, at its
 		// saved SP (gojump.go), from which the steppers find its
 		// caller; without the goroutine's g, through the frame
@@ -312,7 +297,7 @@ func goSwitch(c *Cursor) error {
 // whatever lies there. A caller outside executable memory is such a
 // word, not a return address: the walk ends at the switch.
 func goSwitchCaller(c *Cursor) error {
-	if c.goKind == goNoSwitch {
+	if c.goKind == goruntime.NoSwitch {
 		return nil
 	}
 	if pc, ok := c.Caller.PC(); ok && !c.mayReturnTo(pc) {
@@ -326,7 +311,7 @@ func goSwitchCaller(c *Cursor) error {
 func cloneChildAt(c *Cursor) bool {
 	v := c.PC - c.Map.Bias
 	for _, r := range c.info.goSwitch {
-		if r.kind == goClone && r.child != 0 && v >= r.child && v < r.hi {
+		if r.kind == goruntime.Clone && r.child != 0 && v >= r.child && v < r.hi {
 			return true
 		}
 	}
@@ -442,7 +427,7 @@ func frameFits(c *Cursor, ra, sp, bp uint64) bool {
 			return rule.CFABase == unwindtable.CFASP && sp+uint64(int64(rule.CFAOffset)) == bp+16
 		}
 	}
-	if gt := symbolize.GoTableOf(m.Module); gt != nil {
+	if gt := goruntime.TableOf(m.Module); gt != nil {
 		if f, ok := gt.Func(v); ok {
 			if d, err := gt.SPDelta(&f, v); err == nil {
 				return sp+uint64(int64(d))+8 == bp+16

@@ -1,7 +1,7 @@
 package unwind
 
 import (
-	"github.com/rewindstack/rewind/symbolize"
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -18,7 +18,7 @@ const (
 // extents of its thread-root functions, its signal-trampoline cache, and
 // whether it has SFrame information.
 type modInfo struct {
-	roots     []symbolize.RootRange
+	roots     []goruntime.RootRange
 	sig       sigCache
 	hasSFrame bool // the object has an .sframe section
 	goSwitch  []goSwitchRange
@@ -27,7 +27,7 @@ type modInfo struct {
 var infoKey = target.NewMemoKey()
 
 func newModInfo(m *target.Module) any {
-	return &modInfo{roots: symbolize.RootRanges(m), hasSFrame: m.File != nil && m.File.SFrame != nil,
+	return &modInfo{roots: goruntime.RootRanges(m), hasSFrame: m.File != nil && m.File.SFrame != nil,
 		goSwitch: goSwitchRanges(m)}
 }
 
@@ -80,7 +80,7 @@ func rootAt(info *modInfo, m *target.Mapping, pc, ret uint64) rootKind {
 	rvaddr := ret - m.Bias
 	for _, r := range info.roots {
 		if vaddr >= r.Start && vaddr < r.End || ret != pc && rvaddr == r.Start && r.Planted {
-			if r.Kind == symbolize.GoTopFrame {
+			if r.Kind == goruntime.GoTopFrame {
 				return rootGo
 			}
 			return rootThread

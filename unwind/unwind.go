@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )
@@ -186,8 +187,8 @@ type Cursor struct {
 	// its stack pointer need not lie above this frame's.
 	stackSwitch bool
 	// goKind is the Go switching function the frame is in, as goSwitch
-	// found it (goNoSwitch: none, or a module without such functions).
-	goKind goSwitchKind
+	// found it (goruntime.NoSwitch: none, or a module without such functions).
+	goKind goruntime.SwitchKind
 	// goJumped: the step crossed from g0 to the goroutine at its saved
 	// registers (gojump.go). g is the g register of the walk's first
 	// frame (hasG: known), the g the thread runs.
@@ -378,7 +379,7 @@ func (u *Unwinder) walk(st *Stack, r regs.Regs, mem target.Memory, space *target
 		c := &w.c
 		info := w.mods.get(m)
 		c.Regs, c.PC, c.Exact, c.Map, c.Caller, c.info = cur, lookup, exact, m, next, info
-		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass, c.goKind, c.goJumped = false, 0, false, 0, 0, goNoSwitch, false
+		c.CallerExact, c.Method, c.stackSwitch, c.used, c.pass, c.goKind, c.goJumped = false, 0, false, 0, 0, goruntime.NoSwitch, false
 		root := rootAt(info, m, lookup, pc)
 		if root == rootGo {
 			st.End, st.Detail = EndOutermost, "Go runtime top frame"

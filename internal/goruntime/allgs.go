@@ -4,8 +4,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/rewindstack/rewind/symbolize"
 )
 
 // findAllgs locates runtime.allgs in a binary without a symbol table. The
@@ -18,7 +16,7 @@ func (l *Layout) findAllgs(ef *elf.File) error {
 	if ef.Machine != elf.EM_X86_64 {
 		return fmt.Errorf("%w: finding runtime.allgs without symbols is implemented for amd64 only", ErrUnsupported)
 	}
-	lo, hi, ok := symbolize.GoFunction(ef, "runtime.forEachG")
+	lo, hi, ok := Function(ef, "runtime.forEachG")
 	if !ok || hi <= lo || hi-lo > 4096 {
 		return fmt.Errorf("%w: no symbol runtime.allgs and no runtime.forEachG in the pcln table", ErrUnsupported)
 	}

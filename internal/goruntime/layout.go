@@ -1,9 +1,15 @@
-// Package goruntime finds the Go runtime's data in a Go executable: where
-// the goroutine list is (runtime.allgs, runtime.allglen), the offsets of
-// the runtime.g and runtime.m fields a goroutine dump reads, and the wait
-// reason strings. It takes them from the binary's DWARF types and symbol
-// table when present, and otherwise from a per-version table keyed by the
-// Go version in the binary's build information.
+// Package goruntime holds what rewind knows of the Go runtime, for every
+// package that reads Go programs (the unwinder, the symbolizer, the BPF
+// walk, goroutine dumps, profiles): the pcln table (Table: functions,
+// their SP deltas, lines and inline trees), the functions that switch
+// stacks (Switches) and those a stack ends in (RootRanges, with the C
+// library's thread roots beside Go's top frames), and the runtime's data
+// (Layout): where the goroutine list is (runtime.allgs, runtime.allglen),
+// the offsets of the runtime.g and runtime.m fields a goroutine dump
+// reads, and the wait reason strings. It takes the layout from the
+// binary's DWARF types and symbol table when present, and otherwise from
+// a per-version table keyed by the Go version in the binary's build
+// information.
 package goruntime
 
 import (

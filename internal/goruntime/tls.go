@@ -3,8 +3,6 @@ package goruntime
 import (
 	"debug/elf"
 	"encoding/binary"
-
-	"github.com/rewindstack/rewind/symbolize"
 )
 
 // tlsG finds where an amd64 Go program keeps the running goroutine's g
@@ -77,7 +75,7 @@ func morestackCode(ef *elf.File, syms map[string]elf.Symbol, code []byte) bool {
 		}
 	}
 	if lo == 0 {
-		if a, _, ok := symbolize.GoFunction(ef, "runtime.morestack"); ok {
+		if a, _, ok := Function(ef, "runtime.morestack"); ok {
 			lo = a
 		}
 	}

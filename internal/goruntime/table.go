@@ -1,13 +1,15 @@
-package symbolize
+package goruntime
 
 import (
+	"debug/elf"
 	"fmt"
 
+	"github.com/rewindstack/rewind/internal/elfdata"
 	"github.com/rewindstack/rewind/internal/fileerr"
 	"github.com/rewindstack/rewind/target"
 )
 
-// GoTable is a Go executable's pcln table as an unwinder reads it: the
+// Table is a Go executable's pcln table as an unwinder reads it: the
 // function that holds an address, its stack-pointer delta there (the pcsp
 // table the runtime's own traceback uses, funcspdelta), its flags and its
 // funcID. It needs neither a symbol table nor DWARF, so it describes
@@ -15,29 +17,29 @@ import (
 //
 // Every read is bounds-checked: a malformed table makes Func fail and
 // SPDelta return an error naming the offset, never panic.
-type GoTable struct {
+type Table struct {
 	t    *goTable
 	path string
 }
 
-// GoFuncFlag is the runtime's abi.FuncFlag of a function.
-type GoFuncFlag uint8
+// FuncFlag is the runtime's abi.FuncFlag of a function.
+type FuncFlag uint8
 
 // Function flags (internal/abi/symtab.go).
 const (
-	// GoFlagTopFrame: the function is the top of its stack (goexit,
+	// FlagTopFrame: the function is the top of its stack (goexit,
 	// mstart, rt0_go); Go's traceback ends there.
-	GoFlagTopFrame GoFuncFlag = 1 << iota
-	// GoFlagSPWrite: the function writes the stack pointer in a way the
+	FlagTopFrame FuncFlag = 1 << iota
+	// FlagSPWrite: the function writes the stack pointer in a way the
 	// pcsp table cannot describe (stack switches such as gogo and
 	// systemstack).
-	GoFlagSPWrite
-	// GoFlagAsm: the function is written in assembly.
-	GoFlagAsm
+	FlagSPWrite
+	// FlagAsm: the function is written in assembly.
+	FlagAsm
 )
 
-// GoFunc is one function of a GoTable.
-type GoFunc struct {
+// Func is one function of a Table.
+type Func struct {
 	// Entry and End bound the function's code, in the object's own
 	// addresses (before any load bias).
 	Entry, End uint64
@@ -45,7 +47,7 @@ type GoFunc struct {
 	// its values change between Go versions.
 	FuncID uint8
 	// Flag are the function's flags.
-	Flag GoFuncFlag
+	Flag FuncFlag
 
 	pcsp    uint32
 	nameOff int32
@@ -54,44 +56,61 @@ type GoFunc struct {
 
 var goTableKey = target.NewMemoKey()
 
-// GoTableOf returns the pcln table of mod's object, read once per module
+// TableOf returns the pcln table of mod's object, read once per module
 // (Module.Memo); nil when the object is not a Go program or its table
 // cannot be read.
-func GoTableOf(mod *target.Module) *GoTable {
+func TableOf(mod *target.Module) *Table {
 	if mod == nil || mod.File == nil || !mod.File.Go {
 		return nil
 	}
-	g, _ := mod.Memo(goTableKey, openModuleGoTable).(*GoTable)
+	g, _ := mod.Memo(goTableKey, openModuleGoTable).(*Table)
 	return g
 }
 
 func openModuleGoTable(mod *target.Module) any {
-	ef, err := openELF(mod.File.Path)
+	ef, err := elfdata.Open(mod.File.Path)
 	if err != nil {
-		return (*GoTable)(nil)
+		return (*Table)(nil)
 	}
 	defer ef.Close()
-	var gt *goTable
-	if protect(func() error {
-		var err error
-		gt, err = openGoTable(ef.ef)
-		return err
-	}) != nil {
-		return (*GoTable)(nil)
+	g, err := OpenTable(ef.ELF, mod.File.Path)
+	if err != nil {
+		return (*Table)(nil)
 	}
-	return &GoTable{t: gt, path: mod.File.Path}
+	return g
 }
 
+// OpenTable reads the pcln table of ef, the object at path (which errors
+// name): its .gopclntab section, or the range runtime.pclntab to
+// runtime.epclntab of its symbol table. A file without one, or with a
+// malformed one, is an error, never a panic.
+func OpenTable(ef *elf.File, path string) (*Table, error) {
+	var gt *goTable
+	if err := elfdata.Protect(func() error {
+		var err error
+		gt, err = openGoTable(ef)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return &Table{t: gt, path: path}, nil
+}
+
+// Frames resolves vaddr, an address of the object, to its functions,
+// innermost first: one Frame per inlined call, then the physical
+// function.
+func (g *Table) Frames(vaddr uint64) ([]Frame, bool) { return g.t.lookup(vaddr) }
+
 // Func returns the function holding vaddr, an address of the object.
-func (g *GoTable) Func(vaddr uint64) (GoFunc, bool) {
+func (g *Table) Func(vaddr uint64) (Func, bool) {
 	f, ok := g.t.find(vaddr)
 	if !ok {
-		return GoFunc{}, false
+		return Func{}, false
 	}
-	return GoFunc{
+	return Func{
 		Entry: f.entry, End: f.end,
 		FuncID:  f.rec[goFuncIDOffset],
-		Flag:    GoFuncFlag(f.rec[goFuncFlagOffset]),
+		Flag:    FuncFlag(f.rec[goFuncFlagOffset]),
 		pcsp:    g.t.bo.Uint32(f.rec[goFuncPCSPOffset:]),
 		nameOff: f.nameOff,
 		recOff:  g.t.functabOff + uint64(len(g.t.functab)-len(f.rec)),
@@ -100,14 +119,14 @@ func (g *GoTable) Func(vaddr uint64) (GoFunc, bool) {
 
 // Name returns f's name as the pcln table spells it (assembly functions
 // without the ".abi0" of the symbol table).
-func (g *GoTable) Name(f *GoFunc) string { return g.t.funcName(f.nameOff) }
+func (g *Table) Name(f *Func) string { return g.t.funcName(f.nameOff) }
 
 // SPDelta returns how far the stack pointer at vaddr in f lies below its
 // value at f's entry (the runtime's funcspdelta): on amd64 the caller's
 // stack pointer is SP+delta+8 (the return address), on arm64 SP+delta. A
 // function without a pcsp table (external code) or an address its table
 // does not cover is an error, which names the table's offset.
-func (g *GoTable) SPDelta(f *GoFunc, vaddr uint64) (int32, error) {
+func (g *Table) SPDelta(f *Func, vaddr uint64) (int32, error) {
 	if vaddr < f.Entry || vaddr >= f.End {
 		return 0, g.errorf(f.recOff, "address %#x is outside the function [%#x, %#x)", vaddr, f.Entry, f.End)
 	}
@@ -130,20 +149,20 @@ func (g *GoTable) SPDelta(f *GoFunc, vaddr uint64) (int32, error) {
 	return v, nil
 }
 
-func (g *GoTable) errorf(off uint64, format string, args ...any) error {
-	return &fileerr.FormatError{Pkg: "symbolize", File: g.path, Section: ".gopclntab", Offset: off, Msg: fmt.Sprintf(format, args...)}
+func (g *Table) errorf(off uint64, format string, args ...any) error {
+	return &fileerr.FormatError{Pkg: "goruntime", File: g.path, Section: ".gopclntab", Offset: off, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Extents returns the extent [entry, end) of each of the named functions
 // the table has (names as the table spells them), in one pass over its
 // functions.
-func (g *GoTable) Extents(names []string) map[string][2]uint64 {
+func (g *Table) Extents(names []string) map[string][2]uint64 {
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
 	}
 	out := map[string][2]uint64{}
-	g.each(func(f *GoFunc) bool {
+	g.each(func(f *Func) bool {
 		if name := g.Name(f); want[name] {
 			if _, dup := out[name]; !dup {
 				out[name] = [2]uint64{f.Entry, f.End}
@@ -155,11 +174,11 @@ func (g *GoTable) Extents(names []string) map[string][2]uint64 {
 }
 
 // TopFrames returns the extents of the functions flagged as the top of a
-// stack (GoFlagTopFrame).
-func (g *GoTable) TopFrames() [][2]uint64 {
+// stack (FlagTopFrame).
+func (g *Table) TopFrames() [][2]uint64 {
 	var out [][2]uint64
-	g.each(func(f *GoFunc) bool {
-		if f.Flag&GoFlagTopFrame != 0 {
+	g.each(func(f *Func) bool {
+		if f.Flag&FlagTopFrame != 0 {
 			out = append(out, [2]uint64{f.Entry, f.End})
 		}
 		return true
@@ -169,7 +188,7 @@ func (g *GoTable) TopFrames() [][2]uint64 {
 
 // each calls fn for every function of the table, in address order, until
 // fn returns false.
-func (g *GoTable) each(fn func(*GoFunc) bool) {
+func (g *Table) each(fn func(*Func) bool) {
 	t := g.t
 	for i := 0; i < t.nfunc; i++ {
 		e, ok := t.u32(t.functab, i*8)

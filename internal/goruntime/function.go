@@ -1,13 +1,13 @@
-package symbolize
+package goruntime
 
 import "debug/elf"
 
-// GoFunction returns the extent [entry, end) of the Go function named name
+// Function returns the extent [entry, end) of the Go function named name
 // (as the pcln table spells it, e.g. "runtime.forEachG") in the Go
 // executable ef, by its pcln table alone: it works for binaries built with
 // -ldflags='-s -w', which have no symbol table. It scans every function
 // once per call, so callers look up a few names only.
-func GoFunction(ef *elf.File, name string) (entry, end uint64, ok bool) {
+func Function(ef *elf.File, name string) (entry, end uint64, ok bool) {
 	t, err := openGoTable(ef)
 	if err != nil {
 		return 0, 0, false

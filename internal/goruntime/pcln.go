@@ -1,7 +1,6 @@
-package symbolize
+package goruntime
 
 import (
-	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -13,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rewindstack/rewind/internal/elfdata"
 )
 
 // goTable reads a Go binary's runtime symbol table (.gopclntab, the "pcln
@@ -83,7 +84,7 @@ var errNotGo = errors.New("no Go pcln table")
 // mapping's pages are the page cache's. The mapping is never removed (a
 // table lives as long as its module, a process's objects in practice).
 func mapSection(s *elf.Section) []byte {
-	if s.Flags&elf.SHF_COMPRESSED != 0 || s.Type == elf.SHT_NOBITS || s.Size == 0 || s.Size != s.FileSize || s.Size > maxSection {
+	if s.Flags&elf.SHF_COMPRESSED != 0 || s.Type == elf.SHT_NOBITS || s.Size == 0 || s.Size != s.FileSize || s.Size > elfdata.MaxSection {
 		return nil
 	}
 	// The section reads from the object's reader, itself a part of the
@@ -133,7 +134,7 @@ func openGoTable(ef *elf.File) (*goTable, error) {
 		d := mapSection(s)
 		if d == nil {
 			var err error
-			if d, err = sectionData(s); err != nil {
+			if d, err = elfdata.Section(s); err != nil {
 				return nil, err
 			}
 		}
@@ -157,7 +158,7 @@ func openGoTable(ef *elf.File) (*goTable, error) {
 		if start == 0 || end <= start {
 			return nil, errNotGo
 		}
-		d, err := readVaddr(ef, start, end-start)
+		d, err := sectionBytes(ef, start, end-start)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +198,7 @@ func openGoTable(ef *elf.File) (*goTable, error) {
 		if gofuncAddr >= addr && gofuncAddr-addr < uint64(len(data)) {
 			t.gofunc = data[gofuncAddr-addr:]
 		} else if s := sectionAt(ef, gofuncAddr); s != nil {
-			if d, err := sectionData(s); err == nil {
+			if d, err := elfdata.Section(s); err == nil {
 				t.gofunc = d[gofuncAddr-s.Addr:]
 			}
 		}
@@ -278,7 +279,7 @@ func (t *goTable) fromModuledata(ef *elf.File, pclnAddr uint64, pcln []byte) (te
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		d, err := sectionData(s)
+		d, err := elfdata.Section(s)
 		if err != nil {
 			continue
 		}
@@ -317,13 +318,13 @@ func sectionAt(ef *elf.File, vaddr uint64) *elf.Section {
 	return nil
 }
 
-// readVaddr reads n bytes at vaddr from the section that holds them.
-func readVaddr(ef *elf.File, vaddr, n uint64) ([]byte, error) {
+// sectionBytes reads n bytes at vaddr from the section that holds them.
+func sectionBytes(ef *elf.File, vaddr, n uint64) ([]byte, error) {
 	s := sectionAt(ef, vaddr)
 	if s == nil || n > s.Size-(vaddr-s.Addr) {
 		return nil, fmt.Errorf("%#x: not in a section", vaddr)
 	}
-	d, err := sectionData(s)
+	d, err := elfdata.Section(s)
 	if err != nil {
 		return nil, err
 	}
@@ -394,20 +395,8 @@ func (t *goTable) find(pc uint64) (goFunc, bool) {
 	return f, true
 }
 
-// cstring returns the NUL-terminated string at off in b.
-func cstring(b []byte, off int64) (string, bool) {
-	if off < 0 || off >= int64(len(b)) {
-		return "", false
-	}
-	s := b[off:]
-	if n := bytes.IndexByte(s, 0); n >= 0 {
-		return string(s[:n]), true
-	}
-	return "", false
-}
-
 func (t *goTable) funcName(nameOff int32) string {
-	s, _ := cstring(t.funcnames, int64(nameOff))
+	s, _ := elfdata.CString(t.funcnames, int64(nameOff))
 	return s
 }
 
@@ -472,7 +461,7 @@ func (t *goTable) fileLine(f *goFunc, pc uint64) (string, int) {
 	if !ok || fo == ^uint32(0) {
 		return "", int(line)
 	}
-	file, _ := cstring(t.filetab, int64(fo))
+	file, _ := elfdata.CString(t.filetab, int64(fo))
 	return file, int(line)
 }
 
@@ -497,18 +486,37 @@ func (t *goTable) inlTree(f *goFunc) []byte {
 	return t.gofunc[off:]
 }
 
-// lookup resolves pc to its frames, innermost first: one Location per
+// Frame is one function at an address of a Go program, as its pcln table
+// names it: an inlined call or the physical function.
+type Frame struct {
+	// Function is the name as the runtime prints it (PrintName).
+	Function string
+	// Offset is the address's offset into the physical function (0 for
+	// inlined entries).
+	Offset uint64
+	// File and Line are the position of the address (innermost entry)
+	// or of the call inlined into the entry (outer ones).
+	File string
+	Line int
+	// Inlined marks an inlined call.
+	Inlined bool
+	// Wrapper marks compiler-generated code (abi.FuncIDWrapper), which
+	// Go's tracebacks elide.
+	Wrapper bool
+}
+
+// lookup resolves pc to its frames, innermost first: one Frame per
 // inlined call (from the inline tree, walking from the entry that
 // PCDATA_InlTreeIndex names at pc to its parents through each entry's
 // parentPc) and finally the physical function. Each entry's file:line is
 // the position of the current pc, which for outer entries is the parentPc
 // of the call inlined into them, as runtime.CallersFrames reports.
-func (t *goTable) lookup(pc uint64) ([]Location, bool) {
+func (t *goTable) lookup(pc uint64) ([]Frame, bool) {
 	f, ok := t.find(pc)
 	if !ok {
 		return nil, false
 	}
-	var locs []Location
+	var locs []Frame
 	tree := t.inlTree(&f)
 	idxTab := t.pcdata(&f, goPCDataInlTreeIdx)
 	cur := pc
@@ -522,8 +530,8 @@ func (t *goTable) lookup(pc uint64) ([]Location, bool) {
 			nameOff := int32(t.bo.Uint32(tree[rec+4:]))
 			parentPC := int32(t.bo.Uint32(tree[rec+8:]))
 			file, line := t.fileLine(&f, cur)
-			locs = append(locs, Location{Function: goPrintName(t.funcName(nameOff)), File: file, Line: line, Inlined: true,
-				GoWrapper: int(tree[rec]) == t.wrapperID()})
+			locs = append(locs, Frame{Function: PrintName(t.funcName(nameOff)), File: file, Line: line, Inlined: true,
+				Wrapper: int(tree[rec]) == t.wrapperID()})
 			next := f.entry + uint64(int64(parentPC))
 			if parentPC < 0 || next >= f.end {
 				break
@@ -533,14 +541,14 @@ func (t *goTable) lookup(pc uint64) ([]Location, bool) {
 		}
 	}
 	file, line := t.fileLine(&f, cur)
-	locs = append(locs, Location{Function: goPrintName(t.funcName(f.nameOff)), Offset: pc - f.entry, File: file, Line: line,
-		GoWrapper: int(f.rec[goFuncIDOffset]) == t.wrapperID()})
+	locs = append(locs, Frame{Function: PrintName(t.funcName(f.nameOff)), Offset: pc - f.entry, File: file, Line: line,
+		Wrapper: int(f.rec[goFuncIDOffset]) == t.wrapperID()})
 	return locs, true
 }
 
-// goPrintName shortens a generic function's shape arguments to "[...]",
+// PrintName shortens a generic function's shape arguments to "[...]",
 // as the runtime prints names (funcNameForPrint).
-func goPrintName(name string) string {
+func PrintName(name string) string {
 	i := strings.IndexByte(name, '[')
 	if i < 0 {
 		return name

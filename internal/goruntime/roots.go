@@ -1,10 +1,9 @@
-package symbolize
+package goruntime
 
 import (
 	"sort"
 	"strings"
 
-	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -88,7 +87,7 @@ var rootsKey = target.NewMemoKey()
 // RootRanges returns the extents of the thread-entry and Go top-frame
 // functions in a module (StartFunctions are not included: stacks
 // continue above them), from the symbol tables of its separate debug file
-// in DefaultDebugDir when it has one (glibc's __clone3 is a local
+// in elfobj.DefaultDebugDir when it has one (glibc's __clone3 is a local
 // symbol), else its own. It is computed once per module.
 func RootRanges(mod *target.Module) []RootRange {
 	if mod == nil || mod.File == nil {
@@ -102,7 +101,7 @@ func findRoots(mod *target.Module) any {
 	// .symtab has every name, __clone3 included), as the symbolizer
 	// uses. The names are looked up without building the table.
 	f := mod.File
-	if df := moduleDebugFile(mod); df != nil {
+	if df := mod.DebugFile(); df != nil {
 		f = df
 	}
 	var names []string
@@ -128,7 +127,7 @@ func findRoots(mod *target.Module) any {
 		// A stripped Go program (-ldflags=-s) has no symbol table, but
 		// its pcln table names every function (assembly ones without
 		// ".abi0").
-		if gt := GoTableOf(mod); gt != nil {
+		if gt := TableOf(mod); gt != nil {
 			var goNames []string
 			for _, name := range names {
 				if rootFunctions[name] == GoTopFrame && !strings.HasSuffix(name, ".abi0") {
@@ -145,18 +144,4 @@ func findRoots(mod *target.Module) any {
 		}
 	}
 	return out
-}
-
-var debugKey = target.NewMemoKey()
-
-// moduleDebugFile returns the module's separate debug file found in
-// DefaultDebugDir, opened once per module; nil when there is none.
-func moduleDebugFile(mod *target.Module) *elfobj.File {
-	if mod == nil || mod.File == nil {
-		return nil
-	}
-	f, _ := mod.Memo(debugKey, func(mod *target.Module) any {
-		return findDebugFile(mod.File, []string{DefaultDebugDir})
-	}).(*elfobj.File)
-	return f
 }

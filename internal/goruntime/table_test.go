@@ -1,4 +1,4 @@
-package symbolize
+package goruntime
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -17,13 +18,28 @@ import (
 	"github.com/rewindstack/rewind/target"
 )
 
-// buildGoArch builds testdata/gostack for GOARCH=arch.
+// needTool skips the test when a reference tool is missing.
+func needTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed: %v", name, err)
+	}
+	return p
+}
+
+// buildGo builds the symbolizer's test program for this machine.
+func buildGo(t testing.TB, flags ...string) string { return buildGoArch(t, runtime.GOARCH, flags...) }
+
+// buildGoArch builds the symbolizer's test program (its
+// testdata/gostack, whose frames its tests compare with the runtime's)
+// for GOARCH=arch.
 func buildGoArch(t testing.TB, arch string, flags ...string) string {
 	t.Helper()
 	goTool := needTool(t, "go")
 	exe := filepath.Join(t.TempDir(), "gostack-"+arch)
 	cmd := exec.Command(goTool, append(append([]string{"build", "-o", exe}, flags...), ".")...)
-	cmd.Dir = filepath.Join("testdata", "gostack")
+	cmd.Dir = filepath.Join("..", "..", "symbolize", "testdata", "gostack")
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %v (%s): %v\n%s", flags, arch, err, out)
@@ -32,9 +48,9 @@ func buildGoArch(t testing.TB, arch string, flags ...string) string {
 }
 
 // testGoTable opens the pcln table of the Go executable at path.
-func testGoTable(t testing.TB, path string) *GoTable {
+func testGoTable(t testing.TB, path string) *Table {
 	t.Helper()
-	g := GoTableOf((&target.Objects{}).Module(path))
+	g := TableOf((&target.Objects{}).Module(path))
 	if g == nil {
 		t.Fatalf("%s: no Go pcln table", path)
 	}
@@ -175,7 +191,7 @@ func TestGoTableStripped(t *testing.T) {
 		}
 	}
 	g := testGoTable(t, stripped)
-	for name, want := range map[string]GoFuncFlag{"runtime.goexit": GoFlagTopFrame, "runtime.systemstack": GoFlagSPWrite, "runtime.mcall": GoFlagSPWrite, "runtime.futex": GoFlagAsm} {
+	for name, want := range map[string]FuncFlag{"runtime.goexit": FlagTopFrame, "runtime.systemstack": FlagSPWrite, "runtime.mcall": FlagSPWrite, "runtime.futex": FlagAsm} {
 		e := g.Extents([]string{name})[name]
 		f, ok := g.Func(e[0])
 		if !ok || g.Name(&f) != name || f.Flag&want == 0 {
@@ -202,7 +218,7 @@ func TestGoSPDeltaErrors(t *testing.T) {
 	}
 	// Truncate pctab just after main.main's pcsp table begins.
 	t2 := &goTable{bo: g.t.bo, quantum: g.t.quantum, pctab: g.t.pctab[:f.pcsp+1], pctabOff: g.t.pctabOff}
-	g2 := &GoTable{t: t2, path: "damaged"}
+	g2 := &Table{t: t2, path: "damaged"}
 	_, err := g2.SPDelta(&f, f.End-1)
 	var fe *fileerr.FormatError
 	if !errors.As(err, &fe) || fe.Section != ".gopclntab" || fe.Offset < g.t.pctabOff+uint64(f.pcsp) {
@@ -250,7 +266,7 @@ func FuzzGoSPDelta(f *testing.F) {
 			return
 		}
 		t2.text = gt.text
-		g := &GoTable{t: t2, path: "fuzz"}
+		g := &Table{t: t2, path: "fuzz"}
 		step := max(text.Size/509, 1)
 		for pc := text.Addr; pc < text.Addr+text.Size; pc += step {
 			fn, ok := g.Func(pc)
@@ -306,7 +322,7 @@ func TestWriteGoSPDeltaSeeds(t *testing.T) {
 func BenchmarkGoSPDelta(b *testing.B) {
 	g := testGoTable(b, buildGo(b, "-ldflags=-s -w"))
 	var pcs []uint64
-	g.each(func(f *GoFunc) bool {
+	g.each(func(f *Func) bool {
 		pc := f.Entry + (f.End-f.Entry)/4
 		if _, err := g.SPDelta(f, pc); err == nil {
 			pcs = append(pcs, pc)
@@ -325,4 +341,40 @@ func BenchmarkGoSPDelta(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzGoTable overwrites bytes of a Go pcln table and looks up PCs.
+func FuzzGoTable(f *testing.F) {
+	exe := buildGo(f)
+	ef, err := elf.Open(exe)
+	if err != nil {
+		f.Fatal(err)
+	}
+	gt, err := openGoTable(ef)
+	s := ef.Section(".gopclntab")
+	ef.Close()
+	if err != nil || s == nil {
+		f.Fatalf("no Go table: %v", err)
+	}
+	orig, _ := os.ReadFile(exe)
+	pcln := orig[s.Offset : s.Offset+s.Size]
+	gofuncOff := len(pcln) - len(gt.gofunc)
+	f.Add(uint32(0), []byte{0xf1, 0xff})
+	f.Add(uint32(100), []byte{0xff, 0xff, 0xff, 0x7f})
+	f.Add(uint32(len(pcln)/2), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
+	f.Fuzz(func(t *testing.T, off uint32, patch []byte) {
+		b := append([]byte(nil), pcln...)
+		copy(b[int(off)%len(b):], patch)
+		t2, err := parseGoHeader(b)
+		if err != nil {
+			return
+		}
+		t2.text = gt.text
+		if gt.gofunc != nil {
+			t2.gofunc = b[gofuncOff:]
+		}
+		for pc := gt.text; pc < gt.text+0x2000; pc += 7 {
+			t2.lookup(pc)
+		}
+	})
 }
