@@ -3,7 +3,6 @@ package bpfunwind
 import (
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/target"
-	"github.com/rewindstack/rewind/unwind"
 )
 
 // goFile is the BPF program's struct go_file: what its walk needs of a Go
@@ -31,20 +30,11 @@ func goInfo(mod *target.Module) (goFile, bool) {
 	if mod == nil || mod.File == nil || !mod.File.Go {
 		return gf, false
 	}
-	names := []string{"runtime.morestack", "runtime.systemstack", "runtime.systemstack_switch", "runtime.morestack_noctxt", "runtime.mstart1"}
-	ext := unwind.GoFuncExtents(mod, names...)
-	ms, ss, sw := ext[names[0]], ext[names[1]], ext[names[2]]
-	if ms[1] == 0 || ss[1] == 0 || sw[1] == 0 {
+	c := goruntime.CrossingOf(mod)
+	if c == nil || c.Morestack[1] == 0 || c.Systemstack[1] == 0 || c.SystemstackSwitch[1] == 0 || !c.Layout.HasTLSG {
 		return gf, false
 	}
-	path := mod.File.Path
-	if path == "" {
-		path = mod.Path
-	}
-	l, err := goruntime.OpenOffsets(path)
-	if err != nil || !l.HasTLSG {
-		return gf, false
-	}
+	ms, ss, sw, l := c.Morestack, c.Systemstack, c.SystemstackSwitch, c.Layout
 	offs := []int{l.G.M, l.G.SchedSP, l.G.SchedPC, l.G.SchedBP, l.G.StackLo, l.G.StackHi, l.M.G0, l.M.CurG}
 	for _, o := range offs {
 		if o < 0 || o > 0xffff {
@@ -52,7 +42,7 @@ func goInfo(mod *target.Module) (goFile, bool) {
 		}
 	}
 	gf = goFile{MsLo: ms[0], MsHi: ms[1], SsLo: ss[0], SsHi: ss[1], SwLo: sw[0], SwHi: sw[1],
-		MsEntry: ms[0], MsncEntry: ext[names[3]][0], Mstart1: ext[names[4]][0], TLSG: l.TLSG,
+		MsEntry: ms[0], MsncEntry: c.MorestackNoctxt[0], Mstart1: c.Mstart1[0], TLSG: l.TLSG,
 		GM: uint16(l.G.M), GSchedSP: uint16(l.G.SchedSP), GSchedPC: uint16(l.G.SchedPC), GSchedBP: uint16(l.G.SchedBP),
 		GStackLo: uint16(l.G.StackLo), GStackHi: uint16(l.G.StackHi), MG0: uint16(l.M.G0), MCurG: uint16(l.M.CurG)}
 	return gf, true

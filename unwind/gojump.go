@@ -7,7 +7,6 @@ import (
 
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/target"
 )
 
 // Crossing from g0 to the goroutine, as Go's own traceback does
@@ -45,81 +44,6 @@ import (
 // thread's runtime.mstart as the scheduler's other stacks do. Where that
 // does not hold, it ends at morestack. runtime.mcall stays where a g0
 // stack ends.
-
-// goRuntime is what a crossing reads of a Go program's runtime.
-type goRuntime struct {
-	g goruntime.GOffsets
-	m goruntime.MOffsets
-	// morestack and noctxt are the starts of runtime.morestack and
-	// runtime.morestack_noctxt (file addresses): curg.sched.pc saved by
-	// morestack returns from a call of one of them. switchLo, switchHi
-	// is runtime.systemstack_switch, where gosave_systemstack_switch
-	// points curg.sched.pc.
-	morestack, noctxt  uint64
-	switchLo, switchHi uint64
-	// mstart1 is runtime.mstart1's start: g0.sched.pc returns from a
-	// call of it.
-	mstart1 uint64
-}
-
-var goRuntimeKey = target.NewMemoKey()
-
-// goRuntimeOf returns what m's runtime tells a crossing, nil when its
-// layout cannot be read.
-func goRuntimeOf(m *target.Module) *goRuntime {
-	if m == nil || m.File == nil || !m.File.Go {
-		return nil
-	}
-	rt, _ := m.Memo(goRuntimeKey, readGoRuntime).(*goRuntime)
-	return rt
-}
-
-func readGoRuntime(m *target.Module) any {
-	path := m.File.Path
-	if path == "" {
-		path = m.Path
-	}
-	l, err := goruntime.OpenOffsets(path)
-	if err != nil {
-		return nil
-	}
-	rt := &goRuntime{g: l.G, m: l.M}
-	names := []string{"runtime.morestack", "runtime.morestack_noctxt", "runtime.systemstack_switch", "runtime.mstart1"}
-	ext := GoFuncExtents(m, names...)
-	rt.morestack, rt.noctxt = ext[names[0]][0], ext[names[1]][0]
-	rt.switchLo, rt.switchHi = ext[names[2]][0], ext[names[2]][1]
-	rt.mstart1 = ext[names[3]][0]
-	return rt
-}
-
-// GoFuncExtents returns the extents [start, end) of the named functions
-// of a Go module (file addresses), from its symbol table (where the
-// runtime's assembly functions are named with ".abi0" too) or else from
-// its pcln table; a function not found is missing.
-func GoFuncExtents(m *target.Module, names ...string) map[string][2]uint64 {
-	ext := map[string][2]uint64{}
-	if m == nil || m.File == nil || !m.File.Go {
-		return ext
-	}
-	for _, n := range names {
-		for _, sym := range [2]string{n, n + ".abi0"} {
-			if lo, hi, ok := m.File.SymbolExtent(sym); ok && hi > lo {
-				ext[n] = [2]uint64{lo, hi}
-				break
-			}
-		}
-	}
-	if len(ext) < len(names) {
-		if gt := goruntime.TableOf(m); gt != nil {
-			for n, e := range gt.Extents(names) {
-				if _, ok := ext[n]; !ok && e[1] > e[0] {
-					ext[n] = e
-				}
-			}
-		}
-	}
-	return ext
-}
 
 // gReg is the register the Go ABI keeps the running g in.
 func gReg(a regs.Arch) int {
@@ -159,7 +83,7 @@ func goCurG(c *Cursor) (goSched, uint64, error) {
 	if _, err := c.Read(g); err != nil {
 		return s, 0, fmt.Errorf("%w: the thread's g at %#x is not in the memory", ErrGoSwitch, g)
 	}
-	rt := goRuntimeOf(c.Map.Module)
+	rt := goruntime.CrossingOf(c.Map.Module)
 	if rt == nil {
 		return s, 0, errGoNoG
 	}
@@ -169,20 +93,20 @@ func goCurG(c *Cursor) (goSched, uint64, error) {
 		return err == nil
 	}
 	var m, g0, curg, cm uint64
-	if !read(g, rt.g.M, &m) || m == 0 || m&7 != 0 || !read(m, rt.m.G0, &g0) || !read(m, rt.m.CurG, &curg) {
+	if !read(g, rt.Layout.G.M, &m) || m == 0 || m&7 != 0 || !read(m, rt.Layout.M.G0, &g0) || !read(m, rt.Layout.M.CurG, &curg) {
 		return s, 0, errGoNoG
 	}
 	if g != g0 && g != curg {
 		return s, 0, errGoNoG
 	}
-	if curg == 0 || curg == g0 || !read(curg, rt.g.M, &cm) || cm != m {
+	if curg == 0 || curg == g0 || !read(curg, rt.Layout.G.M, &cm) || cm != m {
 		return s, g0, errGoGone
 	}
-	if !read(curg, rt.g.SchedPC, &s.pc) || !read(curg, rt.g.SchedSP, &s.sp) || !read(curg, rt.g.SchedBP, &s.bp) ||
-		!read(curg, rt.g.StackLo, &s.lo) || !read(curg, rt.g.StackHi, &s.hi) {
+	if !read(curg, rt.Layout.G.SchedPC, &s.pc) || !read(curg, rt.Layout.G.SchedSP, &s.sp) || !read(curg, rt.Layout.G.SchedBP, &s.bp) ||
+		!read(curg, rt.Layout.G.StackLo, &s.lo) || !read(curg, rt.Layout.G.StackHi, &s.hi) {
 		return s, g0, fmt.Errorf("%w: the goroutine's g at %#x is not in the memory", ErrGoSwitch, curg)
 	}
-	if c.Regs.Arch == regs.ARM64 && !read(curg, rt.g.SchedLR, &s.lr) {
+	if c.Regs.Arch == regs.ARM64 && !read(curg, rt.Layout.G.SchedLR, &s.lr) {
 		return s, g0, fmt.Errorf("%w: the goroutine's g at %#x is not in the memory", ErrGoSwitch, curg)
 	}
 	return s, g0, nil
@@ -231,14 +155,14 @@ func goMorestackJump(c *Cursor) error {
 // g0.sched.sp, and above it mstart0's, to which g0.sched.pc returns from
 // its call of mstart1. It reports whether it did.
 func goG0Label(c *Cursor, g0 uint64) bool {
-	rt := goRuntimeOf(c.Map.Module)
+	rt := goruntime.CrossingOf(c.Map.Module)
 	sp, ok := c.get(c.Regs.Arch.SP())
-	if rt == nil || rt.mstart1 == 0 || !ok || g0 == 0 {
+	if rt == nil || rt.Mstart1[0] == 0 || !ok || g0 == 0 {
 		return false
 	}
-	lpc, err1 := c.Read(g0 + uint64(rt.g.SchedPC))
-	lsp, err2 := c.Read(g0 + uint64(rt.g.SchedSP))
-	if err1 != nil || err2 != nil || lsp != sp || !goReturnFrom(c, lpc, rt.mstart1) {
+	lpc, err1 := c.Read(g0 + uint64(rt.Layout.G.SchedPC))
+	lsp, err2 := c.Read(g0 + uint64(rt.Layout.G.SchedSP))
+	if err1 != nil || err2 != nil || lsp != sp || !goReturnFrom(c, lpc, rt.Mstart1[0]) {
 		return false
 	}
 	arch := c.Regs.Arch
@@ -255,8 +179,8 @@ func goG0Label(c *Cursor, g0 uint64) bool {
 // runtime.morestack or runtime.morestack_noctxt (the call every Go
 // function's stack check makes), as curg.sched.pc saved by morestack does.
 func goMorestackReturn(c *Cursor, pc uint64) bool {
-	rt := goRuntimeOf(c.Map.Module)
-	return rt != nil && rt.morestack != 0 && (goReturnFrom(c, pc, rt.morestack) || rt.noctxt != 0 && goReturnFrom(c, pc, rt.noctxt))
+	rt := goruntime.CrossingOf(c.Map.Module)
+	return rt != nil && rt.Morestack[0] != 0 && (goReturnFrom(c, pc, rt.Morestack[0]) || rt.MorestackNoctxt[0] != 0 && goReturnFrom(c, pc, rt.MorestackNoctxt[0]))
 }
 
 // goReturnFrom reports whether pc returns from a direct call of the
@@ -304,14 +228,14 @@ func goSystemstackJump(c *Cursor, bp uint64) bool {
 	if err != nil {
 		return false
 	}
-	rt := goRuntimeOf(c.Map.Module)
+	rt := goruntime.CrossingOf(c.Map.Module)
 	// gosave_systemstack_switch points sched.pc into systemstack_switch
 	// (the goroutine's stack scans see that function), and systemstack
 	// zeroes sched.sp and sched.bp when it switches back.
-	if s.sp < s.lo || s.sp >= s.hi || bp != 0 && s.bp != bp || rt == nil || rt.switchHi == 0 {
+	if s.sp < s.lo || s.sp >= s.hi || bp != 0 && s.bp != bp || rt == nil || rt.SystemstackSwitch[1] == 0 {
 		return false
 	}
-	if v := s.pc - c.Map.Bias; v < rt.switchLo || v >= rt.switchHi {
+	if v := s.pc - c.Map.Bias; v < rt.SystemstackSwitch[0] || v >= rt.SystemstackSwitch[1] {
 		return false
 	}
 	c.Regs.Set(c.Regs.Arch.SP(), s.sp)
