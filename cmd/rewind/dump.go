@@ -144,25 +144,30 @@ func runDump(args []string) error {
 			return err
 		}
 		tables := *method == "auto" || *method == "dwarf" // walks read unwind tables
-		lopt := live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}
-		if !*stop && !*lazy && tids == nil {
-			defer readInPlace(&lopt)()
-		}
+		lopt, unload := inPlaceOptions(live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, !*stop && !*lazy && tids == nil)
+		defer unload()
 		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, lopt, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, noRuntime.wanted()}, sym, tm); rep == nil {
 			return lf.inputErr
 		}
 	case *core != "" && len(pos) > 0:
 		return usagef("give one PID or --core FILE, not both")
-	case len(pos) > 1:
-		return usagef("need one PID, not %d arguments (rewind dump --help lists the flags)", len(pos))
 	default:
-		return usagef("need a PID or --core FILE (rewind dump --help lists the flags)")
+		return dumpArgsError(len(pos))
 	}
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err
 	}
 	tm.mark("output")
 	return lf.inputErr
+}
+
+// dumpArgsError is the usage error of a dump given n arguments that are
+// not one PID or a core.
+func dumpArgsError(n int) error {
+	if n > 1 {
+		return usagef("need one PID, not %d arguments (rewind dump --help lists the flags)", n)
+	}
+	return usagef("need a PID or --core FILE (rewind dump --help lists the flags)")
 }
 
 // parseFiberSpecs parses the --fiber flags.

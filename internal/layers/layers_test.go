@@ -18,7 +18,7 @@ const module = "github.com/rewindstack/rewind/"
 var layers = [][]string{
 	// plumbing: no knowledge of programs or stacks
 	{"regs", "gostack", "internal/cachefile", "internal/demo", "internal/elfdata", "internal/elfedit", "internal/fileerr",
-		"internal/fsafe", "internal/fuzzcorpus", "internal/gcdefer", "internal/grpcunary", "internal/hugeheap",
+		"internal/fsafe", "internal/fuzzcorpus", "internal/gcdefer", "internal/grpcunary", "internal/hugeheap", "internal/jitdump",
 		"internal/outfile", "internal/perfmap", "internal/pprof", "internal/prefetch", "internal/readat",
 		"internal/textesc", "internal/tracefs"},
 	// formats: files and records, read and written
@@ -26,9 +26,9 @@ var layers = [][]string{
 	// the target and the sources that build one
 	{"target", "internal/procmaps", "live", "corefile", "perfevent"},
 	// the Go runtime's knowledge, and the unwinder
-	{"internal/goruntime", "internal/goassist", "unwind"},
+	{"internal/goruntime", "internal/goassist", "internal/taskiter", "unwind"},
 	// runtimes: contexts and frames of language runtimes
-	{"cpython", "fibers", "goroutines"},
+	{"runtimes", "runtimes/cpython", "runtimes/builtin", "fibers", "goroutines"},
 	{"symbolize"},
 	// outputs: reports, profiles and their formats
 	{"output", "stacks", "profiles", "flamegraph"},
