@@ -100,6 +100,7 @@ func (c *Copier) During(r *live.Reader) {
 	if c.Tarantool != nil {
 		t := c.Tarantool
 		c.threads = r.Threads()
+		c.Unchecked = false // of the last call, when During runs again
 		c.states, c.FindErr = t.rescan(r, &c.co, c.prior, t.cords(r, c.Bias, c.threads))
 		if r.Expired() {
 			// The stacks of fibers that ran since their copy are read

@@ -105,6 +105,9 @@ const (
 func (l *Live) During(r *live.Reader) {
 	start := time.Now()
 	defer func() { l.InPause = time.Since(start) }()
+	// During runs again when a thread left asleep ran meanwhile: only
+	// the last call's outcome counts.
+	l.Unchecked = false
 	if !readBounded(r, l.reads) {
 		l.keepPrior()
 		return
@@ -135,7 +138,6 @@ func (l *Live) During(r *live.Reader) {
 	// identifying fields are the same: a dump reads each table once.
 	l.stacks, _, l.err = l.rt.read(pm, l.codes)
 	if pm.expired {
-		l.stacks, l.err = nil, nil
 		l.keepPrior()
 	}
 }
@@ -163,14 +165,14 @@ func readBounded(r *live.Reader, reads []live.Read) bool {
 // gigabyte a second here, so a batch is about a millisecond).
 const batchBytes = 1 << 20
 
-// keepPrior keeps what Prepare walked as the stacks, noting that the
-// pause ended before they could be re-checked.
+// keepPrior keeps what Prepare walked as the stacks; Stacks notes that
+// the pause ended before they could be re-checked.
 func (l *Live) keepPrior() {
-	l.Unchecked = true
-	if l.prior != nil {
-		l.prior.Notes = append(l.prior.Notes, "the Python stacks were read just before the pause and not re-checked in it: re-reading them would have held the threads stopped past the pause's bound (--max-pause)")
-	}
+	l.stacks, l.err, l.Unchecked = nil, nil, true
 }
+
+// uncheckedNote is the note of stacks kept from before the pause.
+const uncheckedNote = "the Python stacks were read just before the pause and not re-checked in it: re-reading them would have held the threads stopped past the pause's bound (--max-pause)"
 
 // errPauseBound fails the reads of a walk in the pause past its bound.
 var errPauseBound = errors.New("the pause's bound was reached")
@@ -178,6 +180,11 @@ var errPauseBound = errors.New("the pause's bound was reached")
 // Stacks returns the stacks as they were in the pause (as Prepare found
 // them when During did not run: a capture that failed).
 func (l *Live) Stacks() (*Stacks, error) {
+	if l.Unchecked && l.prior != nil {
+		s := *l.prior
+		s.Notes = append(slices.Clip(s.Notes), uncheckedNote)
+		return &s, l.priorErr
+	}
 	if l.stacks == nil && l.err == nil {
 		return l.prior, l.priorErr
 	}
