@@ -22,21 +22,7 @@ func TestJITPerfMap(t *testing.T) {
 	exe := fixture.BuildC(t, fixture.JITSource)
 	proc := fixture.Start(t, exe, "park")
 	t.Cleanup(func() { fixture.RemovePerfMap(proc.PID) })
-	snap, err := live.Capture(proc.PID, live.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg := snap.Target(&target.Objects{}, func(s string) { t.Log(s) })
-	u, _ := unwind.ByName("auto")
-	rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, &symbolize.Symbolizer{Inlines: true})
-	if len(rep.Threads) != 1 {
-		t.Fatalf("%d threads", len(rep.Threads))
-	}
-	fs := rep.Threads[0].Frames
-	var names []string
-	for _, f := range fs {
-		names = append(names, f.Name())
-	}
+	rep, fs, names := dumpOne(t, proc.PID, t.Log)
 	if len(fs) < 3 || fs[0].Function != fixture.JITName || !fs[0].JIT || fs[0].Module != "" {
 		t.Fatalf("frames %q; want the generated code named from the perf map first, marked JIT: %+v", names, fs)
 	}
@@ -63,11 +49,26 @@ func TestJITDump(t *testing.T) {
 	cmd := exec.Command(exe, "dump")
 	cmd.Dir = t.TempDir() // the jitdump dies with it
 	proc := fixture.StartCmd(t, cmd)
-	snap, err := live.Capture(proc.PID, live.Options{})
+	_, fs, names := dumpOne(t, proc.PID, func(a ...any) { t.Errorf("warning: %s", a...) })
+	// The thread is parked after the syscall, past the code's 4 first
+	// bytes: /app.js:3 by the debug info.
+	if len(fs) < 3 || fs[0].Function != fixture.JITName || !fs[0].JIT || fs[0].File != "/app.js" || fs[0].Line != 3 {
+		t.Fatalf("frames %q; want the generated code named from the jitdump first, at /app.js:3: %+v", names, fs[0])
+	}
+	if fs[1].Function != "run" && fs[1].Function != "main" {
+		t.Errorf("frames %q: the generated code's caller is not the C program's", names)
+	}
+}
+
+// dumpOne captures and unwinds the one thread of process pid (warnings
+// to warn), returning the report, its frames and their names.
+func dumpOne(t *testing.T, pid int, warn func(...any)) (*output.Report, []output.Frame, []string) {
+	t.Helper()
+	snap, err := live.Capture(pid, live.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := snap.Target(&target.Objects{}, func(s string) { t.Errorf("warning: %s", s) })
+	tg := snap.Target(&target.Objects{}, func(s string) { warn(s) })
 	u, _ := unwind.ByName("auto")
 	rep := stacks.Unwind(tg, stacks.Options{Unwinder: u}, &symbolize.Symbolizer{Inlines: true})
 	if len(rep.Threads) != 1 {
@@ -78,12 +79,5 @@ func TestJITDump(t *testing.T) {
 	for _, f := range fs {
 		names = append(names, f.Name())
 	}
-	// The thread is parked after the syscall, past the code's 4 first
-	// bytes: /app.js:3 by the debug info.
-	if len(fs) < 3 || fs[0].Function != fixture.JITName || !fs[0].JIT || fs[0].File != "/app.js" || fs[0].Line != 3 {
-		t.Fatalf("frames %q; want the generated code named from the jitdump first, at /app.js:3: %+v", names, fs[0])
-	}
-	if fs[1].Function != "run" && fs[1].Function != "main" {
-		t.Errorf("frames %q: the generated code's caller is not the C program's", names)
-	}
+	return rep, fs, names
 }
