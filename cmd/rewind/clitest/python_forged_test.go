@@ -211,7 +211,7 @@ func TestDumpPythonForgedThreads(t *testing.T) {
 	// shortest of three dumps is compared.
 	best := int64(-1)
 	for range 3 {
-		out, _ := dumpBounded(t, "--json", "--max-pause", "10ms", strconv.Itoa(f.p.PID))
+		out, _ := dumpBounded(t, "--json", "--stop", "--max-pause", "10ms", strconv.Itoa(f.p.PID)) // --stop: the bound is of a pause
 		var rep struct {
 			PauseUS *int64 `json:"pause_us"`
 		}
