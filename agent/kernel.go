@@ -209,9 +209,9 @@ func (a *Agent) workLine(u *bpfunwind.Unwinder) string {
 	// file indexes taken say how close the files map is to full, past
 	// which the indexes of files unused for a minute are reused.
 	r := u.Rows()
-	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms); rows %d of %d used (largest free run %d), %d files evicted; %d of %d file indexes (%d reused)",
+	return fmt.Sprintf("; described %d processes (%.0f ms; %d more asked for unchanged), %d exits, loaded %d files' rows (%.0f ms); rows %d of %d used (largest free run %d), %d files evicted; %d of %d file indexes (%d reused); %d of %d rules",
 		w.Described-l.Described, float64(w.Describe-l.Describe)/1e6, w.Unchanged-l.Unchanged, w.Exits-l.Exits, w.Files-l.Files, float64(w.Load-l.Load)/1e6,
-		r.Used, r.Total, r.Largest, w.Evicted-l.Evicted, r.Files, bpfunwind.MaxFiles, r.Reused)
+		r.Used, r.Total, r.Largest, w.Evicted-l.Evicted, r.Files, bpfunwind.MaxFiles, r.Reused, r.Rules, bpfunwind.MaxRules)
 }
 
 // kernelStats counts a period's kernel walks.

@@ -16,8 +16,9 @@
 //
 // Map sizes are fixed when the program loads (Sizes; at most the Max
 // constants, bpf/unwind.bpf.c): 128 frames per stack; 256 executable
-// mappings per process; 8,192 processes; 4,096 files; up to 1,048,576 rows
-// of 24 bytes (24 MiB) for all files (when a file does not fit, files no
+// mappings per process; 8,192 processes; 4,096 files; up to 3,145,728 rows
+// of 8 bytes (24 MiB) for all files, sharing up to 65,536 distinct rules of
+// 16 bytes (1 MiB) (when a file does not fit, files no
 // process maps any more, then the least recently used, are evicted and
 // loaded again when next met: reclaim.go); up to 32,768 distinct user stacks
 // (least recently used evicted); up to 65,536 counted (thread, stack) pairs
@@ -61,7 +62,8 @@ const (
 	MaxMaps    = 256
 	MaxProcs   = 8192
 	MaxFiles   = 4096
-	MaxRows    = 1 << 20
+	MaxRows    = 3 << 20
+	MaxRules   = 1 << 16
 	MaxStacks  = 32768
 	MaxCounts  = 65536
 	MaxKStacks = 16384
@@ -97,7 +99,7 @@ const (
 	EndOutermost          // a zero return address or frame pointer
 	EndUnknownProcess     // the process was not described yet
 	EndNoMapping          // a PC outside the described mappings
-	EndFileNotLoaded      // the file's rows are not in the maps (too big, maps full)
+	EndFileNotLoaded      // unused: a file whose rows are not in the maps is walked by frame pointers (Stack.RowsPending)
 	EndUnreadable         // user memory could not be read (paged out, unmapped)
 	EndUnsupported        // a rule the BPF walk cannot apply (DWARF expression)
 	EndNoProgress         // the stack pointer did not increase
@@ -106,6 +108,11 @@ const (
 	EndKernelThread       // no user stack
 	EndStackLost          // the stack was evicted from the stacks map before it was read
 )
+
+// RowsPendingMark is added to a kernel walk's end reason in a profile's
+// fidelity table ("root+rows-pending") when frame pointers walked a file
+// whose rows were not loaded yet.
+const RowsPendingMark = "rows-pending"
 
 var endNames = [...]string{"none", "root", "ra-undefined", "outermost", "unknown-process", "no-mapping",
 	"file-not-loaded", "unreadable-memory", "unsupported-rule", "no-progress", "depth-limit",
@@ -135,6 +142,10 @@ type Stack struct {
 	// (runtime.morestack, runtime.systemstack); 0 when the walk crossed
 	// none that way.
 	GoSwitch int
+	// RowsPending: the walk went through a file whose rows were not
+	// loaded yet (still being described, evicted, too big for the rows
+	// map) by frame pointers instead of ending there.
+	RowsPending bool
 	// Kernel are the kernel PCs, leaf first.
 	Kernel []uint64
 	End    End
@@ -170,7 +181,8 @@ type stackVal struct {
 	N      uint32
 	End    uint8
 	GoJump uint8
-	_      [2]uint8
+	NoRows uint8
+	_      uint8
 	Gen    uint32
 	_      uint32
 	FPMask [2]uint64
@@ -279,6 +291,8 @@ type Unwinder struct {
 	idle        chan struct{} // closed when queued drops to zero (WaitLoaded)
 
 	py pyState // CPython processes (python.go)
+
+	rules ruleTable // the rules the rows map's rows share (rows.go)
 }
 
 // Load loads the BPF programs and creates their maps. Its error says in one

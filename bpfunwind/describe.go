@@ -541,6 +541,12 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	if uint64(len(rows)) > uint64(total) {
 		return tooBig("", uint64(len(rows)))
 	}
+	// Packed before room is made: a file the rules table cannot take
+	// evicts nothing.
+	packed, base, err := u.rules.pack(rows, u.objs.Rules)
+	if err != nil {
+		return fmt.Errorf("%s: %v", mod.Path, err)
+	}
 	first, err := u.place(idx, uint32(len(rows)))
 	if err == errNoRoomYet {
 		return nil
@@ -552,9 +558,9 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	for i := range keys {
 		keys[i] = first + uint32(i)
 	}
-	if _, berr := u.objs.Rows.BatchUpdate(keys, rows, nil); berr != nil {
-		for i := range rows {
-			if berr = u.objs.Rows.Update(keys[i], &rows[i], ebpf.UpdateAny); berr != nil {
+	if _, berr := u.objs.Rows.BatchUpdate(keys, packed, nil); berr != nil {
+		for i := range packed {
+			if berr = u.objs.Rows.Update(keys[i], &packed[i], ebpf.UpdateAny); berr != nil {
 				u.written(idx, false)
 				return fmt.Errorf("%s: writing its rows: %v", mod.Path, berr)
 			}
@@ -567,7 +573,7 @@ func (u *Unwinder) loadRows(idx uint32, mod *target.Module) error {
 	}
 	// The count last: the program uses the rows once it sees it. Stamped
 	// as used now, so that it is not the next file evicted.
-	fr := fileRows{first, uint32(len(rows)), stampNow()}
+	fr := fileRows{first, uint32(len(rows)), base, stampNow()}
 	err = u.objs.Files.Update(idx, fr, ebpf.UpdateAny)
 	u.written(idx, err == nil)
 	return err

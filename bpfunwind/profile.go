@@ -79,6 +79,11 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 			// unwind marks the frames it finds so.
 			end += "+" + unwind.MethodGoSwitch.String()
 		}
+		if s.RowsPending {
+			// Frame pointers stood in for a file's rows not loaded
+			// yet: the fidelity table counts the samples that waited.
+			end += "+" + RowsPendingMark
+		}
 		if len(s.User) == 0 {
 			end = ""
 		}

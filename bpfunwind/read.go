@@ -116,6 +116,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 				n := min(int(sv.N), MaxFrames)
 				s.User = append([]uint64(nil), sv.PCs[:n]...)
 				s.FP, s.End, s.Gen, s.GoSwitch = sv.FPMask, End(sv.End), int(sv.Gen), int(sv.GoJump)
+				s.RowsPending = sv.NoRows != 0
 				s.Interp = py.frames(s.PID, k.Stack)
 			} else {
 				s.End = EndStackLost

@@ -41,6 +41,7 @@ type fileState struct {
 // fileRows is the files map's value (struct file_rows).
 type fileRows struct {
 	First, Count uint32
+	Base         uint64
 	Used         uint64
 }
 
@@ -66,15 +67,17 @@ type RowStats struct {
 	// Files is how many file indexes are taken, of MaxFiles: once all
 	// are, those of files unused for a minute are reused.
 	Files int
+	// Rules is how many distinct rules the rows share, of MaxRules.
+	Rules int
 }
 
 // Rows returns how many rows files hold, of how many, how many files
-// were evicted so far, the file indexes reused, the largest free run and
-// the file indexes taken.
+// were evicted so far, the file indexes reused, the largest free run, the
+// file indexes taken and the rules the rows share.
 func (u *Unwinder) Rows() RowStats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return RowStats{u.pool.alloc.inUse, u.pool.alloc.total, u.pool.evictions, u.pool.reused, u.pool.alloc.largest(), len(u.files)}
+	return RowStats{u.pool.alloc.inUse, u.pool.alloc.total, u.pool.evictions, u.pool.reused, u.pool.alloc.largest(), len(u.files), u.rules.count()}
 }
 
 // rowsTotal is the size of the rows map as loaded.

@@ -83,8 +83,8 @@ func Marks(mod *target.Module) []Mark {
 	return out
 }
 
-// Row is one unwind rule from PC on, in a file's own addresses, in the
-// layout of the BPF program's struct row (24 bytes).
+// Row is one unwind rule from PC on, in a file's own addresses; the rows map
+// holds it as the BPF program's struct row and struct rule (rules.go).
 type Row struct {
 	PC     uint64
 	CFAOff int32

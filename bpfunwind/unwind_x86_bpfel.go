@@ -40,6 +40,7 @@ const (
 	unwindMapPythreads       = "pythreads"
 	unwindMapRowcache        = "rowcache"
 	unwindMapRows            = "rows"
+	unwindMapRules           = "rules"
 	unwindMapScratch         = "scratch"
 	unwindMapStacks          = "stacks"
 	unwindMapUcache          = "ucache"
@@ -138,6 +139,7 @@ type unwindMapSpecs struct {
 	Pythreads *ebpf.MapSpec `ebpf:"pythreads"`
 	Rowcache  *ebpf.MapSpec `ebpf:"rowcache"`
 	Rows      *ebpf.MapSpec `ebpf:"rows"`
+	Rules     *ebpf.MapSpec `ebpf:"rules"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Ucache    *ebpf.MapSpec `ebpf:"ucache"`
@@ -194,6 +196,7 @@ type unwindMaps struct {
 	Pythreads *ebpf.Map `ebpf:"pythreads"`
 	Rowcache  *ebpf.Map `ebpf:"rowcache"`
 	Rows      *ebpf.Map `ebpf:"rows"`
+	Rules     *ebpf.Map `ebpf:"rules"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Ucache    *ebpf.Map `ebpf:"ucache"`
@@ -226,6 +229,7 @@ func (m *unwindMaps) Close() error {
 		m.Pythreads,
 		m.Rowcache,
 		m.Rows,
+		m.Rules,
 		m.Scratch,
 		m.Stacks,
 		m.Ucache,

@@ -198,12 +198,20 @@ type symKey struct {
 	mod  *target.Module
 	addr uint64        // object-relative for modules, runtime otherwise
 	jit  *jitdump.Code // the jitdump's code at addr at the sample's time
+	// jm is the process's mapping of JIT code its own symbols name:
+	// processes reuse each other's anonymous addresses for other code.
+	// ver is the symbols' version: a perf map read again as it grew
+	// (perfMapSyms) names what it did not.
+	jm  *target.Mapping
+	ver int
 }
 
 type locKey struct {
 	m    *Mapping
 	addr uint64
 	jit  *jitdump.Code
+	jm   *target.Mapping // as in symKey
+	ver  int
 }
 
 // JITMapping is the path of a profile's mappings of code a JIT compiler
@@ -614,7 +622,7 @@ func (b *Builder) mapping(m *target.Mapping) *Mapping {
 		return mm
 	}
 	path := m.Path
-	if m.JIT != nil {
+	if m.JIT != nil && namesJIT(m.JIT) {
 		// Code a JIT compiler named (its perf map, its jitdump): "[jit]"
 		// in pprof, not anonymous memory ("", perf's "//anon").
 		path = JITMapping
@@ -650,13 +658,17 @@ func (b *Builder) userLoc(f *unwind.Frame) *Location {
 		m = b.mapping(um)
 	}
 	var code *jitdump.Code
+	var jm *target.Mapping
+	ver := 0
 	if um != nil && um.JIT != nil {
+		jm, ver = um, jitVersion(um.JIT)
 		code, um = jitAt(um, pc, b.now) // (jitdump code by the sample's time)
 	}
-	if l := b.locs[locKey{m, pc, code}]; l != nil {
+	lk := locKey{m, pc, code, jm, ver}
+	if l := b.locs[lk]; l != nil {
 		return l
 	}
-	k := symKey{addr: pc, jit: code}
+	k := symKey{addr: pc, jit: code, jm: jm, ver: ver}
 	if um != nil && um.Module != nil && code == nil {
 		k = symKey{mod: um.Module, addr: pc - um.Bias}
 	}
@@ -670,7 +682,7 @@ func (b *Builder) userLoc(f *unwind.Frame) *Location {
 		b.lines[k] = lines
 	}
 	l := b.newLoc(pc, m, false, lines)
-	b.locs[locKey{m, pc, code}] = l
+	b.locs[lk] = l
 	return l
 }
 

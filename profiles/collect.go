@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/internal/perfmap"
@@ -545,8 +546,9 @@ func (c *Collector) addressSpace(s *space) *target.AddressSpace {
 // attachPerfMap names the code JIT compilers generated in process pid's
 // anonymous executable memory from its jitdump (a jit-PID.dump it mapped,
 // as perf inject --jit finds it) and its perf map (/tmp/perf-PID.map),
-// read once per process, as perf report reads them: after the recording,
-// before the profile is written (Node and the JVM leave them behind).
+// as perf report reads them (Node and the JVM leave them behind): read
+// when first needed, and again when a lookup misses and the map has grown
+// (perfMapSyms), or appeared.
 func (c *Collector) attachPerfMap(pid int, sp *target.AddressSpace) {
 	var jit target.JITSymbols
 	for _, m := range sp.Mappings() {
@@ -594,8 +596,13 @@ func (c *Collector) openJIT(pid int, sp *target.AddressSpace) target.JITSymbols 
 	}
 	pm, err := perfmap.Open(pid)
 	warn(err)
-	if err == nil {
-		srcs = append(srcs, pm)
+	switch {
+	case err == nil:
+		srcs = append(srcs, &perfMapSyms{pid: pid, m: pm, checked: time.Now(), warn: warn})
+	case errors.Is(err, os.ErrNotExist) && len(srcs) == 0:
+		// None yet: a JIT may write its map after mapping its code
+		// (the JVM when asked, with jcmd): looked for on a miss.
+		srcs = append(srcs, &perfMapSyms{pid: pid, m: &perfmap.Map{}, checked: time.Now(), warn: warn})
 	}
 	if d, ok := firstDump(srcs); ok && c.clock > 0 && d.Flags&jitdump.FlagArchTimestamp == 0 {
 		// The samples' clock is the dump's: each sample's code is

@@ -1,7 +1,11 @@
 package profiles
 
 import (
+	"sync"
+	"time"
+
 	"github.com/rewindstack/rewind/internal/jitdump"
+	"github.com/rewindstack/rewind/internal/perfmap"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -83,4 +87,80 @@ func firstDump(srcs target.JITSources) (*jitdump.Dump, bool) {
 	}
 	d, ok := srcs[0].(*jitdump.Dump)
 	return d, ok
+}
+
+// perfMapSyms names JIT code from a process's perf map, read again when
+// a lookup misses and the file has grown since (at most once a second):
+// Node appends to its map as it compiles, so a map read at the process's
+// first samples lacks the functions compiled later.
+type perfMapSyms struct {
+	pid     int
+	mu      sync.Mutex
+	m       *perfmap.Map
+	ver     int       // bumped on each read that replaced m
+	checked time.Time // the last time a miss looked at the file
+	warn    func(error)
+}
+
+// perfMapAgain is how often a miss may look at a map's size.
+const perfMapAgain = time.Second
+
+// LookupJIT implements target.JITSymbols.
+func (p *perfMapSyms) LookupJIT(pc uint64) (string, uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if name, start, ok := p.m.LookupJIT(pc); ok {
+		return name, start, ok
+	}
+	if now := time.Now(); now.Sub(p.checked) >= perfMapAgain {
+		p.checked = now
+		if size, err := perfmap.Size(p.pid); err == nil && size != p.m.Size {
+			m, err := perfmap.Open(p.pid)
+			p.warn(err)
+			if err == nil {
+				p.m = m
+				p.ver++
+				return p.m.LookupJIT(pc)
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// version returns how many times the map was read again.
+func (p *perfMapSyms) version() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ver
+}
+
+// jitVersion returns the version of JIT symbols that may be read again
+// (perfMapSyms, alone or among others), 0 for the others.
+func jitVersion(j target.JITSymbols) int {
+	switch j := j.(type) {
+	case *perfMapSyms:
+		return j.version()
+	case *timedJIT:
+		if j.other != nil {
+			return jitVersion(j.other)
+		}
+	case target.JITSources:
+		v := 0
+		for _, s := range j {
+			v += jitVersion(s)
+		}
+		return v
+	}
+	return 0
+}
+
+// namesJIT reports whether JIT symbols name any code yet (a perf map
+// looked for before the JIT wrote it names none).
+func namesJIT(j target.JITSymbols) bool {
+	if p, ok := j.(*perfMapSyms); ok {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.m.Len() > 0
+	}
+	return true
 }

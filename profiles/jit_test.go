@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewindstack/rewind/internal/jitdump"
 
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
+	"github.com/rewindstack/rewind/target"
 )
 
 // unusedPID returns a PID no process has, for a recording of a process
@@ -124,5 +126,42 @@ func TestJITDumpByTime(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("monotonic clock %v: samples at 50, 150, 250 named %q, want %q", mono, got, want)
 		}
+	}
+}
+
+// TestPerfMapGrows reads a process's perf map, then the map grows (as
+// Node's does while it compiles): a lookup that missed names the new code
+// once the map is read again, and the version says the names changed.
+func TestPerfMapGrows(t *testing.T) {
+	pid := unusedPID(t)
+	path := fmt.Sprintf("/tmp/perf-%d.map", pid)
+	t.Cleanup(func() { os.Remove(path) })
+	if err := os.WriteFile(path, []byte("1000 10 JS:*first /a.js:1:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Collector{}
+	p := c.openJIT(pid, &target.AddressSpace{})
+	if name, _, ok := p.LookupJIT(0x1004); !ok || name != "JS:*first /a.js:1:1" {
+		t.Fatalf("first lookup: %q, %v", name, ok)
+	}
+	if _, _, ok := p.LookupJIT(0x2004); ok {
+		t.Fatal("code not in the map yet was named")
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("2000 10 JS:*later /a.js:2:1\n")
+	f.Close()
+	v := jitVersion(p)
+	p.(*perfMapSyms).checked = time.Time{} // (a second later)
+	if name, _, ok := p.LookupJIT(0x2004); !ok || name != "JS:*later /a.js:2:1" {
+		t.Errorf("after the map grew: %q, %v, want the code appended", name, ok)
+	}
+	if jitVersion(p) == v {
+		t.Error("the version did not change when the map was read again")
+	}
+	if name, _, ok := p.LookupJIT(0x1004); !ok || name != "JS:*first /a.js:1:1" {
+		t.Errorf("after the map grew, the first code: %q, %v", name, ok)
 	}
 }

@@ -100,9 +100,12 @@ struct file {
 struct vm_area_struct {
 	unsigned long vm_start;
 	unsigned long vm_end;
+	unsigned long vm_flags; // (in an anonymous union since 6.3: CO-RE finds it there)
 	unsigned long vm_pgoff;
 	struct file *vm_file;
 } __attribute__((preserve_access_index));
+
+#define VM_EXEC 0x4
 
 static struct pt_regs *(*bpf_task_pt_regs)(struct task_struct *task) = (void *)175;
 
@@ -126,7 +129,8 @@ struct bpf_perf_event_data {
 #define MAX_MAPS 256      // executable mappings per process
 #define MAX_PROCS 8192    // processes described at once
 #define MAX_FILES 4096    // files with rows
-#define MAX_ROWS (1 << 20) // rows of all files (24 bytes each)
+#define MAX_ROWS (3 << 20) // rows of all files (8 bytes each)
+#define MAX_RULES (1 << 16) // distinct rules of all files (16 bytes each)
 #define MAX_STACKS 32768  // distinct user stacks kept
 #define MAX_COUNTS 65536  // distinct (thread, stack) counted per period
 #define MAX_KSTACKS 16384 // distinct kernel stacks, in each of two maps
@@ -159,7 +163,7 @@ enum end_reason {
 	END_ZERO,        // zero return address or frame pointer (outermost)
 	END_UNKNOWN_PROC, // the process was not described yet
 	END_NO_MAPPING,  // PC outside every described mapping
-	END_FILE_NOT_LOADED, // the file's rows are not in the maps (too big, maps full)
+	END_FILE_NOT_LOADED, // (no longer: a file without rows is walked by frame pointers, st.norows)
 	END_UNREADABLE,  // user memory could not be read
 	END_UNSUPPORTED, // a rule the BPF walk cannot apply (DWARF expression, ...)
 	END_NO_PROGRESS, // SP did not increase
@@ -168,8 +172,15 @@ enum end_reason {
 	END_KERNEL_THREAD, // no user stack
 };
 
+// A row is where a rule starts; rows share their rules (a compiler's
+// million rows have a few thousand distinct ones), so that three times
+// as many rows fit in the memory of whole rules per row.
 struct row {
-	__u64 pc;       // start, in the file's own addresses
+	__u32 pc;   // start, in the file's own addresses less the file's base
+	__u32 rule; // index in rules
+};
+
+struct rule {
 	__s32 cfa_off;
 	__s32 ra_off;
 	__s32 fp_off;
@@ -182,6 +193,7 @@ struct row {
 struct file_rows {
 	__u32 first; // index of the file's first row in rows
 	__u32 count; // 0: not loaded
+	__u64 base;  // the file address rows' pc are relative to
 	// used is when a walk last used the file's rows (CLOCK_MONOTONIC
 	// in units of 2^20 ns): user space evicts the least recently used
 	// files when the rows map is short of room.
@@ -220,7 +232,8 @@ struct stack {
 	__u32 n;       // PCs
 	__u8 end;      // enum end_reason
 	__u8 gojump;   // the first frame found at a goroutine's saved registers (go_jump), 0: none
-	__u8 _pad[2];
+	__u8 norows;   // 1: frame pointers walked a file whose rows were not loaded yet
+	__u8 _pad;
 	__u32 gen;     // the description the walk used (0: none): user space names the PCs with it
 	__u32 _pad2;
 	__u64 fpmask[2]; // bit i: frame i was found by frame pointers
@@ -261,6 +274,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct row);
 } rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct rule);
+} rules SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -381,7 +401,7 @@ struct walk {
 };
 
 struct vma_ctx {
-	__u64 start, end, pgoff, dev, ino;
+	__u64 start, end, pgoff, dev, ino, flags;
 };
 
 static long vma_cb(void *task, struct vm_area_struct *vma, struct vma_ctx *c)
@@ -389,6 +409,7 @@ static long vma_cb(void *task, struct vm_area_struct *vma, struct vma_ctx *c)
 	c->start = vma->vm_start;
 	c->end = vma->vm_end;
 	c->pgoff = vma->vm_pgoff;
+	c->flags = vma->vm_flags;
 	struct file *f = vma->vm_file;
 	if (!f)
 		return 0;
@@ -402,14 +423,26 @@ static long vma_cb(void *task, struct vm_area_struct *vma, struct vma_ctx *c)
 	return 0;
 }
 
+// What vma_mapping found at a PC without a mapping of its own.
+enum {
+	VMA_NONE = 0, // no executable memory: not a return address
+	VMA_ANON,     // anonymous executable memory (a JIT's code): no rows, ever
+	VMA_FILE,     // an executable file not loaded (yet)
+};
+
 // vma_mapping finds the mapping of pc through the current task's VMA,
 // when the file mapped there is loaded; user space is asked to describe
-// the process meanwhile.
-static __always_inline struct mapping *vma_mapping(struct walk *w, __u64 pc)
+// the process meanwhile. Otherwise *kind says what is there.
+static __always_inline struct mapping *vma_mapping(struct walk *w, __u64 pc, int *kind)
 {
 	struct vma_ctx c = {};
-	if (bpf_find_vma(bpf_get_current_task_btf(), pc, vma_cb, &c, 0) != 0 || c.ino == 0)
+	*kind = VMA_NONE;
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, vma_cb, &c, 0) != 0 || !(c.flags & VM_EXEC))
 		return NULL;
+	*kind = VMA_ANON;
+	if (c.ino == 0)
+		return NULL;
+	*kind = VMA_FILE;
 	struct inode_key k = {.dev = c.dev, .ino = c.ino};
 	struct inode_file *f = bpf_map_lookup_elem(&inodes, &k);
 	if (!f)
@@ -500,7 +533,7 @@ static __always_inline struct mapping *find_mapping(struct proc *p, __u64 pc, __
 }
 
 struct rsearch {
-	__u64 key;
+	__u32 key;
 	__u32 lo, hi;
 };
 
@@ -540,12 +573,17 @@ struct {
 	__type(value, struct rowhint);
 } rowcache SEC(".maps");
 
-static __always_inline struct row *find_row(struct file_rows *f, __u64 addr)
+// find_row returns the rule of the file's row holding file address addr,
+// NULL where none does.
+static __always_inline struct rule *find_row(struct file_rows *f, __u64 faddr)
 {
 	__u32 first = f->first, end = first + f->count;
-	__u32 slot = (__u32)(((addr ^ ((__u64)first << 32)) * 0x9e3779b97f4a7c15ULL) >> 54) & (ROWCACHE - 1);
+	if (faddr < f->base || faddr - f->base > 0xffffffffULL)
+		return NULL;
+	__u32 addr = (__u32)(faddr - f->base);
+	__u32 slot = (__u32)(((faddr ^ ((__u64)first << 32)) * 0x9e3779b97f4a7c15ULL) >> 54) & (ROWCACHE - 1);
 	struct rowhint *h = bpf_map_lookup_elem(&rowcache, &slot);
-	if (h && h->addr == addr && h->first == first) {
+	if (h && h->addr == faddr && h->first == first) {
 		__u32 i = h->row;
 		if (i >= first && i < end) {
 			struct row *r = bpf_map_lookup_elem(&rows, &i);
@@ -553,7 +591,7 @@ static __always_inline struct row *find_row(struct file_rows *f, __u64 addr)
 				__u32 j = i + 1;
 				struct row *nr = j < end ? bpf_map_lookup_elem(&rows, &j) : NULL;
 				if (j >= end || (nr && nr->pc > addr))
-					return r;
+					return bpf_map_lookup_elem(&rules, &r->rule);
 			}
 		}
 	}
@@ -563,11 +601,12 @@ static __always_inline struct row *find_row(struct file_rows *f, __u64 addr)
 		return NULL;
 	__u32 i = c.lo - 1;
 	if (h) {
-		h->addr = addr;
+		h->addr = faddr;
 		h->first = first;
 		h->row = i;
 	}
-	return bpf_map_lookup_elem(&rows, &i);
+	struct row *r = bpf_map_lookup_elem(&rows, &i);
+	return r ? bpf_map_lookup_elem(&rules, &r->rule) : NULL;
 }
 
 // read_u64 reads a word of the walked stack, and notes it for the cache.
@@ -729,26 +768,42 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 	// Return addresses are looked up one byte back (in the call).
 	__u64 lookup = i == 0 ? pc : pc - 1;
 	struct mapping *m = p ? find_mapping(p, lookup, &w->mhint) : NULL;
+	struct rule *r = NULL;
+	__u32 fi = 0;
 	if (!m) {
 		notify(w->tgid, 1);
-		m = vma_mapping(w, lookup);
-		if (!m)
+		int vk;
+		m = vma_mapping(w, lookup, &vk);
+		if (!m && vk == VMA_NONE)
 			return END_NO_MAPPING;
+		// Executable memory without rows: a JIT's code (V8 and
+		// HotSpot keep frame pointers) or a file not described yet,
+		// walked by frame pointers below.
+		if (!m) {
+			w->nocache = 1;
+			if (vk == VMA_FILE)
+				w->st.norows = 1;
+		}
 	}
-	__u32 fi = m->file;
-	struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
-	if (!f || f->count == 0) {
-		// User space loads again a file it evicted when asked about
-		// the process (a file queued or too big: asked less often).
-		notify(w->tgid, 1);
-		return END_FILE_NOT_LOADED;
+	if (m) {
+		fi = m->file;
+		struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
+		if (!f || f->count == 0) {
+			// User space loads again a file it evicted when asked
+			// about the process (a file queued or too big: asked
+			// less often); meanwhile frame pointers, marked.
+			notify(w->tgid, 1);
+			w->nocache = 1;
+			w->st.norows = 1;
+		} else {
+			// Stored only when it changed: a hot file's cache line
+			// is not written by every frame of every CPU.
+			__u64 now = bpf_ktime_get_ns() >> 20;
+			if (f->used != now)
+				f->used = now;
+			r = find_row(f, lookup - m->bias);
+		}
 	}
-	// Stored only when it changed: a hot file's cache line is not
-	// written by every frame of every CPU.
-	__u64 now = bpf_ktime_get_ns() >> 20;
-	if (f->used != now)
-		f->used = now;
-	struct row *r = find_row(f, lookup - m->bias);
 	__u64 cfa, ra = 0, fp = w->fp;
 	bool ong = false;
 	if (r && (r->flags & (ROW_GOTOP | ROW_GOFP))) {

@@ -50,6 +50,8 @@ type Map struct {
 	// Truncated says the file was larger than MaxSize: what followed was
 	// not read.
 	Truncated bool
+	// Size is the file's size when Open read it.
+	Size int64
 }
 
 // Len is the number of symbols.
@@ -178,14 +180,7 @@ func Path(pid int) string {
 // /tmp/perf-PID.map, owned by root or by the user running this, as perf
 // report does.
 func Open(pid int) (*Map, error) {
-	path, uid := Path(pid), -1
-	if st, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-		if s, ok := st.Sys().(*syscall.Stat_t); ok {
-			uid = int(s.Uid)
-		}
-	} else {
-		path, uid = fmt.Sprintf("/tmp/perf-%d.map", pid), os.Geteuid()
-	}
+	path, uid := where(pid)
 	f, fi, err := fsafe.Open(path)
 	if err != nil {
 		return nil, err
@@ -198,5 +193,32 @@ func Open(pid int) (*Map, error) {
 	if err != nil {
 		return nil, fmt.Errorf("perf map %s: %w", path, err)
 	}
+	m.Size = fi.Size()
 	return m, nil
+}
+
+// Size returns the size of process pid's map as Open would find it: a
+// map that grew (a JIT compiler appends as it compiles) is worth reading
+// again.
+func Size(pid int) (int64, error) {
+	path, _ := where(pid)
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// where returns the path Open reads for process pid and the user that
+// may own it besides root.
+func where(pid int) (string, int) {
+	st, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	if err != nil {
+		return fmt.Sprintf("/tmp/perf-%d.map", pid), os.Geteuid()
+	}
+	uid := -1
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		uid = int(s.Uid)
+	}
+	return Path(pid), uid
 }

@@ -15,8 +15,8 @@ import (
 
 // TestRecordJITPerfMap records a program running generated code named in
 // its perf map: most samples are named from the map exactly, as perf
-// report names them. (User mode only so far: the kernel walk's profile
-// holds no anonymous mappings yet, and its walk ends at such code.)
+// report names them, in both modes (the kernel walk goes through the
+// anonymous code by its frame pointers).
 func TestRecordJITPerfMap(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("running as uid %d: recording is tested as root (CAP_PERFMON or kernel.perf_event_paranoid <= 2 would do)", os.Geteuid())
@@ -24,7 +24,7 @@ func TestRecordJITPerfMap(t *testing.T) {
 	exe := fixture.BuildC(t, fixture.JITSource)
 	dir := t.TempDir()
 	defer fixture.RemovePerfMaps()
-	for _, mode := range []string{"user"} {
+	for _, mode := range []string{"user", "kernel"} {
 		t.Run(mode, func(t *testing.T) {
 			folded := filepath.Join(dir, mode+".folded")
 			_, stderr, code := fixture.Run(t, rewindBin, "record", "--unwind-in", mode, "-F", "499", "-o", folded, "--", exe, "spin", "3")
