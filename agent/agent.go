@@ -119,9 +119,9 @@ type Agent struct {
 	host    string
 	queues  []*queue
 	seq     map[string]int
-	kernel  func() *profiles.Kallsyms
+	kernel  func() *symbolize.Kallsyms
 	kOnce   sync.Once
-	ksyms   *profiles.Kallsyms
+	ksyms   *symbolize.Kallsyms
 	// jobs carries periods to the goroutine that unwinds, symbolizes and
 	// exports them, so that the ring buffers are read meanwhile.
 	jobs        chan buildJob
@@ -174,9 +174,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.CacheDir != "" {
 		a.sym.Cache = symbolize.NewPersistentCache(cfg.CacheDir)
 	}
-	a.kernel = func() *profiles.Kallsyms {
+	a.kernel = func() *symbolize.Kallsyms {
 		a.kOnce.Do(func() {
-			ks, err := profiles.LoadKallsymsCached(cfg.CacheDir)
+			ks, err := symbolize.LoadKallsymsCached(cfg.CacheDir)
 			if err != nil {
 				cfg.Warn("kernel frames are not named: " + err.Error())
 			}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 )
@@ -20,7 +19,7 @@ import (
 func TestKernelStackCacheTellsPathsApart(t *testing.T) {
 	pid, _ := startC(t, "twokpaths")
 	u := loadOffCPU(t, pid)
-	ksyms, err := profiles.LoadKallsyms()
+	ksyms, err := symbolize.LoadKallsyms()
 	if err != nil {
 		t.Skipf("no kernel symbols: %v", err)
 	}

@@ -32,7 +32,7 @@ func reportOnce(b *testing.B, data string) int {
 	p := profiles.Build(pd.Collector, profiles.Options{
 		Methods:    methods("auto"),
 		Symbolizer: &symbolize.Symbolizer{Inlines: true, Cache: symbolize.NewCache()},
-		Kernel:     func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k },
+		Kernel:     func() *symbolize.Kallsyms { k, _ := symbolize.LoadKallsyms(); return k },
 	})
 	if err := p.WriteFolded(io.Discard); err != nil {
 		b.Fatal(err)

@@ -33,7 +33,7 @@ type Options struct {
 	// Kernel returns the kernel symbols, called once and only when a
 	// sample has kernel frames (nil, or a nil result: kernel frames are
 	// addresses).
-	Kernel func() *Kallsyms
+	Kernel func() *symbolize.Kallsyms
 	// NoSymbols leaves user locations unnamed (an address in a mapping
 	// with its build-id and file offset), for a consumer that symbolizes
 	// itself; no symbol table or debug information is read. Stacks are
@@ -243,7 +243,7 @@ type Builder struct {
 	// kernelLocs are named at the end, from the kernel symbols that load
 	// concurrently with the unwinding.
 	kernelLocs []*Location
-	ksyms      chan *Kallsyms
+	ksyms      chan *symbolize.Kallsyms
 	prefetched map[*target.Module]bool
 
 	fid      []Fidelity
@@ -337,7 +337,7 @@ func (b *Builder) Add(samples []*Sample) {
 			if len(s.Kernel) > 0 {
 				// Reading kallsyms takes as long as unwinding
 				// thousands of samples: do it meanwhile.
-				b.ksyms = make(chan *Kallsyms, 1)
+				b.ksyms = make(chan *symbolize.Kallsyms, 1)
 				go func() { b.ksyms <- b.opt.Kernel() }()
 				break
 			}

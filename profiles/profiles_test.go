@@ -78,7 +78,7 @@ func TestLiveFidelity(t *testing.T) {
 	perftest.RequirePerfEvent(t)
 	exe := perftest.BuildCPU(t, "-fomit-frame-pointer")
 	col := record(t, []string{exe, "1.5", "3"}, perfevent.Options{Freq: 999})
-	p := profiles.Build(col, profiles.Options{Methods: methods("auto", "fp"), Kernel: func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k }})
+	p := profiles.Build(col, profiles.Options{Methods: methods("auto", "fp"), Kernel: func() *symbolize.Kallsyms { k, _ := symbolize.LoadKallsyms(); return k }})
 	var buf bytes.Buffer
 	p.WriteFidelity(&buf)
 	t.Logf("%d samples, lost %d\n%s", len(p.Stacks), p.Lost, buf.String())
@@ -204,7 +204,7 @@ func TestMatchesPerfScript(t *testing.T) {
 	// As rewind report runs by default: the fidelity methods on a
 	// subsample, every method's walks on all cores.
 	p := profiles.Build(pd.Collector, profiles.Options{Methods: methods("auto", "dwarf", "sframe", "fp"), Symbolizer: sym,
-		Kernel: func() *profiles.Kallsyms { k, _ := profiles.LoadKallsyms(); return k }, FidelitySamples: 100})
+		Kernel: func() *symbolize.Kallsyms { k, _ := symbolize.LoadKallsyms(); return k }, FidelitySamples: 100})
 	got := map[string]*profiles.Stack{}
 	for i := range p.Stacks {
 		s := &p.Stacks[i]

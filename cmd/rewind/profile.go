@@ -60,8 +60,8 @@ func newBuilderWith(col *profiles.Collector, methods []profiles.Method, pf *prof
 	if dir != "" {
 		col.Objects.Tables.Dir = dir
 	}
-	kernel := func() *profiles.Kallsyms {
-		ks, err := profiles.LoadKallsymsCached(dir)
+	kernel := func() *symbolize.Kallsyms {
+		ks, err := symbolize.LoadKallsymsCached(dir)
 		if err != nil {
 			warn(fmt.Sprintf("kernel frames are not named: %v", err))
 		}
