@@ -205,7 +205,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer a.cpuRec.Close()
 	var offPump *profiles.Pump
 	if cfg.OffCPU {
-		f, err := profiles.ReadSwitchFormat()
+		f, err := perfevent.ReadSwitchFormat()
 		if err != nil {
 			return err
 		}

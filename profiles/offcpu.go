@@ -1,104 +1,9 @@
 package profiles
 
 import (
-	"encoding/binary"
-	"fmt"
-	"strconv"
-	"strings"
-
-	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
 )
-
-// SwitchFormat locates the sched_switch fields the off-CPU profile needs
-// in the tracepoint's raw data.
-type SwitchFormat struct {
-	prevPID, prevState, nextPID field
-}
-
-// DefaultSwitchFormat is the layout of every kernel since 4.x on 64-bit
-// machines; the format file overrides it.
-var DefaultSwitchFormat = SwitchFormat{prevPID: field{24, 4}, prevState: field{32, 8}, nextPID: field{56, 4}}
-
-// field is one tracepoint field's offset and size.
-type field struct{ off, size int }
-
-// ReadSwitchFormat parses the tracefs format file of sched_switch (the
-// layout of 64-bit kernels since 4.x when there is none).
-// tracefs is found, and mounted when it is not and may be, as for the
-// tracepoint's id (package tracefs); that it cannot be is said when the
-// id is read.
-func ReadSwitchFormat() (SwitchFormat, error) {
-	b, err := tracefs.ReadEventFile("sched", "sched_switch", "format")
-	if err != nil {
-		return DefaultSwitchFormat, nil
-	}
-	f, err := ParseSwitchFormat(string(b))
-	if err != nil {
-		p, _ := tracefs.EventFile("sched", "sched_switch", "format")
-		return f, fmt.Errorf("%s: %w", p, err)
-	}
-	return f, nil
-}
-
-// ParseSwitchFormat reads the offsets and sizes of prev_pid, prev_state and
-// next_pid from a tracepoint format description.
-func ParseSwitchFormat(s string) (SwitchFormat, error) {
-	var f SwitchFormat
-	found := 0
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "field:") {
-			continue
-		}
-		var decl string
-		var off, size int = -1, -1
-		for _, part := range strings.Split(line, ";") {
-			part = strings.TrimSpace(part)
-			k, v, _ := strings.Cut(part, ":")
-			switch k {
-			case "field":
-				decl = v
-			case "offset":
-				off, _ = strconv.Atoi(v)
-			case "size":
-				size, _ = strconv.Atoi(v)
-			}
-		}
-		name := decl
-		if i := strings.LastIndexAny(decl, " *"); i >= 0 {
-			name = decl[i+1:]
-		}
-		if off < 0 || off > 4096 || (size != 4 && size != 8) {
-			continue
-		}
-		switch name {
-		case "prev_pid":
-			f.prevPID = field{off, size}
-			found |= 1
-		case "prev_state":
-			f.prevState = field{off, size}
-			found |= 2
-		case "next_pid":
-			f.nextPID = field{off, size}
-			found |= 4
-		}
-	}
-	if found != 7 {
-		return f, fmt.Errorf("sched_switch format lacks prev_pid, prev_state or next_pid (4- or 8-byte fields)")
-	}
-	return f, nil
-}
-
-func (fl field) read(raw []byte) (int64, bool) {
-	if fl.off+fl.size > len(raw) {
-		return 0, false
-	}
-	if fl.size == 4 {
-		return int64(int32(binary.LittleEndian.Uint32(raw[fl.off:]))), true
-	}
-	return int64(binary.LittleEndian.Uint64(raw[fl.off:])), true
-}
 
 // OffCPU turns the records of a sched_switch recording
 // (perfevent.SwitchAttr) into off-CPU samples: the stack a thread had when
@@ -106,7 +11,7 @@ func (fl field) read(raw []byte) (int64, bool) {
 // preempted while runnable are not blocked and are not counted.
 type OffCPU struct {
 	col     *Collector
-	format  SwitchFormat
+	format  perfevent.SwitchFormat
 	pending map[int]*Sample // tid -> switched-out sample, Period 0 until it runs again
 	epoch   map[int]int     // tid -> lost when its pending sample switched out
 	lost    int             // records the kernel reported lost so far
@@ -118,7 +23,7 @@ type OffCPU struct {
 
 // NewOffCPU returns an OffCPU adding to col. keep, when not nil, chooses
 // the threads whose blocking is recorded.
-func NewOffCPU(col *Collector, f SwitchFormat, keep func(pid, tid int) bool) *OffCPU {
+func NewOffCPU(col *Collector, f perfevent.SwitchFormat, keep func(pid, tid int) bool) *OffCPU {
 	return &OffCPU{col: col, format: f, pending: map[int]*Sample{}, epoch: map[int]int{}, keep: keep}
 }
 
@@ -161,10 +66,8 @@ func (o *OffCPU) Add(r *perfdata.Record) {
 		return
 	}
 	raw := r.Sample.RawData
-	prev, ok1 := o.format.prevPID.read(raw)
-	state, ok2 := o.format.prevState.read(raw)
-	next, ok3 := o.format.nextPID.read(raw)
-	if !ok1 || !ok2 || !ok3 {
+	prev, state, next, ok := o.format.Read(raw)
+	if !ok {
 		o.bad++
 		return
 	}

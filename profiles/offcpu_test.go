@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/symbolize"
 )
@@ -30,19 +31,6 @@ format:
 	field:int next_prio;	offset:60;	size:4;	signed:1;
 `
 
-func TestParseSwitchFormat(t *testing.T) {
-	f, err := ParseSwitchFormat(switchFormatText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f != DefaultSwitchFormat {
-		t.Errorf("parsed %+v, want %+v", f, DefaultSwitchFormat)
-	}
-	if _, err := ParseSwitchFormat("field:int next_pid;\toffset:56;\tsize:4;"); err == nil {
-		t.Error("a format without prev_pid and prev_state parsed")
-	}
-}
-
 // switchRecord makes a sched_switch sample of thread prev (pid) switching
 // to next at time t.
 func switchRecord(pid, prev, next int, state int64, t uint64) *perfdata.Record {
@@ -58,7 +46,7 @@ func switchRecord(pid, prev, next int, state int64, t uint64) *perfdata.Record {
 
 func TestOffCPUValues(t *testing.T) {
 	c := NewCollector(regs.AMD64)
-	o := NewOffCPU(c, DefaultSwitchFormat, nil)
+	o := NewOffCPU(c, perfevent.DefaultSwitchFormat, nil)
 	o.Add(switchRecord(10, 10, 0, 1, 1000))  // 10 blocks (S)
 	o.Add(switchRecord(20, 20, 0, 0, 1500))  // 20 preempted: not blocked
 	o.Add(switchRecord(20, 21, 10, 2, 5000)) // 21 blocks (D); 10 runs again
@@ -95,9 +83,9 @@ func FuzzOffCPU(f *testing.F) {
 	}
 	f.Add(switchFormatText, raw)
 	f.Fuzz(func(t *testing.T, format string, raw []byte) {
-		sf, err := ParseSwitchFormat(format)
+		sf, err := perfevent.ParseSwitchFormat(format)
 		if err != nil {
-			sf = DefaultSwitchFormat
+			sf = perfevent.DefaultSwitchFormat
 		}
 		o := NewOffCPU(NewCollector(regs.AMD64), sf, nil)
 		r := switchRecord(1, 1, 2, 1, 10)
@@ -129,7 +117,7 @@ func TestCollectorPrune(t *testing.T) {
 
 func TestOffCPUTake(t *testing.T) {
 	c := NewCollector(regs.AMD64)
-	o := NewOffCPU(c, DefaultSwitchFormat, nil)
+	o := NewOffCPU(c, perfevent.DefaultSwitchFormat, nil)
 	o.Add(switchRecord(10, 10, 0, 1, 1000))
 	if got := o.Take(2000); len(got) != 0 {
 		t.Fatalf("took %d samples of a thread still blocked", len(got))
@@ -172,7 +160,7 @@ func TestOffCPUFolded(t *testing.T) {
 // reported "R+" (prev_state TASK_REPORT_MAX, 0x100): runnable, not
 // blocked; TASK_IDLE's "I" (0x80) is blocked.
 func TestOffCPUPreemptedInKernel(t *testing.T) {
-	o := NewOffCPU(NewCollector(regs.AMD64), DefaultSwitchFormat, nil)
+	o := NewOffCPU(NewCollector(regs.AMD64), perfevent.DefaultSwitchFormat, nil)
 	o.Add(switchRecord(10, 10, 0, 0x100, 1000))  // 10 preempted in a system call
 	o.Add(switchRecord(20, 20, 10, 0x80, 1500))  // 20 idles (I); 10 runs again
 	o.Add(switchRecord(30, 30, 20, 0x100, 4000)) // 20 runs again
@@ -189,7 +177,7 @@ func TestOffCPUPreemptedInKernel(t *testing.T) {
 // records is left out (the thread may have run and blocked again unseen),
 // not credited as all blocked; intervals that began after the loss count.
 func TestOffCPULostRecords(t *testing.T) {
-	o := NewOffCPU(NewCollector(regs.AMD64), DefaultSwitchFormat, nil)
+	o := NewOffCPU(NewCollector(regs.AMD64), perfevent.DefaultSwitchFormat, nil)
 	o.Add(switchRecord(10, 10, 0, 1, 1000)) // 10 blocks
 	o.Add(switchRecord(30, 30, 0, 1, 1500)) // 30 blocks
 	o.Add(&perfdata.Record{Type: perfdata.RecordLost})

@@ -150,7 +150,7 @@ func runRecord(args []string) error {
 		s.Progress = os.Stderr
 	}
 	if rf.offCPU {
-		f, err := profiles.ReadSwitchFormat()
+		f, err := perfevent.ReadSwitchFormat()
 		if err != nil {
 			return err
 		}
