@@ -1,7 +1,6 @@
 package sframe_test
 
 import (
-	"github.com/rewindstack/rewind/target"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/sframe"
+	"github.com/rewindstack/rewind/unwindtable"
 )
 
 // manyLib builds a shared library of n functions with SFrame (v1 with the
@@ -46,7 +46,7 @@ func BenchmarkLookup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tab, err := target.BuildTable(f)
+	tab, err := unwindtable.BuildFile(f)
 	if err != nil {
 		b.Fatal(err)
 	}

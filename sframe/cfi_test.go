@@ -2,7 +2,6 @@ package sframe_test
 
 import (
 	"fmt"
-	"github.com/rewindstack/rewind/target"
 	"path/filepath"
 	"testing"
 
@@ -91,7 +90,7 @@ func compareWithCFI(t *testing.T, path string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := target.BuildTable(f)
+	tab, err := unwindtable.BuildFile(f)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package sframe_test
 
 import (
-	"github.com/rewindstack/rewind/target"
 	"math/rand"
 	"os/exec"
 	"strings"
@@ -11,7 +10,9 @@ import (
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/sframe"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
+	"github.com/rewindstack/rewind/unwindtable"
 )
 
 // benchObjects are the objects the issue names for sizes: libc, gdb, cc1.
@@ -72,7 +73,7 @@ func BenchmarkGenLookup(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	tab, err := target.BuildTable(f)
+	tab, err := unwindtable.BuildFile(f)
 	if err != nil {
 		b.Fatal(err)
 	}

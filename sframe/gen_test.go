@@ -3,7 +3,6 @@ package sframe_test
 import (
 	"flag"
 	"fmt"
-	"github.com/rewindstack/rewind/target"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,7 +106,7 @@ func diffCheck(t testing.TB, path string, version uint8) diffStats {
 	}
 	defer f.Close()
 	g, sec := generate(t, f, version, 0x7000_0000)
-	tab, err := target.BuildTable(f)
+	tab, err := unwindtable.BuildFile(f)
 	if err != nil {
 		t.Fatal(err)
 	}

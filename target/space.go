@@ -1,14 +1,12 @@
 package target
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 
-	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/jitdump"
 	"github.com/rewindstack/rewind/unwindtable"
@@ -106,43 +104,9 @@ func (m *Module) Table() (*unwindtable.Table, error) {
 				key += fmt.Sprintf(":%d:%d", fi.Size(), fi.ModTime().UnixNano())
 			}
 		}
-		if m.objs.Tables.Partial {
-			if hdr, eh := partialSource(m.File); hdr != nil {
-				m.table, m.tableErr = m.objs.Tables.GetPartial(key, m.File.Arch, hdr, eh)
-				return
-			}
-		}
-		m.table, m.tableErr = m.objs.Tables.Get(key, func() (*unwindtable.Table, error) {
-			return BuildTable(m.File)
-		})
+		m.table, m.tableErr = m.objs.Tables.GetFile(key, m.File)
 	})
 	return m.table, m.tableErr
-}
-
-// partialSource returns what a partial table of f is compiled from (see
-// unwindtable.NewPartial): its .eh_frame_hdr's search table and its
-// .eh_frame, when these are all the CFI it has; nil otherwise (the whole
-// table is built then).
-func partialSource(f *elfobj.File) (*cfi.EhFrameHdr, *cfi.Section) {
-	if f.EhFrame == nil || f.EhFrameHdr == nil || f.DebugFrame != nil {
-		return nil, nil
-	}
-	hd, err := f.EhFrameHdr.Load()
-	if err != nil {
-		return nil, nil
-	}
-	if _, err := f.EhFrame.Load(); err != nil {
-		return nil, nil
-	}
-	hdr, err := cfi.ParseEhFrameHdr(hd, f.EhFrameHdr.Addr, f.ByteOrder, f.Path+" .eh_frame_hdr")
-	if err != nil || hdr.FDECount == 0 {
-		return nil, nil
-	}
-	eh := CFISection(f, f.EhFrame, cfi.EhFrame)
-	if hdr.EhFramePtr != eh.Addr {
-		return nil, nil
-	}
-	return hdr, eh
 }
 
 // ModuleWithTable returns a module with no object file whose unwind rules
@@ -152,49 +116,6 @@ func ModuleWithTable(path string, t *unwindtable.Table) *Module {
 	m := &Module{Path: path}
 	m.tableOnce.Do(func() { m.table = t })
 	return m
-}
-
-// BuildTable compiles the CFI of an object (.eh_frame first, then
-// .debug_frame for what it does not cover) into an unwind table.
-func BuildTable(f *elfobj.File) (*unwindtable.Table, error) {
-	var secs []*cfi.Section
-	if s := f.EhFrame; s != nil {
-		secs = append(secs, CFISection(f, s, cfi.EhFrame))
-	}
-	if s := f.DebugFrame; s != nil {
-		secs = append(secs, CFISection(f, s, cfi.DebugFrame))
-	}
-	t, err := unwindtable.Build(f.Arch, secs...)
-	if err != nil {
-		if fe := (*cfi.FormatError)(nil); errors.As(err, &fe) && fe.Section != "" {
-			return nil, err // its section is named "PATH .eh_frame" (CFISection)
-		}
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
-	}
-	return t, nil
-}
-
-// CFISection describes one of an object's CFI sections for package cfi.
-func CFISection(f *elfobj.File, s *elfobj.Section, kind cfi.Kind) *cfi.Section {
-	ptr := 8
-	if f.Class == 1 { // ELFCLASS32
-		ptr = 4
-	}
-	sec := &cfi.Section{
-		Name:      f.Path + " " + s.Name,
-		Kind:      kind,
-		Data:      s.Data,
-		Addr:      s.Addr,
-		ByteOrder: f.ByteOrder,
-		PtrSize:   ptr,
-	}
-	if f.Text != nil {
-		sec.TextAddr = f.Text.Addr
-	}
-	if f.GotPlt != nil {
-		sec.DataAddr = f.GotPlt.Addr
-	}
-	return sec
 }
 
 // Objects opens object files once per path and shares compiled tables by

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/unwindtable"
 )
 
 // TestBuildTableErrorNamesFileOnce: a malformed .eh_frame gives an error
@@ -18,7 +19,7 @@ func TestBuildTableErrorNamesFileOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = BuildTable(f)
+	_, err = unwindtable.BuildFile(f)
 	if err == nil {
 		t.Fatal("no error for a corrupt .eh_frame")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
+	"github.com/rewindstack/rewind/unwindtable"
 )
 
 const libc = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -46,7 +47,7 @@ func encoded(t *testing.T, dir, path string) (cached, fresh []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := BuildTable(m.File)
+	want, err := unwindtable.BuildFile(m.File)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package unwind
 
 import (
-	"github.com/rewindstack/rewind/target"
 	"path/filepath"
 	"testing"
 
@@ -31,7 +30,7 @@ func BenchmarkBuildTable(b *testing.B) {
 			var rows, bytes int
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				t, err := target.BuildTable(f)
+				t, err := unwindtable.BuildFile(f)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -52,7 +51,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.Skip(err)
 	}
 	defer f.Close()
-	t, err := target.BuildTable(f)
+	t, err := unwindtable.BuildFile(f)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func TestTableAgreesWithCFI(t *testing.T) {
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			defer f.Close()
-			tab, err := target.BuildTable(f)
+			tab, err := unwindtable.BuildFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +145,7 @@ func TestTableAgreesWithCFI(t *testing.T) {
 				if s == f.DebugFrame {
 					kind = cfi.DebugFrame
 				}
-				fdes, err := cfi.Parse(target.CFISection(f, s, kind))
+				fdes, err := cfi.Parse(unwindtable.CFISection(f, s, kind))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwindtable"
 )
 
@@ -24,7 +23,7 @@ func partialOf(t testing.TB, path string) (full *unwindtable.Table, key string, 
 	if f.EhFrame == nil || f.EhFrameHdr == nil || f.DebugFrame != nil {
 		t.Skipf("%s: not only .eh_frame with .eh_frame_hdr", path)
 	}
-	if full, err = target.BuildTable(f); err != nil {
+	if full, err = unwindtable.BuildFile(f); err != nil {
 		t.Fatal(err)
 	}
 	hd, err := f.EhFrameHdr.Load()
@@ -37,7 +36,7 @@ func partialOf(t testing.TB, path string) (full *unwindtable.Table, key string, 
 	if _, err := f.EhFrame.Load(); err != nil {
 		t.Fatal(err)
 	}
-	return full, f.BuildIDHex(), hdr, target.CFISection(f, f.EhFrame, cfi.EhFrame)
+	return full, f.BuildIDHex(), hdr, unwindtable.CFISection(f, f.EhFrame, cfi.EhFrame)
 }
 
 // sameLookup requires the partial table to answer pc as the full one does

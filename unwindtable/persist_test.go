@@ -2,7 +2,6 @@ package unwindtable_test
 
 import (
 	"errors"
-	"github.com/rewindstack/rewind/target"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,7 +20,7 @@ func tableOf(t testing.TB, path string) (*unwindtable.Table, string) {
 		t.Skipf("%s not installed: %v", path, err)
 	}
 	defer f.Close()
-	tab, err := target.BuildTable(f)
+	tab, err := unwindtable.BuildFile(f)
 	if err != nil {
 		t.Fatal(err)
 	}

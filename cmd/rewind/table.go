@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/rewindstack/rewind/target"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/textesc"
+	"github.com/rewindstack/rewind/unwindtable"
 )
 
 func runTable(args []string) error {
@@ -29,7 +29,7 @@ row and build time.`)
 			return err
 		}
 		start := time.Now()
-		t, err := target.BuildTable(f)
+		t, err := unwindtable.BuildFile(f)
 		el := time.Since(start)
 		f.Close()
 		if err != nil {

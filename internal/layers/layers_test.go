@@ -52,6 +52,7 @@ var known = map[string]bool{
 // forbidden are imports that point down but should not exist.
 var forbidden = map[string]bool{
 	"unwind -> symbolize": true,
+	"target -> cfi":       true, // unwindtable reads an object's CFI sections
 }
 
 // TestImportsPointDown lists the module's packages with their imports
