@@ -662,7 +662,7 @@ func (f *File) truncErr(off int64, what string) error {
 
 // Release gives back the memory of the data section below offset off
 // (page-aligned down): a reader streaming a large file through its
-// records (see profiles.ReadPerfDataWith) releases what it has consumed,
+// records (see profiles.ReadPerfData) releases what it has consumed,
 // so that what is resident does not grow with the file. The bytes stay
 // readable: a page released is read again from the file (the page
 // cache) if anything still looks at it. Release of a file read into

@@ -24,7 +24,7 @@ var benchSeconds = flag.String("bench-seconds", "3", "seconds the benchmarks rec
 // debug information is loaded again, as a new process would) and write the
 // folded stacks.
 func reportOnce(b *testing.B, data string) int {
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), nil)
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestDecompressionBomb(t *testing.T) {
 			builds++
 			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}, Fold: true})
 		}}
-		pd, err := ReadPerfDataWith(path, regs.AMD64, opt)
+		pd, err := ReadPerfData(path, regs.AMD64, opt)
 		var fe *perfdata.FormatError
 		if !errors.As(err, &fe) || !strings.Contains(err.Error(), "expand past") {
 			t.Fatalf("kind %d: %v, want the expansion limit's error", kind, err)

@@ -33,7 +33,7 @@ func TestCompressedWhileReading(t *testing.T) {
 			return NewBuilder(c, Options{Methods: []Method{{Name: "auto", Unwinder: unwind.NewAuto()}}, Symbolizer: &symbolize.Symbolizer{}})
 		}
 		batches := 0
-		pd, err := ReadPerfDataWith(data, perfevent.Arch(), ReadOptions{Builder: mk})
+		pd, err := ReadPerfData(data, perfevent.Arch(), ReadOptions{Builder: mk})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestCopyEdge(t *testing.T) {
 	if out, err := exec.Command(perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--call-graph", "dwarf,4096", "-o", data, "--", exe).CombinedOutput(); err != nil {
 		t.Skipf("perf record cannot run here: %v\n%s", err, out)
 	}
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(string) {})
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(string) {}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,12 +21,12 @@ import (
 // profile (write it with its Write method and open it with go tool
 // pprof). The recording is perf's of testdata/spin/spin.c, made on
 // another machine: the files it names are opened from testdata
-// (ReadPerfData would open them at the recorded paths).
-func ExampleReadPerfDataOpen() {
+// (without ReadOptions.Open they would be opened at the recorded paths).
+func ExampleReadPerfData() {
 	open := func(path, buildID string) (*elfobj.File, error) {
 		return elfobj.Open(filepath.Join("testdata/spin", filepath.Base(path)))
 	}
-	pd, err := profiles.ReadPerfDataOpen("testdata/spin/perf.data", regs.AMD64, func(w string) { log.Print(w) }, open)
+	pd, err := profiles.ReadPerfData("testdata/spin/perf.data", regs.AMD64, profiles.ReadOptions{Warn: func(w string) { log.Print(w) }, Open: open})
 	if pd == nil {
 		log.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestFoldSameOutputPerf(t *testing.T) {
 // sameFolded builds path folded and not, and compares their outputs.
 func sameFolded(t *testing.T, path string, arch regs.Arch) {
 	build := func(fold bool) *Profile {
-		pd, err := ReadPerfData(path, arch, func(s string) { t.Log(s) })
+		pd, err := ReadPerfData(path, arch, ReadOptions{Warn: func(s string) { t.Log(s) }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestMemoWalksSameAsFresh(t *testing.T) {
 			if out, err := exec.Command(perf, args...).CombinedOutput(); err != nil {
 				t.Skipf("perf record cannot run here: %v\n%s", err, out)
 			}
-			pd, err := ReadPerfData(data, perfevent.Arch(), nil)
+			pd, err := ReadPerfData(data, perfevent.Arch(), ReadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

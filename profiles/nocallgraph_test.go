@@ -73,7 +73,7 @@ func noCallGraph(t *testing.T, perf, exe string, env []string) {
 	if len(want) < 100 {
 		t.Fatalf("perf script shows only %d user samples", len(want))
 	}
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { t.Log(s) })
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}

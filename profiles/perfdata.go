@@ -26,34 +26,18 @@ type PerfData struct {
 	Builder *Builder
 }
 
-// ReadPerfData reads a perf.data file (perf record --call-graph dwarf, or
-// -g) into a collector for arch. The samples borrow the file's memory:
-// Close the result only when done with the profile. When the file is
-// truncated or a record is corrupt, the result holds the records before
-// the bad one and the error says where it is. warn (may be nil) receives
-// warnings.
-func ReadPerfData(path string, arch regs.Arch, warn func(string)) (*PerfData, error) {
-	return ReadPerfDataOpen(path, arch, warn, nil)
-}
-
-// ReadPerfDataOpen is ReadPerfData with the recorded objects opened by
-// open, given each path and the build-id (hex) the recording saw for it
-// ("" when none): for looking files up elsewhere (a sysroot, debuginfod;
-// see package locate). A nil open opens the recorded path, then perf's
-// copy in its build-id cache.
-func ReadPerfDataOpen(path string, arch regs.Arch, warn func(string), open func(path, buildID string) (*elfobj.File, error)) (*PerfData, error) {
-	return readPerfData(path, arch, ReadOptions{Warn: warn, Open: open}, false)
-}
-
-// ReadOptions control ReadPerfDataWith.
+// ReadOptions control ReadPerfData.
 type ReadOptions struct {
 	// Warn receives warnings (may be nil).
 	Warn func(string)
-	// Open opens the recorded objects (see ReadPerfDataOpen; nil: the
-	// recorded path, then perf's build-id cache).
+	// Open opens the recorded objects, given each path and the build-id
+	// (hex) the recording saw for it ("" when none): for looking files up
+	// elsewhere (a sysroot, debuginfod; see package locate). Nil opens
+	// the recorded path, then perf's copy in its build-id cache.
 	Open func(path, buildID string) (*elfobj.File, error)
 	// TablesDir is where unwind tables are cached (the collector's
-	// Objects.Tables.Dir; "" for none).
+	// Objects.Tables.Dir; "" for none). It is set here, not on the
+	// collector after the read: the tables load while the file is read.
 	TablesDir string
 	// Symbolizer, when set, is the one that will name the profile's
 	// frames: it loads the symbols and debug information of the objects
@@ -92,20 +76,20 @@ var (
 // unwinding while reading goes.
 func (c *Collector) pending() int { return c.PendingBytes() + pendingRecord*len(c.events) }
 
-// ReadPerfDataWith is ReadPerfData with options. While the records are
-// decoded, the objects the file's build-id list names (perf lists those
-// samples hit) are opened in the background, and their thread roots,
-// unwind tables and, with opt.Symbolizer, symbols and debug information
-// are loaded: on two cores this was the first milliseconds of unwinding,
-// when the walks and the first stacks' names waited for them.
-func ReadPerfDataWith(path string, arch regs.Arch, opt ReadOptions) (*PerfData, error) {
-	return readPerfData(path, arch, opt, true)
-}
-
-// readPerfData reads the file; tables says whether the warm-up loads the
-// objects' unwind tables (not when the caller may still set where they
-// are cached).
-func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*PerfData, error) {
+// ReadPerfData reads a perf.data file (perf record --call-graph dwarf,
+// or -g) into a collector for arch; it is the one way rewind opens a
+// recording, whatever the options. The samples borrow the file's memory:
+// Close the result only when done with the profile. When the file is
+// truncated or a record is corrupt, the result holds the records before
+// the bad one and the error says where it is.
+//
+// While the records are decoded, the objects the file's build-id list
+// names (perf lists those samples hit) are opened in the background, and
+// their thread roots, unwind tables and, with opt.Symbolizer, symbols and
+// debug information are loaded: on two cores this was the first
+// milliseconds of unwinding, when the walks and the first stacks' names
+// waited for them.
+func ReadPerfData(path string, arch regs.Arch, opt ReadOptions) (*PerfData, error) {
 	warn, open := opt.Warn, opt.Open
 	var f *perfdata.File
 	var err error
@@ -179,7 +163,7 @@ func readPerfData(path string, arch regs.Arch, opt ReadOptions, tables bool) (*P
 	}
 	c.Objects.Open = func(path string) (*elfobj.File, error) { return open(path, want[path]) }
 	c.Objects.Tables.Dir = opt.TablesDir
-	c.warmObjects(f.BuildIDs, opt.Symbolizer, tables)
+	c.warmObjects(f.BuildIDs, opt.Symbolizer)
 	others := 0
 	// roundEnd is the newest time before the last FINISHED_ROUND but
 	// one, round the newest before the last; flushedAt is roundEnd when

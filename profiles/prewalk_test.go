@@ -30,7 +30,7 @@ func recordFixture(t *testing.T, rounds, threads string) string {
 }
 
 func readPerfData(t *testing.T, data string) *profiles.PerfData {
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), nil)
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ func TestMatchesPerfScript(t *testing.T) {
 		t.Skipf("perf record cannot run here: %v\n%s", err, out)
 	}
 	want := perfScript(t, perf, data)
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { t.Log(s) })
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestRebuiltBinary(t *testing.T) {
 	}
 	copyFile(t, perftest.BuildCPU(t, "-fno-omit-frame-pointer"), exe)
 	var warnings []string
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { warnings = append(warnings, s) })
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(s string) { warnings = append(warnings, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestTakeInPieces(t *testing.T) {
 		t.Skipf("perf record cannot run here: %v\n%s", err, out)
 	}
 	read := func() *profiles.PerfData {
-		pd, err := profiles.ReadPerfData(data, perfevent.Arch(), nil)
+		pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func TestStreamedParallelSameAsSequential(t *testing.T) {
 		} else {
 			walkInCaller = true
 		}
-		pd, err := ReadPerfDataWith(data, perfevent.Arch(), ReadOptions{Builder: mk})
+		pd, err := ReadPerfData(data, perfevent.Arch(), ReadOptions{Builder: mk})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func TestSystemWide(t *testing.T) {
 			}
 		}
 		var warns []string
-		pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { warns = append(warns, s) })
+		pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(s string) { warns = append(warns, s) }})
 		if err != nil {
 			t.Fatalf("%v: %v", cg, err)
 		}
@@ -82,7 +82,7 @@ func TestSystemWideComm(t *testing.T) {
 			want[c]++
 		}
 	}
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(string) {})
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(string) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestSeveralEvents(t *testing.T) {
 		t.Skipf("perf recorded samples of %d events: %v", len(perEvent), perEvent)
 	}
 	var warns []string
-	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), func(s string) { warns = append(warns, s) })
+	pd, err := profiles.ReadPerfData(data, perfevent.Arch(), profiles.ReadOptions{Warn: func(s string) { warns = append(warns, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 // thread-root functions, which needs their symbol tables (and those of
 // their separate debug files): about a millisecond per library that
 // otherwise delays the first walk, done while the records are decoded.
-// With tables their unwind tables are loaded too (where
-// c.Objects.Tables.Dir says, set before), and with sym their symbols and
-// debug information, by naming their entry points.
-func (c *Collector) warmObjects(ids []perfdata.BuildID, sym *symbolize.Symbolizer, tables bool) {
+// Their unwind tables are loaded too (where c.Objects.Tables.Dir says,
+// set before), and with sym their symbols and debug information, by
+// naming their entry points.
+func (c *Collector) warmObjects(ids []perfdata.BuildID, sym *symbolize.Symbolizer) {
 	var paths []string
 	for _, b := range ids {
 		if b.CPUMode == perfdata.MiscUser && strings.HasPrefix(b.Filename, "/") {
@@ -32,9 +32,7 @@ func (c *Collector) warmObjects(ids []perfdata.BuildID, sym *symbolize.Symbolize
 		for _, p := range paths {
 			if m := c.Objects.Module(p); m.File != nil {
 				goruntime.RootRanges(m)
-				if tables {
-					m.Table()
-				}
+				m.Table()
 				if sym != nil {
 					sym.Frame(&target.Mapping{End: math.MaxUint64, Path: p, Module: m}, m.File.Entry, true)
 				}

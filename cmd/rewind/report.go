@@ -82,7 +82,7 @@ func runReport(args []string) error {
 	elfobj.MapSections(true)
 	defer lessGC()()
 	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
-	pd, readErr := profiles.ReadPerfDataWith(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
+	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
 	pf.tm.mark("read")
 	if pd == nil {
 		return readErr
