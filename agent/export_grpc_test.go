@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/internal/grpcunary"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 // answering is a gRPC OTLP profiles server of grpc-go and pdata that

@@ -3,7 +3,7 @@ package agent
 import (
 	"os"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 	"reflect"
 	"strings"
 	"testing"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fixture"
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 // TestPLTNamesMatchObjdump names every PLT entry of libc and of a program

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/internal/goruntime"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 	"github.com/rewindstack/rewind/target"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 var writeSeeds = flag.Bool("writeseeds", false, "rewrite the committed fuzz seed corpus in testdata/fuzz")

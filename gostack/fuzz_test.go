@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 // fuzzAnchors are real return addresses of this test binary (a captured

@@ -13,8 +13,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
-	"github.com/rewindstack/rewind/internal/perfbomb"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/perfbomb"
 )
 
 // manySamples returns n sample records of testAttr that differ as a

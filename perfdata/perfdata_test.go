@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fixture"
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
 	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 var writeSeeds = flag.Bool("write-seeds", false, "rewrite the committed fuzz seed corpora")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/perfbomb"
+	"github.com/rewindstack/rewind/internal/testutil/perfbomb"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/unwind"

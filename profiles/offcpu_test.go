@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/regs"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/sframe"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 func TestKallsyms(t *testing.T) {

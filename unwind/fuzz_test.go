@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/cfi"
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/unwindtable"
 )

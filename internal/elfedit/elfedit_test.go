@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 // probe prints, for the main program and for libprobe.so, the size and

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 const prog = `package main

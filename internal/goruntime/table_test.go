@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fileerr"
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 	"github.com/rewindstack/rewind/target"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
 )
 
 // h2c starts a plain-text HTTP/2 server of h.

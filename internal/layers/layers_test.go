@@ -18,7 +18,7 @@ const module = "github.com/rewindstack/rewind/"
 var layers = [][]string{
 	// plumbing: no knowledge of programs or stacks
 	{"regs", "gostack", "internal/cachefile", "internal/demo", "internal/elfdata", "internal/elfedit", "internal/fileerr",
-		"internal/fsafe", "internal/fuzzcorpus", "internal/gcdefer", "internal/grpcunary", "internal/hugeheap", "internal/jitdump",
+		"internal/fsafe", "internal/gcdefer", "internal/grpcunary", "internal/hugeheap", "internal/jitdump",
 		"internal/outfile", "internal/perfmap", "internal/pprof", "internal/prefetch", "internal/readat",
 		"internal/textesc", "internal/tracefs"},
 	// formats: files and records, read and written
@@ -34,10 +34,11 @@ var layers = [][]string{
 	{"output", "stacks", "profiles", "flamegraph"},
 	// recordings
 	{"bpfunwind", "session"},
-	// commands and test plumbing
+	// commands and test plumbing (internal/testutil: what only tests use)
 	{"agent", "goshadow", "cmd/rewind", "cmd/rewind/clitest", "scripts/floor", "scripts/shadowcheck",
-		"internal/fixture", "internal/fixture/cmd/otelcol", "internal/fixture/cmd/pychroots", "internal/perfbomb",
-		"internal/perftest", "internal/vminit", "internal/vminit/mkinitramfs", "internal/layers"},
+		"internal/fixture", "internal/fixture/cmd/otelcol", "internal/fixture/cmd/pychroots",
+		"internal/perftest", "internal/testutil/fuzzcorpus", "internal/testutil/perfbomb",
+		"internal/vminit", "internal/vminit/mkinitramfs", "internal/layers"},
 }
 
 // known are the upward imports still to be undone (issue 39), each

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/perfbomb"
+	"github.com/rewindstack/rewind/internal/testutil/perfbomb"
 )
 
 // TestReportBomb runs rewind report, under a 2 GiB address-space limit,

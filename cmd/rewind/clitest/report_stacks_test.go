@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/perfbomb"
+	"github.com/rewindstack/rewind/internal/testutil/perfbomb"
 )
 
 // TestReportManyStacksMemory runs rewind report on an 80 MB perf.data
