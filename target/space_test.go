@@ -11,7 +11,7 @@ import (
 
 // TestBuildTableErrorNamesFileOnce: a malformed .eh_frame gives an error
 // naming the file, the section and the offset, each once (cfi's errors
-// name the file already: BuildTable must not say it again).
+// name the file already: unwindtable.BuildFile must not say it again).
 func TestBuildTableErrorNamesFileOnce(t *testing.T) {
 	path := fixture.BadEhFrame(t)
 	f, err := elfobj.Open(path)

@@ -9,9 +9,9 @@ import (
 )
 
 // tableKey names an object's unwind table in the table cache: its
-// build-id and a hash of everything BuildTable reads (the architecture,
-// the CFI sections' addresses and bytes, the text and GOT addresses that
-// pointer encodings are relative to). A build-id alone is a claim the
+// build-id and a hash of everything unwindtable.BuildFile reads (the
+// architecture, the CFI sections' addresses and bytes, the text and GOT
+// addresses that pointer encodings are relative to). A build-id alone is a claim the
 // file makes about itself — two programs linked with the same
 // --build-id=0x…, or a static program given libc's, would share a table
 // — so the contents decide. An object without a build-id (Go's
