@@ -69,6 +69,11 @@ const (
 	MaxKStacks = 16384
 )
 
+// anonFile is the file index of described anonymous executable memory (a
+// JIT's code): no file has it, and the walk takes frame pointers there
+// (ANON_FILE in the program).
+const anonFile = MaxFiles
+
 // Sizes are the sizes of the maps that hold rows, stacks and counts,
 // fixed when the program is loaded: creating (and zeroing) the largest
 // took a second of the kernel's time on the development machine, too much

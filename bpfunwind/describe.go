@@ -90,6 +90,13 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 		} else {
 			file, bias, ok = u.fileOf(m, urgent)
 		}
+		if !ok && !m.IsFile() && m.Path != target.VDSOPath {
+			// Anonymous executable memory, a JIT's code: described,
+			// so that the walk takes its frame pointers at once (the
+			// program finds one VMA a run by itself: bpf_find_vma
+			// is busy for the next until its lock is let go).
+			file, ok = anonFile, true
+		}
 		if !ok {
 			continue
 		}
@@ -118,7 +125,9 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 	u.described[pid] = describedProc{sum: sum, maps: append([]mapping(nil), p.Maps[:p.N]...)}
 	files := make([]uint32, 0, p.N)
 	for _, m := range p.Maps[:p.N] {
-		files = append(files, m.File)
+		if m.File != anonFile {
+			files = append(files, m.File)
+		}
 	}
 	u.pool.setUsers(pid, files)
 	u.mu.Unlock()

@@ -112,6 +112,9 @@ func (u *Unwinder) needsReload(idx uint32) bool {
 // described unchanged (its walks reaching them end file-not-loaded).
 func (u *Unwinder) reloadEvicted(maps []mapping) {
 	for _, m := range maps {
+		if m.File == anonFile {
+			continue
+		}
 		u.mu.Lock()
 		again := u.needsReload(m.File)
 		mod := u.fstateMod(m.File)

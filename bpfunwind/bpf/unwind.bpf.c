@@ -129,6 +129,7 @@ struct bpf_perf_event_data {
 #define MAX_MAPS 256      // executable mappings per process
 #define MAX_PROCS 8192    // processes described at once
 #define MAX_FILES 4096    // files with rows
+#define ANON_FILE MAX_FILES // the file of described anonymous executable memory (a JIT's code)
 #define MAX_ROWS (3 << 20) // rows of all files (8 bytes each)
 #define MAX_RULES (1 << 16) // distinct rules of all files (16 bytes each)
 #define MAX_STACKS 32768  // distinct user stacks kept
@@ -390,7 +391,10 @@ struct walk {
 	__u32 tgid;
 	__u32 mhint; // the mapping of the previous frame (index into the proc's)
 	__u64 hash;
-	struct mapping vm; // a mapping found through the VMA
+	struct mapping vm; // a mapping found through the VMA (end 0: none)
+	__u64 vc_start, vc_end; // the VMA bpf_find_vma found last
+	__u32 vc_kind;          // ... and what is there (VMA_*)
+	__u32 _vpad;
 	__u32 nreads;  // words read (UC_READS + 1: more)
 	__u32 nocache; // the walk used something the cache cannot check
 	__u32 fpreg;   // fp is still the sampled register's value
@@ -435,14 +439,27 @@ enum {
 // the process meanwhile. Otherwise *kind says what is there.
 static __always_inline struct mapping *vma_mapping(struct walk *w, __u64 pc, int *kind)
 {
+	// The VMA found last (bpf_find_vma finds one a run in a perf
+	// event's NMI: its lock is let go later, by irq_work), for the
+	// frames in the same one.
+	if (pc >= w->vc_start && pc < w->vc_end) {
+		*kind = w->vc_kind;
+		return w->vc_kind == VMA_FILE && w->vm.end != 0 ? &w->vm : NULL;
+	}
 	struct vma_ctx c = {};
 	*kind = VMA_NONE;
-	if (bpf_find_vma(bpf_get_current_task_btf(), pc, vma_cb, &c, 0) != 0 || !(c.flags & VM_EXEC))
+	if (bpf_find_vma(bpf_get_current_task_btf(), pc, vma_cb, &c, 0) != 0)
 		return NULL;
-	*kind = VMA_ANON;
+	w->vc_start = c.start;
+	w->vc_end = c.end;
+	w->vc_kind = VMA_NONE;
+	w->vm.end = 0;
+	if (!(c.flags & VM_EXEC))
+		return NULL;
+	*kind = w->vc_kind = VMA_ANON;
 	if (c.ino == 0)
 		return NULL;
-	*kind = VMA_FILE;
+	*kind = w->vc_kind = VMA_FILE;
 	struct inode_key k = {.dev = c.dev, .ino = c.ino};
 	struct inode_file *f = bpf_map_lookup_elem(&inodes, &k);
 	if (!f)
@@ -785,7 +802,10 @@ static __always_inline int step(struct walk *w, struct proc *p, __u32 i)
 				w->st.norows = 1;
 		}
 	}
-	if (m) {
+	if (m && m->file == ANON_FILE) {
+		// A JIT's code: frame pointers below.
+		w->nocache = 1;
+	} else if (m) {
 		fi = m->file;
 		struct file_rows *f = bpf_map_lookup_elem(&files, &fi);
 		if (!f || f->count == 0) {
@@ -1068,6 +1088,9 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	w->st.n = 0;
 	w->st.end = END_NONE;
 	w->st.gojump = 0;
+	w->st.norows = 0;
+	w->vc_start = w->vc_end = 0;
+	w->vm.end = 0;
 	w->st.fpmask[0] = 0;
 	w->st.fpmask[1] = 0;
 	// An unknown process (new, or just exec'd) is walked through its
@@ -1087,7 +1110,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	// off-CPU program more than the walk (a thread blocking 500 times a
 	// second in one place walks the same stack each time).
 	struct stack *old = bpf_map_lookup_elem(&stacks, &key);
-	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen && old->gojump == w->st.gojump &&
+	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen && old->gojump == w->st.gojump && old->norows == w->st.norows &&
 	    old->fpmask[0] == w->st.fpmask[0] && old->fpmask[1] == w->st.fpmask[1] && old->pcs[0] == w->st.pcs[0]) {
 		py_store(key);
 		ucache_keep(uc, w, regs, tid, p, key);
