@@ -40,6 +40,10 @@ func (s *Snapshot) Target(objs *target.Objects, warn func(string)) *target.Targe
 		}
 		ctx := target.Thread(th.TID, th.Name, th.Regs)
 		ctx.TP = th.TP
+		ctx.Stopped = target.StopStopped
+		if th.Asleep {
+			ctx.Stopped = target.StopNotStopped
+		}
 		// The thread's own copies first, then the snapshot's memory,
 		// which stops at the end of its stack copy.
 		mem := s.cutAtCopy(&th)

@@ -83,6 +83,10 @@ type Thread struct {
 	End       string  `json:"end"`
 	EndDetail string  `json:"end_detail,omitempty"`
 	Frames    []Frame `json:"frames"`
+	// Stopped says, for a live process's thread, whether it was stopped
+	// to be read (false: read in place, blocked in the kernel
+	// throughout); absent for cores.
+	Stopped *bool `json:"stopped,omitempty"`
 }
 
 // Frame is one frame. PC is the current PC for frame 0 and the return

@@ -75,6 +75,10 @@ func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output
 	for i := range walks {
 		w := &walks[i]
 		th := Symbolize(w.TID, w.Name, &w.Stack, sym)
+		if w.Context != nil && w.Context.Stopped != target.StopUnknown {
+			stopped := w.Context.Stopped == target.StopStopped
+			th.Stopped = &stopped
+		}
 		if w.Fiber == nil {
 			if w.Context != nil {
 				c := w.Context

@@ -86,7 +86,21 @@ type Context struct {
 	// Err is set when the context could not be captured; Regs are then
 	// empty and the context is reported, not unwound.
 	Err error
+	// Stopped says whether a live process's thread was stopped to be
+	// read or read in place, blocked in the kernel; StopUnknown for
+	// cores and other contexts.
+	Stopped StopState
 }
+
+// StopState is whether a live thread was stopped to be read.
+type StopState uint8
+
+// StopStates.
+const (
+	StopUnknown    StopState = iota // not a live thread (a core's, a fiber)
+	StopStopped                     // stopped (ptrace) while it was read
+	StopNotStopped                  // read without being stopped: blocked in the kernel throughout
+)
 
 // Thread returns a thread context.
 func Thread(tid int, name string, r regs.Regs) Context {
