@@ -1,25 +1,19 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
 
-	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/dump"
 	"github.com/rewindstack/rewind/fibers"
-	"github.com/rewindstack/rewind/internal/fileerr"
-	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/goroutines"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/runtimes"
 	_ "github.com/rewindstack/rewind/runtimes/builtin" // every runtime rewind ships, in runtimes.All
-	"github.com/rewindstack/rewind/stacks"
-	"github.com/rewindstack/rewind/symbolize"
-	"github.com/rewindstack/rewind/target"
 )
 
 var dumpHelp = `rewind dump PID [flags]            every thread of a running process
@@ -122,43 +116,49 @@ func runDump(args []string) error {
 	if err != nil {
 		return err
 	}
-	opt := stacks.Options{Unwinder: u, Threads: tids}
-	sym, objs, tm, finish := dumpSetup(*noInlines, *tailCalls, *noCache, *stats)
+	opt, tm, finish := dumpOptions(*noInlines, *tailCalls, *noCache, *stats)
 	defer finish()
+	opt.Unwinder, opt.Threads, opt.Resolver = u, tids, lf.resolver
+	opt.MaxStack, opt.MaxStopped, opt.MaxPause = *maxStack, *maxStopped, *maxPause
+	opt.Lazy, opt.Stop = *lazy, *stop
+	opt.Fibers, opt.AllFibers, opt.FiberScan = specs, *allFibers, *fiberScan
+	opt.FiberScanLimits = fibers.ScanLimits{MaxTime: *fiberScanTime}
+	opt.NoRuntimes = noRuntime.left()
 	if *goroutines {
-		return dumpGoroutines(goroutineDump{core: *core, lf: lf, pos: pos, maxStack: *maxStack, maxPause: *maxPause,
-			json: *asJSON, group: *group, labels: *labels, objs: objs, u: u, sym: sym, tm: tm})
+		return dumpGoroutines(opt, *core, pos, goroutineWriter(*asJSON, *group, *labels))
 	}
 	if *labels {
 		return usagef("--labels applies to --goroutines only")
 	}
-	var rep *output.Report
-	switch {
-	case *core != "" && len(pos) == 0:
-		if rep, err = dumpCore(*core, lf, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, noRuntime.wanted()}, sym, tm); err != nil {
-			return err
-		}
-	case *core == "" && len(pos) == 1:
-		pid, err := livePID(pos[0], lf)
-		if err != nil {
-			return err
-		}
-		tables := *method == "auto" || *method == "dwarf" // walks read unwind tables
-		lopt, unload := inPlaceOptions(live.Options{MaxStack: *maxStack, MaxStopped: *maxStopped, MaxPause: *maxPause}, !*stop && !*lazy && tids == nil)
-		defer unload()
-		if rep, lf.inputErr = dumpLive(pid, *lazy, tables, lopt, objs, opt, fiberReq{specs, *allFibers, *fiberScan, fibers.ScanLimits{MaxTime: *fiberScanTime}, noRuntime.wanted()}, sym, tm); rep == nil {
-			return lf.inputErr
-		}
-	case *core != "" && len(pos) > 0:
-		return usagef("give one PID or --core FILE, not both")
-	default:
-		return dumpArgsError(len(pos))
+	rep, inputErr := dumpThreads(opt, *core, pos, lf)
+	if rep == nil {
+		return inputErr
 	}
 	if err := writeDump(rep, *asJSON, *group); err != nil {
 		return err
 	}
 	tm.mark("output")
-	return lf.inputErr
+	return inputErr
+}
+
+// dumpThreads dumps the threads of the core or the one process pos names.
+// A nil report comes with the command's error; a report may come with an
+// error to return after it is written (a damaged core, a process that
+// exited during the capture).
+func dumpThreads(opt dump.Options, core string, pos []string, lf *locateFlags) (*output.Report, error) {
+	switch {
+	case core != "" && len(pos) == 0:
+		return dump.Core(core, opt)
+	case core == "" && len(pos) == 1:
+		pid, err := livePID(pos[0], lf)
+		if err != nil {
+			return nil, err
+		}
+		return dump.Live(pid, opt)
+	case core != "" && len(pos) > 0:
+		return nil, usagef("give one PID or --core FILE, not both")
+	}
+	return nil, dumpArgsError(len(pos))
 }
 
 // dumpArgsError is the usage error of a dump given n arguments that are
@@ -183,38 +183,37 @@ func parseFiberSpecs(flags []string) ([]fibers.Spec, error) {
 	return specs, nil
 }
 
-// dumpSetup makes a dump's symbolizer (listing inlined calls unless
-// noInlines, tail calls with tailCalls), objects (both with the persistent
-// cache unless noCache) and timings (when stats); finish saves what the
-// dump read to the cache and prints the timings and cache notes.
-func dumpSetup(noInlines, tailCalls, noCache, stats bool) (sym *symbolize.Symbolizer, objs *target.Objects, tm *timings, finish func()) {
-	// Inlined calls are listed (marked) above the frame they were inlined
-	// into, as eu-stack -i and gdb show them.
-	sym = &symbolize.Symbolizer{Inlines: !noInlines, TailCalls: tailCalls}
-	// Large sections mapped rather than copied: fewer pages touched
-	// (a dump is short-lived; see elfobj.MapSections).
-	elfobj.MapSections(true)
-	symbolize.BuffersOutsideHeap(true)
-	objs = &target.Objects{}
-	// Unwind tables of the FDEs the frames are in, not whole objects.
-	objs.Tables.Partial = true
-	if dir := cacheDir(noCache); dir != "" {
-		// A dump reads as little DWARF as its frames need, and keeps it.
-		sym.Cache = symbolize.NewIncrementalCache(dir)
-		objs.Tables.Dir = dir
-		objs.Tables.SaveLater = true // written while the dump goes on
-	}
+// dumpOptions returns the options every dump command line shares: the
+// symbolizer's (inlined calls listed unless noInlines, tail calls with
+// tailCalls), the persistent cache unless noCache, the process-wide
+// settings of a short-lived process, warnings and timings (when stats).
+// finish saves what the dump read to the cache once the output is out and
+// prints the timings and cache notes.
+func dumpOptions(noInlines, tailCalls, noCache, stats bool) (opt dump.Options, tm *timings, finish func()) {
 	if stats {
 		tm = newTimings()
 	}
-	return sym, objs, tm, func() {
-		// What the symbolizer read of debug files goes to the cache
-		// once the stacks are out, beside the unwind tables.
-		earlyDone.Wait() // what the early work read is saved too
-		saved := make(chan struct{})
-		go func() { objs.Tables.Wait(); close(saved) }()
-		sym.Flush()
-		<-saved
+	pending := &dump.Pending{}
+	opt = dump.Options{
+		NoInlines: noInlines, TailCalls: tailCalls,
+		// Large sections mapped rather than copied: fewer pages touched
+		// (a dump is short-lived; see elfobj.MapSections).
+		MapSections: true, BuffersOutsideHeap: true,
+		CacheDir: cacheDir(noCache),
+		Warn:     warn, Phase: tm.mark, Pending: pending,
+		Paused: func(snap *live.Snapshot, set *goroutines.Set) {
+			if set != nil {
+				tm.goroutinePause(snap, set)
+			} else {
+				tm.pause(snap)
+			}
+		},
+		InPlaceUnavailable: func(why string) {
+			fmt.Fprintf(os.Stderr, "rewind: every thread is stopped to be read: reading blocked threads in place needs BPF (%s); --stop asks for the stop and hides this line\n", textesc.String(why))
+		},
+	}
+	return opt, tm, func() {
+		pending.Wait()
 		tm.mark("save")
 		if stats {
 			tm.print()
@@ -235,61 +234,6 @@ func writeDump(rep *output.Report, asJSON, group bool) error {
 	return output.WriteText(os.Stdout, rep)
 }
 
-// fiberReq is what the fiber flags ask for: explicit contexts, and every
-// fiber of a recognized runtime.
-type fiberReq struct {
-	specs []fibers.Spec
-	auto  bool
-	scan  bool
-	lim   fibers.ScanLimits
-	// runtimes: the language runtimes whose frames are read too (those
-	// no --no-NAME flag left out).
-	runtimes []runtimes.Runtime
-}
-
-func (r fiberReq) any() bool { return len(r.specs) > 0 || r.auto || r.scan }
-
-func dumpCore(path string, lf *locateFlags, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (*output.Report, error) {
-	c, err := corefile.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	exe, err := lf.setupCore(c, objs, sym)
-	if err != nil {
-		return nil, err
-	}
-	tg, err := c.Target(objs, exe, lf.unnamedFiles(c)...)
-	if err != nil {
-		return nil, err
-	}
-	tm.mark("open")
-	var found []fibers.Spec
-	if fr.scan {
-		var st fibers.ScanStats
-		if found, st, err = fibers.ScanCore(tg, c.AnonymousSegments(), fr.lim); err != nil {
-			return nil, err
-		}
-		if n := st.Note(); n != "" {
-			warn(n)
-		}
-		fr.specs = append(fr.specs, found...)
-	}
-	preload(sym, tg) // on the other core, while unwinding
-	if fr.any() {
-		tg.Contexts = append(tg.Contexts, fibers.FromCore(tg, fr.specs, fr.auto, warn)...)
-	}
-	for _, r := range fr.runtimes {
-		r.Core(tg, warn)
-	}
-	walks := fibers.DropPhantoms(stacks.Walk(tg, opt), found)
-	tm.mark("unwind")
-	warnUnreadable(tg.Space, walks)
-	rep := stacks.Report(tg, walks, sym)
-	tm.mark("symbolize")
-	return rep, nil
-}
-
 // livePID parses a dump's PID argument, with the flags a live dump takes.
 func livePID(arg string, lf *locateFlags) (int, error) {
 	pid, err := strconv.Atoi(arg)
@@ -302,174 +246,7 @@ func livePID(arg string, lf *locateFlags) (int, error) {
 	return pid, nil
 }
 
-// dumpLive captures process pid with lopt (its Threads from opt) and
-// unwinds it. When the process exits after some threads were copied, it
-// returns their report and the error wrapping live.ErrExited: what was
-// copied is dumped, and the error is the command's. Unless lazy, the
-// objects are opened while the process is being stopped (see
-// earlyOpen; tables: the walks read unwind tables).
-func dumpLive(pid int, lazy, tables bool, lopt live.Options, objs *target.Objects, opt stacks.Options, fr fiberReq, sym *symbolize.Symbolizer, tm *timings) (_ *output.Report, rerr error) {
-	lopt.Threads = opt.Threads
-	fc, found, err := liveFibers(pid, fr, &lopt)
-	if err != nil {
-		return nil, err
-	}
-	maps, _ := procmaps.Read(pid) // nil: the capture says why
-	rts := liveRuntimes(pid, fr.runtimes, maps)
-	lopt.During = runtimes.During(lopt.During, rts) // after the fibers' own
-	addFibers := func(tg *target.Target) {
-		if fc != nil {
-			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, warn)...)
-		}
-		for _, l := range rts {
-			l.Attach(tg, warn)
-		}
-	}
-	var tg *target.Target
-	var walks []stacks.Walked
-	var snap *live.Snapshot
-	if lazy {
-		err = live.WithStopped(pid, lopt, func(s *live.Snapshot) error {
-			snap = s
-			if fc != nil {
-				fc.During(s.Reader()) // WithStopped has no During: the threads are stopped now
-			}
-			for _, l := range rts {
-				l.During(s.Reader())
-			}
-			tg = s.Target(objs, warn)
-			addFibers(tg)
-			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
-			return nil
-		})
-		tm.mark("capture+unwind")
-	} else {
-		early := startEarly(pid, objs, sym, tables, maps)
-		snap, err = live.Capture(pid, lopt)
-		early.captured()
-		tm.mark("capture")
-		var exitErr error
-		if errors.Is(err, live.ErrExited) && snap != nil && len(snap.Threads) > 0 {
-			// Exited during the capture: what was copied is dumped, and
-			// the error said after it.
-			exitErr, err = err, nil
-		}
-		defer func() {
-			if exitErr != nil && rerr == nil {
-				rerr = exitErr
-			}
-		}()
-		if err == nil {
-			early.settle(snap, objs)
-			tg = snap.Target(objs, warn)
-			tm.mark("open")
-			preload(sym, tg) // on the other core, while unwinding
-			addFibers(tg)
-			walks = fibers.DropPhantoms(stacks.Walk(tg, opt), found)
-			tm.mark("unwind")
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	warnUnreadable(tg.Space, walks)
-	rep := stacks.Report(tg, walks, sym)
-	tm.mark("symbolize")
-	pause := snap.Pause.Microseconds()
-	rep.PauseUS = &pause
-	tm.pause(snap)
-	return rep, nil
-}
-
-// liveFibers scans process pid for fibers when asked (the specs found are
-// returned, to drop phantom walks) and returns the copier of the fibers'
-// stacks, set up in lopt, or nil when no fibers are asked for.
-func liveFibers(pid int, fr fiberReq, lopt *live.Options) (*fibers.Copier, []fibers.Spec, error) {
-	var found []fibers.Spec
-	if fr.scan {
-		var st fibers.ScanStats
-		var err error
-		if found, st, err = fibers.ScanLive(pid, fr.lim); err != nil {
-			return nil, nil, err
-		}
-		if n := st.Note(); n != "" {
-			warn(n)
-		}
-		fr.specs = append(fr.specs, found...)
-	}
-	if !fr.any() {
-		return nil, found, nil
-	}
-	fc := fibers.NewCopier(pid, fr.specs, fr.auto, warn)
-	fc.Apply(lopt)
-	return fc, found, nil
-}
-
-// preload has the symbolizer start reading, in the background, what the
-// frames will need, beginning with each thread's current PC.
-func preload(sym *symbolize.Symbolizer, tg *target.Target) {
-	var starts []symbolize.Want
-	for i := range tg.Contexts {
-		c := &tg.Contexts[i]
-		if pc, ok := c.Regs.PC(); ok && c.Err == nil {
-			starts = append(starts, symbolize.Want{Map: tg.Space.Find(pc), PC: pc, Exact: true})
-		}
-	}
-	sym.Preload(starts)
-}
-
 func warn(msg string) { fmt.Fprintf(os.Stderr, "rewind: warning: %s\n", textesc.String(msg)) }
-
-// warnUnreadable tells the user about mapped objects that could not be
-// opened: their frames print as addresses only. A file that is no ELF
-// object at all, in a mapping whose permissions are unknown (gcore leaves
-// read-only file mappings out of the core, so a locale archive looks like
-// code), is data: it is said only when a frame of walks lands in it.
-func warnUnreadable(space *target.AddressSpace, walks []stacks.Walked) {
-	hit := map[string]bool{}
-	for i := range walks {
-		for _, f := range walks[i].Stack.Frames {
-			if f.Map != nil {
-				hit[f.Map.Path] = true
-			}
-		}
-	}
-	seen := map[string]bool{}
-	for _, m := range space.Mappings() {
-		if m.Module == nil || m.Module.File != nil || seen[m.Path] {
-			continue
-		}
-		seen[m.Path] = true
-		if m.Perms == "" && notELF(m.Module.Err) && !hit[m.Path] {
-			continue
-		}
-		warn(fmt.Sprintf("%v (frames in it print as addresses)", m.Module.Err))
-	}
-}
-
-// notELF reports whether err says a file is not an ELF object at all (its
-// header is not one), rather than missing, unreadable or damaged.
-func notELF(err error) bool {
-	var fe *fileerr.FormatError
-	return errors.As(err, &fe) && fe.Pkg == "elfobj" && fe.Section == "ELF header" && fe.Offset == 0
-}
-
-// liveRuntimes finds each of rts in process pid, whose mappings are maps
-// (nil: unreadable, and the capture says why), and returns the readers of
-// those it runs, ready for the pause.
-func liveRuntimes(pid int, rts []runtimes.Runtime, maps []target.Mapping) []runtimes.Live {
-	var out []runtimes.Live
-	for _, r := range rts {
-		l, err := r.Live(pid, maps)
-		if err != nil {
-			warn(err.Error())
-		}
-		if l != nil {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // noRuntimes holds the --no-NAME flag of each registered runtime.
 type noRuntimes map[string]*bool
@@ -483,12 +260,13 @@ func runtimeFlags(fs *flag.FlagSet) noRuntimes {
 	return no
 }
 
-// wanted returns the runtimes no flag left out, in registry order.
-func (no noRuntimes) wanted() []runtimes.Runtime {
-	var out []runtimes.Runtime
+// left returns the names of the runtimes a flag left out, in registry
+// order.
+func (no noRuntimes) left() []string {
+	var out []string
 	for _, r := range runtimes.All() {
-		if p := no[r.Name()]; p == nil || !*p {
-			out = append(out, r)
+		if p := no[r.Name()]; p != nil && *p {
+			out = append(out, r.Name())
 		}
 	}
 	return out

@@ -32,6 +32,8 @@ var layers = [][]string{
 	{"symbolize"},
 	// outputs: reports, profiles and their formats
 	{"output", "stacks", "profiles", "flamegraph"},
+	// pipelines: a dump, from a target to its report
+	{"dump"},
 	// recordings
 	{"bpfunwind", "session"},
 	// commands and test plumbing (internal/testutil: what only tests use)

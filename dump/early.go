@@ -1,4 +1,4 @@
-package main
+package dump
 
 import (
 	"fmt"
@@ -41,11 +41,14 @@ type earlyOpen struct {
 
 	tid         int  // the thread the early work runs on, once lowered (under mu)
 	capturedYet bool // captured was called (under mu)
+
+	done sync.WaitGroup // the early work running
 }
 
-// startEarly reads process pid's mappings and starts the early work in
-// the background; nil when the mappings cannot be read or objs opens
-// objects its own way. tables says whether walks use unwind tables.
+// startEarly starts the early work on process pid, whose mappings are
+// maps, in the background; nil when the mappings could not be read or
+// objs opens objects its own way. tables says whether walks use unwind
+// tables.
 func startEarly(pid int, objs *target.Objects, sym *symbolize.Symbolizer, tables bool, maps []target.Mapping) *earlyOpen {
 	if maps == nil || objs.Open != nil {
 		return nil
@@ -61,9 +64,9 @@ func startEarly(pid int, objs *target.Objects, sym *symbolize.Symbolizer, tables
 	// warm dump touched 80 more pages (the P's own caches), and setting
 	// GOMAXPROCS back after the capture stopped the world, waiting for
 	// this goroutine (2 to 4 ms).
-	earlyDone.Add(1)
+	e.done.Add(1)
 	go func() {
-		defer earlyDone.Done()
+		defer e.done.Done()
 		runtime.LockOSThread()
 		t := threadID()
 		lowered := false
@@ -88,9 +91,13 @@ func startEarly(pid int, objs *target.Objects, sym *symbolize.Symbolizer, tables
 // wait in the same few places.
 const maxHintThreads = 64
 
-// earlyDone counts the early work running: a dump waits for it before
+// wait returns once the early work is over: a dump waits for it before
 // saving what it read to the cache.
-var earlyDone sync.WaitGroup
+func (e *earlyOpen) wait() {
+	if e != nil {
+		e.done.Wait()
+	}
+}
 
 // openObject opens an object of the process by the mappings known now.
 func (e *earlyOpen) openObject(path string) (*elfobj.File, error) {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package dump
 
 // threadID returns 0: scheduling classes are set on Linux only.
 func threadID() int { return 0 }
