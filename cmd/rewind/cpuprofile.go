@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 
+	"github.com/rewindstack/rewind/internal/gcdefer"
 	"github.com/rewindstack/rewind/internal/outfile"
 )
 
@@ -57,7 +58,7 @@ func init() {
 // memory is made of.
 func peakHeapProfile(path string) {
 	var peak uint64
-	watchLive(func() bool {
+	gcdefer.AfterEach(func() bool {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		if ms.HeapAlloc > peak {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rewindstack/rewind/dump"
 	"github.com/rewindstack/rewind/fibers"
-	"github.com/rewindstack/rewind/goroutines"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
@@ -201,13 +200,7 @@ func dumpOptions(noInlines, tailCalls, noCache, stats bool) (opt dump.Options, t
 		MapSections: true, BuffersOutsideHeap: true,
 		CacheDir: cacheDir(noCache),
 		Warn:     warn, Phase: tm.mark, Pending: pending,
-		Paused: func(snap *live.Snapshot, set *goroutines.Set) {
-			if set != nil {
-				tm.goroutinePause(snap, set)
-			} else {
-				tm.pause(snap)
-			}
-		},
+		Paused: tm.pause,
 		InPlaceUnavailable: func(why string) {
 			fmt.Fprintf(os.Stderr, "rewind: every thread is stopped to be read: reading blocked threads in place needs BPF (%s); --stop asks for the stop and hides this line\n", textesc.String(why))
 		},

@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/bpfunwind"
 	"github.com/rewindstack/rewind/internal/tracefs"
@@ -70,23 +65,6 @@ func bpfLoadError(err error) string {
 	return msg
 }
 
-// kernelRecording is one record run unwound in the kernel.
-type kernelRecording struct {
-	rf      *recordFlags
-	u       *bpfunwind.Unwinder
-	col     *profiles.Collector
-	cmd     *exec.Cmd
-	exit    chan error
-	exited  bool  // the command exited by itself, ending the recording
-	cmdErr  error // how the command ended, when it failed
-	reads   int
-	count   uint64    // samples (on-CPU) or blocked intervals (off-CPU)
-	started time.Time // when the recording began: -d counts from here
-	// progress, when stderr is a terminal, gets a line updated every
-	// second.
-	progress bool
-}
-
 // checkKernelRecord checks what record checks before it opens events:
 // the process to attach to exists, --stack-size is one the kernel takes
 // (unused in the kernel, but the same command line must work with
@@ -103,16 +81,9 @@ func checkKernelRecord(rf *recordFlags) error {
 	return nil
 }
 
-// progressEnd ends the progress line, if one is shown.
-func (kr *kernelRecording) progressEnd() string {
-	if kr.progress && kr.reads > 0 {
-		return "\r\x1b[K"
-	}
-	return ""
-}
-
-// recordKernel runs record with the in-kernel unwinder, or returns
-// handled false when --unwind-in chose user space.
+// recordKernel runs record with the in-kernel unwinder (the recording
+// loop is session.Kernel's), or returns handled false when --unwind-in
+// chose user space.
 func recordKernel(ctx context.Context, rf *recordFlags, methods []profiles.Method) (handled bool, err error) {
 	pf := rf.pf
 	if err := checkKernelRecord(rf); err != nil {
@@ -130,191 +101,49 @@ func recordKernel(ctx context.Context, rf *recordFlags, methods []profiles.Metho
 		return false, err
 	}
 	defer u.Close()
-	kr := &kernelRecording{rf: rf, u: u, col: col, progress: isTerminal(2)}
-	fmt.Fprintf(os.Stderr, "rewind: unwinding in the kernel (BPF), %s\n", kr.what())
+	k := &session.Kernel{Unwinder: u, Collector: col, OffCPU: rf.offCPU, Freq: rf.freq, PID: rf.pid, Argv: rf.cmdArgs,
+		Duration: rf.dur, Warn: warn}
+	if isTerminal(2) {
+		k.Progress = os.Stderr
+	}
+	if *pf.out == "-" {
+		k.CommandStdout = os.Stderr // standard output is the profile's
+	}
+	fmt.Fprintf(os.Stderr, "rewind: unwinding in the kernel (BPF), %s\n", kernelWhat(rf))
 	tracefsStats(pf)
-	if err := kr.start(); err != nil {
+	if err := k.Start(); err != nil {
 		return true, err
 	}
-	why, elapsed := kr.run(ctx)
-	if kr.exited && kr.count == 0 {
-		fmt.Fprint(os.Stderr, kr.progressEnd())
-		kr.notes()
-		return true, noSamples(elapsed, kr.cmdErr)
+	res := k.Run(ctx)
+	if res.Exited && res.Count == 0 {
+		fmt.Fprint(os.Stderr, k.ProgressEnd())
+		kernelNotes(k)
+		return true, noSamples(res.Elapsed, res.CommandErr)
 	}
-	fmt.Fprintf(os.Stderr, "%srewind: %s after %.1fs: %d samples, 0 lost (counted in the kernel)\n", kr.progressEnd(), why, elapsed.Seconds(), kr.count)
+	fmt.Fprintf(os.Stderr, "%srewind: %s after %.1fs: %d samples, 0 lost (counted in the kernel)\n", k.ProgressEnd(), res.Why, res.Elapsed.Seconds(), res.Count)
 	if d, n := u.ProgramTime(); n > 0 {
 		fmt.Fprintf(os.Stderr, "rewind: the BPF unwinder ran %d times, %.1f ms of CPU in all (%.1f µs each)\n", n, float64(d)/1e6, float64(d)/1e3/float64(n))
 	}
-	kr.notes()
+	kernelNotes(k)
 	period := int64(1e9 / rf.freq)
 	if err := finishProfile(build, col, pf, period, recordTitle(pf, rf.pid, rf.cmdArgs), nil); err != nil {
 		return true, err
 	}
-	return true, commandStatus(kr.cmdErr)
+	return true, commandStatus(res.CommandErr)
 }
 
-func (kr *kernelRecording) what() string {
-	if kr.rf.offCPU {
+// kernelWhat says what a recording in the kernel records.
+func kernelWhat(rf *recordFlags) string {
+	if rf.offCPU {
 		return "off-CPU time from sched_switch"
 	}
-	return fmt.Sprintf("on-CPU samples at %d Hz", kr.rf.freq)
+	return fmt.Sprintf("on-CPU samples at %d Hz", rf.freq)
 }
 
-// start attaches the program and starts the command (or describes -p's
-// process).
-func (kr *kernelRecording) start() error {
-	var err error
-	if kr.rf.offCPU {
-		err = kr.u.OffCPU(0)
-	} else {
-		err = kr.u.OnCPU(kr.rf.freq)
-	}
-	if err != nil {
-		return err
-	}
-	if kr.rf.pid != 0 {
-		kr.started = time.Now()
-		return nil
-	}
-	kr.u.Prewarm(kr.rf.cmdArgs[0])
-	// What the command leaves behind is this process's to end.
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	// Start returns once the program is exec'd: traced then, its
-	// mappings are the program's (a shell held before the exec would be
-	// described, and its mappings named in the profile). The process is
-	// reaped only after it is traced; one that exited at once (false)
-	// has nothing to describe, which is no error.
-	kr.cmd = exec.Command(kr.rf.cmdArgs[0], kr.rf.cmdArgs[1:]...)
-	kr.cmd.Stdin, kr.cmd.Stdout, kr.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if *kr.rf.pf.out == "-" {
-		// Standard output is the profile's.
-		kr.cmd.Stdout = os.Stderr
-	}
-	// Tied to rewind: the command dies with it, even under kill -9.
-	if err := perfevent.StartTied(kr.cmd); err != nil {
-		return err
-	}
-	kr.started = time.Now()
-	err = kr.u.Trace(kr.cmd.Process.Pid)
-	kr.exit = make(chan error, 1)
-	go func() { kr.exit <- kr.cmd.Wait() }()
-	if err != nil && !exitedAlready(kr.cmd.Process.Pid) {
-		kr.cmd.Process.Kill()
-		<-kr.exit
-		kr.exit = nil
-		return fmt.Errorf("tracing %s: %w", kr.rf.cmdArgs[0], err)
-	}
-	return nil
-}
-
-// exitedAlready reports whether the process pid, a child not reaped yet,
-// has exited (it is a zombie) or is gone.
-func exitedAlready(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	// pid (comm) STATE ...: comm may hold spaces and parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
-}
-
-// run reads the counts every second until the context, the duration, or
-// the end of the command or process.
-func (kr *kernelRecording) run(ctx context.Context) (string, time.Duration) {
-	start := kr.started
-	var timeout <-chan time.Time
-	if kr.rf.dur > 0 {
-		timeout = time.After(kr.rf.dur - time.Since(start))
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	why := ""
-	var ended time.Time // when why was found: the recording's end
-	for why == "" {
-		select {
-		case <-ctx.Done():
-			why = "interrupted"
-		case <-timeout:
-			why = "duration reached"
-		case err := <-kr.exit:
-			why, kr.exited = "command exited", true
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				why = fmt.Sprintf("command exited (%v)", ee)
-				kr.cmdErr = err
-			}
-			kr.exit = nil
-		case <-tick.C:
-			if kr.rf.pid != 0 && syscall.Kill(kr.rf.pid, 0) == syscall.ESRCH {
-				why = "process exited"
-			}
-		}
-		if why != "" {
-			ended = time.Now()
-		}
-		kr.read()
-		if kr.exit != nil {
-			session.ReapOrphans(kr.cmd.Process.Pid)
-		}
-		if kr.progress {
-			fmt.Fprintf(os.Stderr, "\rrewind: %d samples, 0 lost, %.1fs", kr.count, time.Since(start).Seconds())
-		}
-	}
-	kr.endCommand(why == "interrupted")
-	kr.read()
-	return why, ended.Sub(start)
-}
-
-// read hands the counts of the period to the collector.
-func (kr *kernelRecording) read() {
-	stacks, err := kr.u.Read()
-	if err != nil {
-		warn(fmt.Sprintf("reading the kernel's counts: %v", err))
-		return
-	}
-	periodNS := uint64(1e9 / kr.rf.freq)
-	for _, s := range stacks {
-		kr.count += s.Events
-	}
-	kr.u.Feed(kr.col, stacks, perfevent.Now(), periodNS)
-	kr.reads++
-}
-
-// endCommand ends a command still running when the recording stops: the
-// command gets SIGTERM, then SIGKILL after 2 s.
-func (kr *kernelRecording) endCommand(interrupted bool) {
-	if kr.cmd == nil {
-		return
-	}
-	if kr.exit != nil {
-		if !interrupted {
-			kr.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		select {
-		case <-kr.exit:
-		case <-time.After(session.DefaultKillGrace):
-			kr.cmd.Process.Kill()
-			<-kr.exit
-		}
-	}
-	if !interrupted {
-		session.EndOrphans(session.DefaultKillGrace, warn)
-	}
-}
-
-// notes prints what the kernel could not count or walk, one line each.
-func (kr *kernelRecording) notes() {
-	for s, n := range tracefs.FoldNotes(kr.u.Notes()) {
-		if n > 1 {
-			s = fmt.Sprintf("%s (%d times)", s, n)
-		}
-		warn(s)
-	}
-	e := kr.u.Errors()
-	if e.CountsFull+e.StacksFull+e.OffCPUFull+e.NoticesLost+e.KStacksFull > 0 {
-		warn(fmt.Sprintf("the kernel's maps were full: %d counts, %d stacks, %d off-CPU starts, %d notices, %d kernel stacks not kept",
-			e.CountsFull, e.StacksFull, e.OffCPUFull, e.NoticesLost, e.KStacksFull))
+// kernelNotes prints what the kernel could not count or walk, one line
+// each.
+func kernelNotes(k *session.Kernel) {
+	for _, n := range k.Notes() {
+		warn(n)
 	}
 }

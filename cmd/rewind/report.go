@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/rewindstack/rewind/elfobj"
+	"github.com/rewindstack/rewind/internal/gcdefer"
 
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
@@ -80,7 +81,7 @@ func runReport(args []string) error {
 	// Sections mapped, not copied: page cache is not the anonymous memory
 	// a report bounds (22 MB of copies of a 2.2 GB recording's peak).
 	elfobj.MapSections(true)
-	defer lessGC()()
+	defer gcdefer.LessGC()()
 	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
 	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
 	pf.tm.mark("read")

@@ -1,5 +1,7 @@
-// Package gcdefer postpones the garbage collector's first cycle in
-// short-lived commands.
+// Package gcdefer tunes the garbage collector of rewind's commands: it
+// postpones the first cycle in short-lived commands (Until), and holds a
+// report, which keeps nearly all it allocates, under a heap limit with
+// few collections (LessGC).
 //
 // A warm `rewind dump` allocates a few megabytes and exits within
 // milliseconds; with Go's defaults (the first cycle at a 4 MB heap) it

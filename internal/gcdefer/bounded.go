@@ -1,4 +1,4 @@
-package main
+package gcdefer
 
 import (
 	"math"
@@ -6,25 +6,23 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
-
-	"github.com/rewindstack/rewind/internal/gcdefer"
 )
 
-// reportHeapLimit is the memory Go may take during a report before the
-// collector runs (see lessGC): below the 200 MB of anonymous memory a
+// ReportHeapLimit is the memory Go may take during a report before the
+// collector runs (see LessGC): below the 200 MB of anonymous memory a
 // report may take whatever the file's size, with room for what the
 // runtime does not count.
-const reportHeapLimit = 160 << 20
+const ReportHeapLimit = 160 << 20
 
 // lateGCPercent is the GOGC a report collects at once what is live
-// passes three quarters of reportHeapLimit (see lessGC).
+// passes three quarters of ReportHeapLimit (see LessGC).
 const lateGCPercent = 20
 
-// lessGC tunes the garbage collector for a report: nearly everything it
-// allocates (samples, stacks, locations) lives to the end, so collections
+// LessGC tunes the garbage collector for a report (rewind report): nearly
+// everything it allocates (samples, stacks, locations) lives to the end, so collections
 // find little garbage, and they were a fifth of rewind report's time.
 // Nothing is collected until the memory Go takes reaches
-// reportHeapLimit; then the collector runs to stay under it, whatever
+// ReportHeapLimit; then the collector runs to stay under it, whatever
 // the file's size. Before, the limit was 512 MiB plus 4 times the file's
 // size: a 318 MB system-wide recording (14,658 distinct stacks, 40,641
 // locations) took 415 MB of anonymous memory, most of it garbage (walk
@@ -34,18 +32,18 @@ const lateGCPercent = 20
 // CPU (the runtime's limiter), and goes past it. A GOGC or GOMEMLIMIT
 // the user set is kept. The returned function restores the default
 // collector (for what the process does after the report, the tests).
-func lessGC() (restore func()) {
+func LessGC() (restore func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	// (Not the settings main's gcdefer.Until restores at the first
-	// collection, which would lift the limit.)
-	gc, limit := gcdefer.Cancel()
+	// (Not the settings Until restores at the first collection, which
+	// would lift the limit.)
+	gc, limit := Cancel()
 	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(reportHeapLimit)
+	debug.SetMemoryLimit(ReportHeapLimit)
 	var mu sync.Mutex
 	done := false
-	watchLive(func() bool {
+	AfterEach(func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {
@@ -55,7 +53,7 @@ func lessGC() (restore func()) {
 		// the limit starts.)
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		if ms.HeapAlloc > reportHeapLimit/4*3 {
+		if ms.HeapAlloc > ReportHeapLimit/4*3 {
 			// What is live after a collection nearly fills the
 			// limit: the collector would run again and again (a 2 GB
 			// system-wide recording's report took 69 s, most of its
@@ -81,15 +79,15 @@ func lessGC() (restore func()) {
 	}
 }
 
-// watchLive calls check after each garbage collection, from the runtime's
+// AfterEach calls check after each garbage collection, from the runtime's
 // cleanup goroutine, as long as check returns true.
-func watchLive(check func() bool) {
+func AfterEach(check func() bool) {
 	// A sentinel unreachable at once: the next collection runs its
 	// cleanup, which arms the next one. (Larger than 16 bytes: the tiny
 	// allocator's blocks may outlive any one object.)
 	runtime.AddCleanup(new([64]byte), func(int) {
 		if check() {
-			watchLive(check)
+			AfterEach(check)
 		}
 	}, 0)
 }
