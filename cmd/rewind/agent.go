@@ -71,12 +71,7 @@ func runAgent(args []string) error {
 // configuration with its exporters (closeAll closes them), and -d's
 // duration (0: until a signal).
 func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.Duration, err error) {
-	var closers []func() error
-	closeAll = func() {
-		for _, c := range closers {
-			c()
-		}
-	}
+	closeAll = func() {}
 	defer func() {
 		if err != nil {
 			closeAll()
@@ -135,9 +130,9 @@ func agentConfig(args []string) (cfg agent.Config, closeAll func(), limit time.D
 			return cfg, closeAll, 0, fmt.Errorf("--comm: %w", err)
 		}
 	}
-	ex := exporterFlags{otlp: *otlpAddr, otlpHTTP: *otlpHTTP, pyroscope: *pyro, outDir: *outDir, keep: *keep, freq: *freq}
-	if cfg.Exporters, err = ex.open(&closers); err != nil {
-		return cfg, closeAll, 0, err
+	ex := agent.Destinations{OTLP: *otlpAddr, OTLPHTTP: *otlpHTTP, Pyroscope: *pyro, Dir: *outDir, Keep: *keep, Freq: *freq}
+	if cfg.Exporters, closeAll, err = ex.Open(); err != nil {
+		return cfg, func() {}, 0, err
 	}
 	if len(cfg.Exporters) == 0 {
 		return cfg, closeAll, 0, fmt.Errorf("nowhere to send profiles: give --otlp, --otlp-http, --pyroscope or --out-dir")
@@ -159,48 +154,6 @@ func cgroupDir(cgroup string) (string, error) {
 		return "", fmt.Errorf("--cgroup %s: no such cgroup directory", cgroup)
 	}
 	return p, nil
-}
-
-// exporterFlags are the agent's destinations, as given.
-type exporterFlags struct {
-	otlp, otlpHTTP, pyroscope, outDir string
-	keep, freq                        int
-}
-
-// open makes the exporters asked for, adding to closers what must be
-// closed at the end.
-func (f exporterFlags) open(closers *[]func() error) ([]agent.Exporter, error) {
-	var out []agent.Exporter
-	if f.otlp != "" {
-		e, err := agent.NewGRPC(f.otlp)
-		if err != nil {
-			return nil, err
-		}
-		*closers = append(*closers, e.Close)
-		out = append(out, e)
-	}
-	if f.otlpHTTP != "" {
-		e, err := agent.NewHTTP(f.otlpHTTP)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	if f.pyroscope != "" {
-		e, err := agent.NewPyroscope(f.pyroscope, "", f.freq)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	if f.outDir != "" {
-		e, err := agent.NewDir(f.outDir, f.keep, f.freq)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // agentMemoryLimit is the agent's soft memory limit (the Go runtime's;

@@ -3,16 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rewindstack/rewind/internal/outfile"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/session"
 	"github.com/rewindstack/rewind/symbolize"
 )
 
@@ -116,118 +113,30 @@ func finishProfile(b *profiles.Builder, col *profiles.Collector, pf *profileFlag
 	// The default name is claimed when the profile is written: another
 	// run may have taken the one outputPath found free.
 	opt := profiles.WriteOptions{PeriodNS: periodNS, Title: title}
-	names := defaultOutput(time.Now())
+	names := session.DefaultNames(time.Now())
 	return writeFinished(prof, pf, out, names, opt)
 }
 
 // writeFinished writes a built profile to out (-o, or the default name
-// from names), standard output for "-", nowhere for /dev/null.
+// from names; see session.WriteProfile) and says where it went.
 func writeFinished(prof *profiles.Profile, pf *profileFlags, out string, names func(int) string, opt profiles.WriteOptions) error {
-	var err error
-	switch out {
-	case os.DevNull:
-		fmt.Fprintf(os.Stderr, "rewind: discarded the profile (-o %s, %d samples)\n", out, prof.Samples())
+	if *pf.out == "" {
+		out = "" // a new file, by names
+	}
+	path, err := session.WriteProfile(prof, session.Output{Path: out, Format: *pf.format, Names: names}, opt)
+	switch {
+	case err != nil:
+		return err
+	case path == os.DevNull:
+		fmt.Fprintf(os.Stderr, "rewind: discarded the profile (-o %s, %d samples)\n", path, prof.Samples())
 		return nil
-	case "-":
-		if err := writeStdout(prof, formatExts[*pf.format], opt); err != nil {
-			if alt, terr := saveInTemp(prof, formatExts[*pf.format], opt); terr == nil {
-				return fmt.Errorf("%w (the profile was saved as %s)", err, alt)
-			}
-			return err
-		}
+	case path == "-":
 		fmt.Fprintf(os.Stderr, "rewind: wrote the profile to standard output (%d samples)\n", prof.Samples())
 		return nil
 	}
-	if *pf.out == "" {
-		var name string
-		if name, err = prof.WriteNewFile(names, opt); err == nil {
-			out = name
-		}
-	} else {
-		err = writeProfile(prof, out, opt.PeriodNS, opt.Title)
-	}
-	if err != nil {
-		return rescueProfile(prof, pf, out, names, opt, err)
-	}
 	printCacheNotes(*pf.stats)
-	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", out, prof.Samples())
+	fmt.Fprintf(os.Stderr, "rewind: wrote %s (%d samples)\n", path, prof.Samples())
 	return nil
-}
-
-// rescueProfile saves a profile whose write to out failed with err: as
-// folded stacks beside it, else in the temporary directory; the error
-// says where it went.
-func rescueProfile(prof *profiles.Profile, pf *profileFlags, out string, names func(int) string, opt profiles.WriteOptions, err error) error {
-	// Do not lose a recording to an output problem.
-	if !strings.HasSuffix(out, ".folded") && len(prof.Stacks) > 0 {
-		folded := func(name string) string {
-			return strings.TrimSuffix(strings.TrimSuffix(name, filepath.Ext(name)), ".pb") + ".folded"
-		}
-		alt, ferr := folded(out), error(nil)
-		if *pf.out == "" {
-			alt, ferr = prof.WriteNewFile(func(i int) string { return folded(names(i)) }, opt)
-		} else {
-			ferr = prof.WriteFile(alt, opt)
-		}
-		if ferr == nil {
-			return fmt.Errorf("%w (the stacks were saved as %s)", err, alt)
-		}
-	}
-	// The target's file system is full or gone: the temporary
-	// directory is another one, most often.
-	if len(prof.Stacks) > 0 {
-		if alt, terr := saveInTemp(prof, out, opt); terr == nil {
-			return fmt.Errorf("%w (the profile was saved as %s)", err, alt)
-		}
-	}
-	return err
-}
-
-// formatExts maps --format's names to the extensions that name the
-// formats in file names.
-var formatExts = map[string]string{"pprof": ".pb.gz", "folded": ".folded", "html": ".html", "svg": ".svg"}
-
-// writeStdout writes the profile to standard output in the format ext
-// names: through a file in a temporary directory, since the formats are
-// chosen by file name, then copied.
-func writeStdout(prof *profiles.Profile, ext string, opt profiles.WriteOptions) error {
-	dir, err := os.MkdirTemp("", "rewind-stdout-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	name := filepath.Join(dir, "profile"+ext)
-	if err := prof.WriteFile(name, opt); err != nil {
-		return err
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := io.Copy(os.Stdout, f); err != nil {
-		return fmt.Errorf("writing the profile to standard output: %w", err)
-	}
-	return nil
-}
-
-// saveInTemp writes the profile that could not be written to out into
-// the temporary directory ($TMPDIR, else /tmp), in out's format (folded
-// for a name without one), under a new name it returns.
-func saveInTemp(prof *profiles.Profile, out string, opt profiles.WriteOptions) (string, error) {
-	ext := ".folded"
-	for _, e := range []string{".pb.gz", ".html", ".svg"} {
-		if strings.HasSuffix(out, e) {
-			ext = e
-		}
-	}
-	stem := "rewind-saved-" + time.Now().Format("20060102-150405")
-	return prof.WriteNewFile(func(i int) string {
-		if i > 1 {
-			return filepath.Join(os.TempDir(), stem+"-"+strconv.Itoa(i)+ext)
-		}
-		return filepath.Join(os.TempDir(), stem+ext)
-	}, opt)
 }
 
 // outputPath returns the -o path, or the default name, and checks its
@@ -249,7 +158,7 @@ func outputPath(out, format string) (string, error) {
 		if format == "" {
 			return "", usagef("-o - writes the profile to standard output: name its format with --format pprof, folded, html or svg")
 		}
-		if formatExts[format] == "" {
+		if session.FormatExt(format) == "" {
 			return "", usagef("--format %s: unknown; use pprof, folded, html or svg", format)
 		}
 		return out, nil
@@ -259,7 +168,7 @@ func outputPath(out, format string) (string, error) {
 		return out, nil
 	}
 	if out == "" {
-		name := defaultOutput(time.Now())
+		name := session.DefaultNames(time.Now())
 		for i := 1; i < outfile.MaxUnique; i++ {
 			if _, err := os.Lstat(name(i)); errors.Is(err, fs.ErrNotExist) {
 				return name(i), nil
@@ -274,22 +183,4 @@ func outputPath(out, format string) (string, error) {
 		return "", fmt.Errorf("-o %w", err)
 	}
 	return out, nil
-}
-
-// defaultOutput returns the default output names of a profile written at
-// t: rewind-TIME.html, then rewind-TIME-2.html and so on.
-func defaultOutput(t time.Time) func(i int) string {
-	base := "rewind-" + t.Format("20060102-150405")
-	return func(i int) string {
-		if i <= 1 {
-			return base + ".html"
-		}
-		return base + "-" + strconv.Itoa(i) + ".html"
-	}
-}
-
-// writeProfile writes the profile in the format out's extension names,
-// replacing a regular file of that name (profiles.WriteFile).
-func writeProfile(prof *profiles.Profile, out string, periodNS int64, title string) error {
-	return prof.WriteFile(out, profiles.WriteOptions{PeriodNS: periodNS, Title: title})
 }
