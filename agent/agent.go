@@ -203,7 +203,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer a.cpuRec.Close()
-	var offPump *profiles.Pump
+	var offPump *session.Pump
 	if cfg.OffCPU {
 		f, err := perfevent.ReadSwitchFormat()
 		if err != nil {
@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("off-CPU profile: %w", err)
 		}
 		defer a.offRec.Close()
-		offPump = &profiles.Pump{Source: a.offRec, Add: a.off.Add, Warn: cfg.Warn}
+		offPump = &session.Pump{Source: a.offRec, Add: a.off.Add, Warn: cfg.Warn}
 	}
 	a.startQueues()
 	if cfg.DropPrivileges {

@@ -14,7 +14,7 @@ import (
 	"github.com/rewindstack/rewind/internal/perftest"
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
-	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/session"
 )
 
 // TestCommandAt999Hz records a command from its exec at 999 Hz: every
@@ -162,7 +162,7 @@ func startCommand(t *testing.T, argv []string, opt perfevent.Options) (*perfeven
 func drain(t *testing.T, rec *perfevent.Recorder, done <-chan error, fn func(*perfdata.Record)) error {
 	t.Helper()
 	var exitErr error
-	p := &profiles.Pump{Source: rec, Add: fn, Interval: 50 * time.Millisecond, Check: perftest.UntilExit(t, done, &exitErr)}
+	p := &session.Pump{Source: rec, Add: fn, Interval: 50 * time.Millisecond, Check: perftest.UntilExit(t, done, &exitErr)}
 	p.Run()
 	if p.Err() != nil {
 		t.Fatal(p.Err())

@@ -47,7 +47,7 @@ func (o *OffCPU) end(tid int, s *Sample, t uint64) {
 // Bad counts samples whose raw data was too short for the format.
 func (o *OffCPU) Bad() int { return o.bad }
 
-// Add handles one record of the sched_switch recording (a Pump.Add).
+// Add handles one record of the sched_switch recording (a session.Pump's Add).
 func (o *OffCPU) Add(r *perfdata.Record) {
 	if r.Type != perfdata.RecordSample {
 		if r.Type == perfdata.RecordExit && r.Task != nil {

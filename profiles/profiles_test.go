@@ -448,7 +448,7 @@ func logIncomplete(t *testing.T, p *profiles.Profile) {
 func drain(tb testing.TB, rec *perfevent.Recorder, done <-chan error, col *profiles.Collector) error {
 	tb.Helper()
 	var exitErr error
-	p := &profiles.Pump{Source: rec, Collector: col, Interval: 50 * time.Millisecond, Check: perftest.UntilExit(tb, done, &exitErr)}
+	p := &session.Pump{Source: rec, Collector: col, Interval: 50 * time.Millisecond, Check: perftest.UntilExit(tb, done, &exitErr)}
 	p.Run()
 	if p.Err() != nil {
 		tb.Fatal(p.Err())

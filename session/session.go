@@ -1,15 +1,18 @@
-// Package session runs one live recording from start to end: the loop
+// Package session runs one live recording from start to end: the loops
 // that rewind record, rewind agent and the tests share. A Session reads a
-// perfevent recorder through a profiles.Pump and decides when the
-// recording ends (its context is done, a duration is up, the command it
-// started or the process it attached to exits, or its Tick says so); it
-// grows the stack copy when samples need more, reaps the orphans the
-// command leaves behind, shows progress, flushes an off-CPU recording's
-// last samples, and ends the command it started (SIGTERM, then SIGKILL)
-// with what that command left running.
+// perfevent recorder through a Pump (the read loop, which the agent also
+// uses alone) and decides when the recording ends (its context is done, a
+// duration is up, the command it started or the process it attached to
+// exits, or its Tick says so); it grows the stack copy when samples need
+// more, reaps the orphans the command leaves behind, shows progress,
+// flushes an off-CPU recording's last samples, and ends the command it
+// started (SIGTERM, then SIGKILL) with what that command left running.
+// Kernel does the same for a recording unwound in the kernel (bpfunwind),
+// reading its counts.
 //
 // It builds nothing itself: the collector, builder and off-CPU
-// accumulator it feeds are the caller's, who writes the profile after Run.
+// accumulator it feeds are the caller's, who writes the profile after Run
+// (WriteProfile writes it without losing it to an output problem).
 package session
 
 import (
@@ -45,7 +48,7 @@ type Session struct {
 	Collector *profiles.Collector
 	// Builder, with Collector, unwinds the samples as the recording goes
 	// whenever the pending stack copies exceed PendingLimit bytes (see
-	// profiles.Pump); with OffCPU it receives the off-CPU samples still
+	// Pump); with OffCPU it receives the off-CPU samples still
 	// waiting for their thread's switch-in when the recording ends.
 	Builder      *profiles.Builder
 	PendingLimit int
@@ -272,7 +275,7 @@ func (s *Session) Run(ctx context.Context) Result {
 		defer t.Stop()
 		l.deadline = t.C
 	}
-	pump := &profiles.Pump{Source: s.Recorder, Collector: s.Collector, Builder: s.Builder, PendingLimit: s.PendingLimit,
+	pump := &Pump{Source: s.Recorder, Collector: s.Collector, Builder: s.Builder, PendingLimit: s.PendingLimit,
 		Add: s.Add, Warn: s.Warn, Interval: s.Interval, Check: l.check}
 	if s.OffCPU != nil {
 		pump.Add, pump.Builder = s.OffCPU.Add, nil

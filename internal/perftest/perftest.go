@@ -156,7 +156,7 @@ func BuildGo(tb testing.TB, flags ...string) string {
 	return exe
 }
 
-// UntilExit returns a profiles.Pump Check function for tests: it stops
+// UntilExit returns a session.Pump Check function for tests: it stops
 // the pump when the recorded program's exit is reported on done, storing
 // the exit error in *exitErr, and fails tb when the program has not exited
 // within a minute.

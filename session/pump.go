@@ -1,9 +1,10 @@
-package profiles
+package session
 
 import (
 	"time"
 
 	"github.com/rewindstack/rewind/perfdata"
+	"github.com/rewindstack/rewind/profiles"
 )
 
 // Source is a live recording's record stream: a *perfevent.Recorder.
@@ -26,14 +27,14 @@ type Pump struct {
 	// Source is read until Check returns a reason.
 	Source Source
 	// Collector receives every record unless Add is set.
-	Collector *Collector
+	Collector *profiles.Collector
 	// Add, when set, receives every record instead of Collector. The
 	// record is valid only during the call.
 	Add func(*perfdata.Record)
 	// Builder, when set with Collector, unwinds the samples older than
 	// Lag whenever the pending stack copies exceed PendingLimit bytes, so
 	// that a long recording does not keep every copy.
-	Builder      *Builder
+	Builder      *profiles.Builder
 	PendingLimit int
 	// Lag is how old a record must be (perf clock) before no record of
 	// another CPU can sort before it (default 2 s: every buffer is read at
