@@ -19,7 +19,7 @@ var layers = [][]string{
 	// plumbing: no knowledge of programs or stacks
 	{"regs", "gostack", "internal/cachefile", "internal/demo", "internal/elfdata", "internal/elfedit", "internal/fileerr",
 		"internal/fsafe", "internal/gcdefer", "internal/grpcunary", "internal/hugeheap", "internal/jitdump",
-		"internal/outfile", "internal/perfmap", "internal/pprof", "internal/prefetch", "internal/readat",
+		"internal/outfile", "internal/perfmap", "internal/pprof", "internal/prefetch", "internal/readat", "internal/selfprof",
 		"internal/textesc", "internal/tracefs"},
 	// formats: files and records, read and written
 	{"elfobj", "cfi", "sframe", "unwindtable", "perfdata", "debuginfod", "locate"},
