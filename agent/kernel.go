@@ -13,6 +13,7 @@ import (
 	"github.com/rewindstack/rewind/bpfunwind"
 	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
+	"github.com/rewindstack/rewind/session"
 )
 
 // Where Config.UnwindIn has user stacks unwound.
@@ -45,20 +46,14 @@ func (a *Agent) loadKernel() (*bpfunwind.Unwinder, error) {
 			// the processes profiled.
 			opt.Skip = func(pid int) bool { return !anyCommMatches(pid, re) }
 		}
-		// Unmapping is followed with a tracepoint, which the ebpf
-		// library finds in tracefs: mounted now if it is not (and may
-		// be); that it cannot be is said in the first period's line.
-		tracefs.Root()
-		u, err = bpfunwind.Load(opt)
+		// (That tracefs, which LoadKernel mounts, cannot be mounted is
+		// said in the first period's line.)
+		u, err = session.LoadKernel(opt)
 	}
 	if err == nil {
 		return u, nil
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "not permitted") && !strings.Contains(msg, "setcap") {
-		msg = strings.TrimSuffix(msg, " (needs root, or CAP_BPF and CAP_PERFMON)") +
-			": run rewind as root or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon=ep rewind)"
-	}
 	if mode == UnwindKernel {
 		return nil, fmt.Errorf("--unwind-in kernel: %s", msg)
 	}

@@ -245,3 +245,32 @@ func (k *Kernel) Notes() []string {
 	}
 	return out
 }
+
+// LoadKernel loads the in-kernel unwinder with opt, mounting tracefs
+// first when it is not (the ebpf library finds there the tracepoints that
+// follow unmapping; that it cannot be is among the unwinder's notes). A
+// refusal for want of privilege says how to give it.
+func LoadKernel(opt bpfunwind.Options) (*bpfunwind.Unwinder, error) {
+	tracefs.Root()
+	u, err := bpfunwind.Load(opt)
+	if err != nil {
+		return nil, &loadError{err}
+	}
+	return u, nil
+}
+
+// loadError is why the in-kernel unwinder did not load.
+type loadError struct{ err error }
+
+// Error is the load's error, with how to give rewind the privilege when
+// that is why.
+func (e *loadError) Error() string {
+	msg := e.err.Error()
+	if strings.Contains(msg, "not permitted") && !strings.Contains(msg, "setcap") {
+		msg = strings.TrimSuffix(msg, " (needs root, or CAP_BPF and CAP_PERFMON)") +
+			": run rewind as root or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon=ep rewind)"
+	}
+	return msg
+}
+
+func (e *loadError) Unwrap() error { return e.err }

@@ -5,11 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 
 	"github.com/rewindstack/rewind/bpfunwind"
-	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/session"
@@ -38,31 +36,15 @@ func loadKernelUnwinder(mode string, opt bpfunwind.Options) (*bpfunwind.Unwinder
 	if mode == "user" {
 		return nil, nil
 	}
-	// The program follows unmapping with tracepoints, which the ebpf
-	// library finds in tracefs: mounted now if it is not (and may be).
-	// That it cannot be is said once, among the notes.
-	tracefs.Root()
-	u, err := bpfunwind.Load(opt)
+	u, err := session.LoadKernel(opt)
 	if err == nil {
 		return u, nil
 	}
-	msg := bpfLoadError(err)
 	if mode == "kernel" {
-		return nil, fmt.Errorf("--unwind-in kernel: %s", msg)
+		return nil, fmt.Errorf("--unwind-in kernel: %s", err)
 	}
-	warn("unwinding in user space (--unwind-in auto): " + msg)
+	warn("unwinding in user space (--unwind-in auto): " + err.Error())
 	return nil, nil
-}
-
-// bpfLoadError is why the BPF unwinder did not load, with how to give
-// rewind the privilege when that is why.
-func bpfLoadError(err error) string {
-	msg := err.Error()
-	if strings.Contains(msg, "not permitted") && !strings.Contains(msg, "setcap") {
-		msg = strings.TrimSuffix(msg, " (needs root, or CAP_BPF and CAP_PERFMON)") +
-			": run rewind as root or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon=ep rewind)"
-	}
-	return msg
 }
 
 // checkKernelRecord checks what record checks before it opens events:
