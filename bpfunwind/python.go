@@ -225,7 +225,7 @@ func (r *pyRead) frames(pid int, key uint64) []target.InterpFrame {
 		if !show {
 			continue
 		}
-		in := target.InterpFrame{Function: fr.Function, File: fr.File, Line: fr.Line, Method: "python", Activation: int(f.Act)}
+		in := target.InterpFrame{Function: fr.Function, File: fr.File, Line: fr.Line, Method: "python", ParenLocation: true, Activation: int(f.Act)}
 		switch {
 		case err != nil:
 			in.Function = fmt.Sprintf("[python code %#x]", f.Code)
@@ -242,7 +242,7 @@ func (r *pyRead) frames(pid int, key uint64) []target.InterpFrame {
 		if len(out) > 0 {
 			act = out[len(out)-1].Activation
 		}
-		out = append(out, target.InterpFrame{Function: "[python: " + why + "]", Method: "python", Activation: max(act, 0)})
+		out = append(out, target.InterpFrame{Function: "[python: " + why + "]", Method: "python", ParenLocation: true, Activation: max(act, 0)})
 	}
 	return out
 }

@@ -217,14 +217,13 @@ func writeHeader(bw *bufio.Writer, r *Report) {
 func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 	for j := range frames {
 		f := &frames[j]
-		if f.Interpreted() {
+		if f.Interpreted {
 			// An interpreted frame: no PC; fiber.info()'s "(unnamed)".
 			name := f.Function
 			if name == "" {
 				name = "(unnamed)"
 			}
-			if f.Method == "python" {
-				// As py-spy dump prints them: qualname (file:line).
+			if f.ParenLocation {
 				fmt.Fprintf(bw, "#%-2d %-18s %s (%s:%d) [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
 				continue
 			}

@@ -101,8 +101,8 @@ type Frame struct {
 	Inlined  bool   `json:"inlined"`
 	// Method is how the frame was found (unwind.Method names: "dwarf",
 	// "fp", ...); "tail-call" for a function that left by a tail call,
-	// which has no frame on the stack (dump --tail-calls); "lua" or
-	// "python" for an interpreted frame.
+	// which has no frame on the stack (dump --tail-calls); the runtime's
+	// name ("lua", "python") for an interpreted frame.
 	Method string `json:"method"`
 	// Symbol is the symbol table's name of the function when it differs
 	// from Function: mangled, or with its symbol version
@@ -111,12 +111,18 @@ type Frame struct {
 	// JIT marks code a JIT compiler generated, named by its perf map
 	// ("[jit]" in text).
 	JIT bool `json:"jit,omitempty"`
+	// Interpreted marks an interpreter's frame (a Lua or Python function
+	// run by its interpreter), set by whoever splices it in: it has a
+	// function, file and line but no PC, module or offset of its own.
+	// JSON says it by those nulls (MarshalJSON), not by a field of its
+	// own, so a runtime needs no change to the JSON schema.
+	Interpreted bool `json:"-"`
+	// ParenLocation, for an interpreted frame, writes its location in
+	// parentheses in text ("name (file:line)", as py-spy prints Python's)
+	// rather than after a space ("name file:line", as fiber.info()
+	// prints Lua's): each runtime's frames look as its users know them.
+	ParenLocation bool `json:"-"`
 }
-
-// Interpreted reports whether the frame is an interpreter's (a Lua or
-// Python function run by its interpreter, method "lua" or "python"): it
-// has a function, file and line but no PC, module or offset of its own.
-func (f *Frame) Interpreted() bool { return f.Method == "lua" || f.Method == "python" }
 
 // MarshalJSON writes a frame as its fields say, except that an
 // interpreted frame has null for what it lacks: "pc", "module" and
@@ -125,7 +131,7 @@ func (f *Frame) Interpreted() bool { return f.Method == "lua" || f.Method == "py
 // that could be printed (target.InvalidName).
 func (f Frame) MarshalJSON() ([]byte, error) {
 	type plain Frame // the same fields, without this method
-	if !f.Interpreted() {
+	if !f.Interpreted {
 		return marshalVerbatim(plain(f))
 	}
 	var fn *string

@@ -128,8 +128,8 @@ func TestGroupedFibersByThread(t *testing.T) {
 // name, which text prints as "(unnamed)"; native frames keep their values.
 func TestInterpretedFrameJSON(t *testing.T) {
 	fs := []Frame{
-		{Function: "", File: "init.lua", Line: 3, Method: "lua"},
-		{Function: "handler", File: "app.py", Line: 12, Method: "python"},
+		{Function: "", File: "init.lua", Line: 3, Method: "lua", Interpreted: true},
+		{Function: "handler", File: "app.py", Line: 12, Method: "python", Interpreted: true, ParenLocation: true},
 		{PC: 0x401000, Function: "", Module: "/bin/x", Method: "dwarf"},
 	}
 	b, err := json.Marshal(fs)
@@ -187,7 +187,7 @@ func TestGroupedJSON(t *testing.T) {
 // not as \u003c escapes that grep and jq users would not recognize.
 func TestJSONVerbatimNames(t *testing.T) {
 	r := &Report{Threads: []Thread{{TID: 1, Frames: []Frame{
-		{Function: "<module>", File: "<string>", Line: 1, Method: "python"},
+		{Function: "<module>", File: "<string>", Line: 1, Method: "python", Interpreted: true, ParenLocation: true},
 		{PC: 0x401000, Function: "operator<<(std::ostream&, int)", Module: "/bin/x", Method: "cfi"},
 	}}}}
 	var b bytes.Buffer

@@ -238,7 +238,7 @@ func withInterp(frames []output.Frame, interp []target.InterpFrame, before strin
 			if in.Activation < 0 || in.Activation >= acts || entry[in.Activation] > upTo {
 				break
 			}
-			out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
+			out = append(out, interpOutput(in))
 		}
 	}
 	for i, f := range frames {
@@ -249,7 +249,7 @@ func withInterp(frames []output.Frame, interp []target.InterpFrame, before strin
 	// interpreter without symbols): after the native frames, in order.
 	for ; j < len(interp); j++ {
 		in := &interp[j]
-		out = append(out, output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method})
+		out = append(out, interpOutput(in))
 	}
 	return out
 }
@@ -280,4 +280,10 @@ func anchoredFrames(st *unwind.Stack, frames []output.Frame, interp []target.Int
 		}
 	}
 	return m
+}
+
+// interpOutput is an interpreted frame as output shows it.
+func interpOutput(in *target.InterpFrame) output.Frame {
+	return output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method,
+		Interpreted: true, ParenLocation: in.ParenLocation}
 }

@@ -213,6 +213,9 @@ type InterpFrame struct {
 	Line           int
 	// Method names where the frame came from ("lua", "python").
 	Method string
+	// ParenLocation writes the frame's location in parentheses in text,
+	// as the runtime's own tools print it (output.Frame.ParenLocation).
+	ParenLocation bool
 	// Activation is the interpreter entry (the native frame of function
 	// Context.InterpBefore, counted from the innermost) that runs the
 	// frame: 0 for the innermost. Python runs a thread's frames in

@@ -300,7 +300,7 @@ func Attach(t *target.Target, s *Stacks, warn func(string)) {
 				name = InvalidName
 			}
 			c.Interp = append(c.Interp, target.InterpFrame{Function: name, File: f.File,
-				Line: max(f.Line, 0), Method: "python", Activation: f.Activation, Anchor: f.Anchor})
+				Line: max(f.Line, 0), Method: "python", ParenLocation: true, Activation: f.Activation, Anchor: f.Anchor})
 		}
 		c.InterpBefore = EvalFunction
 		if th.End != "" && warn != nil {
