@@ -88,7 +88,7 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 			end = ""
 		}
 		smp := col.AddStack(s.PID, s.TID, at, value, count, s.User, s.Kernel, end)
-		smp.Interp = s.Interp
+		smp.Interp = interpStacks(s.Interp)
 	}
 }
 

@@ -247,6 +247,15 @@ func (r *pyRead) frames(pid int, key uint64) []target.InterpFrame {
 	return out
 }
 
+// interpStacks are a stack's Python frames as the profile splices them:
+// above the frames of CPython's evaluation loop.
+func interpStacks(fs []target.InterpFrame) []target.InterpStack {
+	if len(fs) == 0 {
+		return nil
+	}
+	return []target.InterpStack{{Entry: cpython.EvalFunction, Frames: fs}}
+}
+
 func pyEndName(e uint8) string {
 	switch e {
 	case pyEndComplete:

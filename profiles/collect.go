@@ -66,9 +66,9 @@ type Sample struct {
 	// walkCount is how many events AddStack's stack stands for.
 	walkCount int
 	// Interp are interpreted frames the kernel walk found (CPython's),
-	// innermost first, spliced above the native frames of the
-	// activations that ran them (interp.go).
-	Interp []target.InterpFrame
+	// by runtime, innermost first, spliced above the native frames of
+	// the activations that ran them (interp.go).
+	Interp []target.InterpStack
 	// Extra is memory copied at the sample's time beside the stack
 	// (Collector.Memory), read by its walk as the stack copy is.
 	Extra []target.Region

@@ -5,43 +5,36 @@ import (
 	"github.com/rewindstack/rewind/target"
 )
 
-// pyEval is the native function of CPython's evaluation loop: each of
-// its frames runs one activation's Python frames.
-const pyEval = "_PyEval_EvalFrameDefault"
-
 // interpKey identifies an interpreted frame's location.
 type interpKey struct {
 	function, file, method string
 	line                   int
 }
 
-// spliceInterp places a sample's interpreted frames (innermost first) in
-// its user locations (leaf first): activation k's frames just before
-// (leafward of) the k-th frame of the evaluation loop; those of
-// activations without one (a walk cut short) after the last such frame.
-func (b *Builder) spliceInterp(locs []*Location, interp []target.InterpFrame) []*Location {
+// sampleStack is a sample's user locations (leaf first) as the native
+// side of target.Splice: an entry is a location whose physical function
+// (its last line) is the runtime's entry; samples carry no stack
+// pointers, so no anchor is held.
+type sampleStack []*Location
+
+func (s sampleStack) Len() int { return len(s) }
+
+func (s sampleStack) IsEntry(i int, fn string) bool {
+	return s[i].Lines[len(s[i].Lines)-1].Function == fn
+}
+
+func (s sampleStack) Holding(uint64) int { return -1 }
+
+// spliceInterp places a sample's interpreted frames in its user
+// locations by target.Splice, as dumps place them, except that the
+// frames of activations without an entry location (a walk cut short) go
+// before the outermost one, and are dropped when there is none (the
+// entry's symbol unknown): the native stack as it is keeps its root.
+func (b *Builder) spliceInterp(locs []*Location, interp []target.InterpStack) []*Location {
 	out := make([]*Location, 0, len(locs)+len(interp))
-	j, act := 0, 0
-	last := -1
-	for i, l := range locs {
-		if l.Lines[len(l.Lines)-1].Function == pyEval {
-			last = i
-		}
-	}
-	for i, l := range locs {
-		if l.Lines[len(l.Lines)-1].Function == pyEval {
-			for ; j < len(interp) && (interp[j].Activation <= act || i == last); j++ {
-				out = append(out, b.interpLoc(&interp[j]))
-			}
-			act++
-		}
-		out = append(out, l)
-	}
-	if last < 0 {
-		// No evaluation loop among the native frames (its symbol
-		// unknown): the native stack as it is.
-		return locs
-	}
+	target.Splice(interp, sampleStack(locs), target.SpliceOptions{Outermost: true},
+		func(i int) { out = append(out, locs[i]) },
+		func(f *target.InterpFrame) { out = append(out, b.interpLoc(f)) })
 	return out
 }
 

@@ -9,6 +9,10 @@ import (
 	"github.com/rewindstack/rewind/target"
 )
 
+// pyEval is the native function of CPython's evaluation loop: each of
+// its frames runs one activation's Python frames.
+const pyEval = "_PyEval_EvalFrameDefault"
+
 // TestSpliceInterp: each activation's Python frames go just above its
 // _PyEval_EvalFrameDefault frame (leaf first), as dump places them;
 // activations the native stack has no frame for go above the outermost
@@ -50,7 +54,7 @@ func TestSpliceInterp(t *testing.T) {
 			"a _PyEval_EvalFrameDefault f b c _PyEval_EvalFrameDefault main"},
 		{[]string{"f", "main"}, py("a@0"), "f main"},
 	} {
-		got := names(b.spliceInterp(native(c.native...), c.interp))
+		got := names(b.spliceInterp(native(c.native...), []target.InterpStack{{Entry: pyEval, Frames: c.interp}}))
 		if got != c.want {
 			t.Errorf("native %v, Python %v:\n got %s\nwant %s", c.native, c.interp, got, c.want)
 		}

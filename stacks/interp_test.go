@@ -23,23 +23,36 @@ func TestWithInterpActivations(t *testing.T) {
 		}
 		return s
 	}
-	py := []target.InterpFrame{{Function: "a"}, {Function: "b"}, {Function: "c", Activation: 1}, {Function: "d", Activation: 2}}
-	if got, want := names(withInterp(native, py, "eval", nil)), "lock eval a b eval call c eval main d "; got != want {
+	on := func(entry string, fs []target.InterpFrame) []target.InterpStack {
+		return []target.InterpStack{{Entry: entry, Frames: fs}}
+	}
+	// holding finds the native frames of anchors 1, 2 and 3 (activations
+	// 0, 1 and 2) in at.
+	holding := func(at map[uint64]int) func(uint64) int {
+		return func(a uint64) int {
+			if i, ok := at[a]; ok {
+				return i
+			}
+			return -1
+		}
+	}
+	py := []target.InterpFrame{{Function: "a", Anchor: 1}, {Function: "b", Anchor: 1}, {Function: "c", Activation: 1, Anchor: 2}, {Function: "d", Activation: 2, Anchor: 3}}
+	if got, want := names(withInterp(native, on("eval", py), nil)), "lock eval a b eval call c eval main d "; got != want {
 		t.Errorf("python: %q, want %q", got, want)
 	}
 	lua := []target.InterpFrame{{Function: "x"}, {Function: "y"}}
-	if got, want := names(withInterp(native, lua, "eval", nil)), "lock eval x y eval call eval main "; got != want {
+	if got, want := names(withInterp(native, on("eval", lua), nil)), "lock eval x y eval call eval main "; got != want {
 		t.Errorf("lua: %q, want %q", got, want)
 	}
-	if got, want := names(withInterp(native, lua, "none", nil)), "lock eval eval call eval main x y "; got != want {
+	if got, want := names(withInterp(native, on("none", lua), nil)), "lock eval eval call eval main x y "; got != want {
 		t.Errorf("no entry: %q, want %q", got, want)
 	}
 	// Anchored (no symbol needed): before the frames the anchors name.
-	if got, want := names(withInterp(native, py, "none", map[int]int{0: 2, 1: 4, 2: 5})), "lock eval a b eval call c eval d main "; got != want {
+	if got, want := names(withInterp(native, on("none", py), holding(map[uint64]int{1: 2, 2: 4, 3: 5}))), "lock eval a b eval call c eval d main "; got != want {
 		t.Errorf("anchored: %q, want %q", got, want)
 	}
 	// One activation without an anchor: by name for all.
-	if got, want := names(withInterp(native, py, "eval", map[int]int{0: 2, 2: 5})), "lock eval a b eval call c eval main d "; got != want {
+	if got, want := names(withInterp(native, on("eval", py), holding(map[uint64]int{1: 2, 3: 5}))), "lock eval a b eval call c eval main d "; got != want {
 		t.Errorf("partly anchored: %q, want %q", got, want)
 	}
 }

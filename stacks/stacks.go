@@ -82,7 +82,9 @@ func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output
 		if w.Fiber == nil {
 			if w.Context != nil {
 				c := w.Context
-				th.Frames = withInterp(th.Frames, c.Interp, c.InterpBefore, anchoredFrames(&w.Stack, th.Frames, c.Interp))
+				if len(c.Interp) > 0 {
+					th.Frames = withInterp(th.Frames, interpStacks(c), holdingFrame(&w.Stack, th.Frames))
+				}
 			}
 			rep.Threads = append(rep.Threads, th)
 			continue
@@ -177,7 +179,7 @@ func Complete(r *output.Report) int {
 // its stack from th.
 func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail,
-		Frames: withInterp(th.Frames, c.Interp, c.InterpBefore, nil), NeverRan: c.NeverRan}
+		Frames: withInterp(th.Frames, interpStacks(c), nil), NeverRan: c.NeverRan}
 	if c.TID != 0 {
 		tid := c.TID
 		f.Thread = &tid
@@ -196,68 +198,48 @@ func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 	return f
 }
 
-// withInterp inserts interpreted frames before native frames: the
-// frames of activation k before the frame at anchored[k] (the native
-// frame whose stack holds the activation's anchor) when every
-// activation has one, else before the k-th physical frame of function
-// before (counted from 0, innermost first); those of activations with no
+// withInterp inserts interpreted frames before native frames, by
+// target.Splice: the frames of activation k before the native frame
+// whose stack holds the activation's anchor (holding, nil when no stack
+// is known) when every activation has one, else before the k-th physical
+// frame of the runtime's entry function; those of activations with no
 // such frame at the end.
-func withInterp(frames []output.Frame, interp []target.InterpFrame, before string, anchored map[int]int) []output.Frame {
+func withInterp(frames []output.Frame, interp []target.InterpStack, holding func(uint64) int) []output.Frame {
 	if len(interp) == 0 {
 		return frames
 	}
-	// Activations beyond the native frames have none to go before.
-	acts := max(min(interp[len(interp)-1].Activation+1, len(frames)+1), 1)
-	entry := make([]int, acts)
-	byName := false
-	for k := range entry {
-		at, ok := anchored[k]
-		if !ok || (k > 0 && at <= entry[k-1]) {
-			byName = true
-			break
-		}
-		entry[k] = at
-	}
-	if byName {
-		k := 0
-		for i := range entry {
-			entry[i] = len(frames)
-		}
-		for i, f := range frames {
-			if f.Function == before && !f.Inlined && k < acts {
-				entry[k] = i
-				k++
-			}
-		}
-	}
-	out := make([]output.Frame, 0, len(frames)+len(interp))
-	j := 0
-	add := func(upTo int) {
-		for ; j < len(interp); j++ {
-			in := &interp[j]
-			if in.Activation < 0 || in.Activation >= acts || entry[in.Activation] > upTo {
-				break
-			}
-			out = append(out, interpOutput(in))
-		}
-	}
-	for i, f := range frames {
-		add(i)
-		out = append(out, f)
-	}
-	// No native entry frame left for them (a walk cut short, an
-	// interpreter without symbols): after the native frames, in order.
-	for ; j < len(interp); j++ {
-		in := &interp[j]
-		out = append(out, interpOutput(in))
-	}
+	out := make([]output.Frame, 0, len(frames)+len(interp[0].Frames))
+	target.Splice(interp, outputStack{frames, holding}, target.SpliceOptions{},
+		func(i int) { out = append(out, frames[i]) },
+		func(in *target.InterpFrame) { out = append(out, interpOutput(in)) })
 	return out
 }
 
-// anchoredFrames finds, for each activation of interp with an anchor,
-// the output frame (of frames, symbolized from st) of the physical frame
-// whose stack holds the anchor: between its SP and its caller's.
-func anchoredFrames(st *unwind.Stack, frames []output.Frame, interp []target.InterpFrame) map[int]int {
+// outputStack is a thread's symbolized frames as the native side of
+// target.Splice.
+type outputStack struct {
+	frames  []output.Frame
+	holding func(uint64) int
+}
+
+func (s outputStack) Len() int { return len(s.frames) }
+
+func (s outputStack) IsEntry(i int, fn string) bool {
+	return s.frames[i].Function == fn && !s.frames[i].Inlined
+}
+
+func (s outputStack) Holding(addr uint64) int {
+	if s.holding == nil {
+		return -1
+	}
+	return s.holding(addr)
+}
+
+// holdingFrame returns the function that finds the output frame (of
+// frames, symbolized from st) of the physical frame whose stack holds an
+// address: between its SP and its caller's; nil when the output frames
+// do not match st's physical frames one to one.
+func holdingFrame(st *unwind.Stack, frames []output.Frame) func(uint64) int {
 	phys := make([]int, 0, len(st.Frames))
 	for i := range frames {
 		if frames[i].Method != unwind.MethodTailCall.String() && !frames[i].Inlined {
@@ -267,23 +249,27 @@ func anchoredFrames(st *unwind.Stack, frames []output.Frame, interp []target.Int
 	if len(phys) != len(st.Frames) {
 		return nil
 	}
-	m := map[int]int{}
-	for _, in := range interp {
-		if _, ok := m[in.Activation]; ok || in.Anchor == 0 {
-			continue
-		}
+	return func(addr uint64) int {
 		for i := 0; i+1 < len(st.Frames); i++ {
-			if sp := st.Frames[i].SP; sp != 0 && sp <= in.Anchor && in.Anchor < st.Frames[i+1].SP {
-				m[in.Activation] = phys[i]
-				break
+			if sp := st.Frames[i].SP; sp != 0 && sp <= addr && addr < st.Frames[i+1].SP {
+				return phys[i]
 			}
 		}
+		return -1
 	}
-	return m
 }
 
 // interpOutput is an interpreted frame as output shows it.
 func interpOutput(in *target.InterpFrame) output.Frame {
 	return output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method,
 		Interpreted: true, ParenLocation: in.ParenLocation}
+}
+
+// interpStacks are a context's interpreted frames as target.Splice takes
+// them.
+func interpStacks(c *target.Context) []target.InterpStack {
+	if len(c.Interp) == 0 {
+		return nil
+	}
+	return []target.InterpStack{{Entry: c.InterpBefore, Frames: c.Interp}}
 }
