@@ -458,10 +458,13 @@ func TarantoolContexts(tg *target.Target, found []TarantoolFiber, mem target.Mem
 		c := withRegs(tg, mem, Spec{Kind: Coro, Addr: f.Context}, target.Context{Kind: target.KindFiber,
 			Runtime: "tarantool", TID: f.TID, ID: int64(f.ID), HasID: true, Name: f.Name, Saved: f.Context, Mem: mem,
 			NeverRan: f.NeverRan})
-		for _, lf := range f.Lua {
-			c.Interp = append(c.Interp, target.InterpFrame{Function: lf.Name, File: lf.Source, Line: lf.Line, Method: "lua"})
+		if len(f.Lua) > 0 {
+			fs := make([]target.InterpFrame, 0, len(f.Lua))
+			for _, lf := range f.Lua {
+				fs = append(fs, target.InterpFrame{Function: lf.Name, File: lf.Source, Line: lf.Line, Method: "lua"})
+			}
+			c.SetInterp(target.InterpStack{Entry: "lj_BC_FUNCC", Frames: fs})
 		}
-		c.InterpBefore = "lj_BC_FUNCC"
 		out = append(out, c)
 	}
 	return out

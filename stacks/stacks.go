@@ -83,7 +83,7 @@ func Report(t *target.Target, walks []Walked, sym *symbolize.Symbolizer) *output
 			if w.Context != nil {
 				c := w.Context
 				if len(c.Interp) > 0 {
-					th.Frames = withInterp(th.Frames, interpStacks(c), holdingFrame(&w.Stack, th.Frames))
+					th.Frames = withInterp(th.Frames, c.Interp, holdingFrame(&w.Stack, th.Frames))
 				}
 			}
 			rep.Threads = append(rep.Threads, th)
@@ -179,7 +179,7 @@ func Complete(r *output.Report) int {
 // its stack from th.
 func fiberOutput(c *target.Context, th output.Thread) output.Fiber {
 	f := output.Fiber{Kind: c.Runtime, Context: c.Saved, End: th.End, EndDetail: th.EndDetail,
-		Frames: withInterp(th.Frames, interpStacks(c), nil), NeverRan: c.NeverRan}
+		Frames: withInterp(th.Frames, c.Interp, nil), NeverRan: c.NeverRan}
 	if c.TID != 0 {
 		tid := c.TID
 		f.Thread = &tid
@@ -208,7 +208,11 @@ func withInterp(frames []output.Frame, interp []target.InterpStack, holding func
 	if len(interp) == 0 {
 		return frames
 	}
-	out := make([]output.Frame, 0, len(frames)+len(interp[0].Frames))
+	n := len(frames)
+	for i := range interp {
+		n += len(interp[i].Frames)
+	}
+	out := make([]output.Frame, 0, n)
 	target.Splice(interp, outputStack{frames, holding}, target.SpliceOptions{},
 		func(i int) { out = append(out, frames[i]) },
 		func(in *target.InterpFrame) { out = append(out, interpOutput(in)) })
@@ -263,13 +267,4 @@ func holdingFrame(st *unwind.Stack, frames []output.Frame) func(uint64) int {
 func interpOutput(in *target.InterpFrame) output.Frame {
 	return output.Frame{Function: in.Function, File: in.File, Line: in.Line, Method: in.Method,
 		Interpreted: true, ParenLocation: in.ParenLocation}
-}
-
-// interpStacks are a context's interpreted frames as target.Splice takes
-// them.
-func interpStacks(c *target.Context) []target.InterpStack {
-	if len(c.Interp) == 0 {
-		return nil
-	}
-	return []target.InterpStack{{Entry: c.InterpBefore, Frames: c.Interp}}
 }

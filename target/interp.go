@@ -12,6 +12,19 @@ type InterpStack struct {
 	Frames []InterpFrame
 }
 
+// SetInterp gives the context st, in place of the stack of the same
+// entry function it had (a runtime's frames re-read), or after the
+// others.
+func (c *Context) SetInterp(st InterpStack) {
+	for i := range c.Interp {
+		if c.Interp[i].Entry == st.Entry {
+			c.Interp[i] = st
+			return
+		}
+	}
+	c.Interp = append(c.Interp, st)
+}
+
 // NativeStack is the native side of a splice, innermost first: a
 // dump's symbolized frames, a profile sample's locations.
 type NativeStack interface {

@@ -73,13 +73,13 @@ type Context struct {
 	// NeverRan marks a fiber created but not started yet: its context is
 	// its runtime's start-up frame.
 	NeverRan bool
-	// Interp are frames of an interpreted language running on the
-	// context (Lua on a Tarantool fiber, Python on a thread), innermost
-	// first; outputs show them before the native frame of function
-	// InterpBefore (the interpreter's entry) of their Activation, as the
-	// runtime's own backtraces do.
-	Interp       []InterpFrame
-	InterpBefore string
+	// Interp are the frames of interpreted languages running on the
+	// context (Lua on a Tarantool fiber, Python on a thread), one
+	// InterpStack per runtime, so that several can share a thread;
+	// outputs show each activation's frames before the native frame of
+	// its runtime's entry (InterpStack.Entry), as the runtime's own
+	// backtraces do (Splice).
+	Interp []InterpStack
 	// Mem, when not nil, is the memory this context's walk reads instead
 	// of the Target's (a fiber stack copied apart, for example).
 	Mem Memory
@@ -217,7 +217,7 @@ type InterpFrame struct {
 	// as the runtime's own tools print it (output.Frame.ParenLocation).
 	ParenLocation bool
 	// Activation is the interpreter entry (the native frame of function
-	// Context.InterpBefore, counted from the innermost) that runs the
+	// InterpStack.Entry, counted from the innermost) that runs the
 	// frame: 0 for the innermost. Python runs a thread's frames in
 	// several evaluation-loop activations; Lua frames are all 0.
 	Activation int

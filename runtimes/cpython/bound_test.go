@@ -232,8 +232,9 @@ func TestAttachInvalidName(t *testing.T) {
 	var warned []string
 	Attach(tg, &Stacks{Threads: []Thread{{TID: 7, Frames: []Frame{{File: "m.py", Line: 3}}}}, Notes: []string{"cut"}},
 		func(s string) { warned = append(warned, s) })
-	if in := tg.Contexts[0].Interp; len(in) != 1 || in[0].Function != InvalidName || in[0].File != "m.py" {
-		t.Errorf("frames %+v, want one %s in m.py", in, InvalidName)
+	if st := tg.Contexts[0].Interp; len(st) != 1 || st[0].Entry != EvalFunction || len(st[0].Frames) != 1 ||
+		st[0].Frames[0].Function != InvalidName || st[0].Frames[0].File != "m.py" {
+		t.Errorf("frames %+v, want one %s in m.py", st, InvalidName)
 	}
 	if len(warned) != 1 || !strings.Contains(warned[0], "cut") {
 		t.Errorf("warned %q, want the note", warned)

@@ -1,0 +1,51 @@
+package target
+
+import (
+	"strings"
+	"testing"
+)
+
+// names is a native stack of function names, for Splice.
+type names []string
+
+func (n names) Len() int                      { return len(n) }
+func (n names) IsEntry(i int, fn string) bool { return n[i] == fn }
+func (n names) Holding(uint64) int            { return -1 }
+
+func splice(st []InterpStack, nat names, opt SpliceOptions) string {
+	var out []string
+	Splice(st, nat, opt, func(i int) { out = append(out, nat[i]) },
+		func(f *InterpFrame) { out = append(out, f.Function) })
+	return strings.Join(out, " ")
+}
+
+// TestSpliceTwoRuntimes: two runtimes share a thread (Python calling
+// Lua through a C extension): each one's activations go before its own
+// entry frames, whatever the other's.
+func TestSpliceTwoRuntimes(t *testing.T) {
+	nat := names{"lj_vm", "lua_entry", "ext_call", "py_eval", "call", "py_eval", "main"}
+	var c Context
+	c.SetInterp(InterpStack{Entry: "py_eval", Frames: []InterpFrame{{Function: "old"}}})
+	c.SetInterp(InterpStack{Entry: "lua_entry", Frames: []InterpFrame{{Function: "l1"}, {Function: "l2"}}})
+	// Re-read: the Python frames replace the first ones, in place.
+	c.SetInterp(InterpStack{Entry: "py_eval", Frames: []InterpFrame{{Function: "p1"}, {Function: "p2", Activation: 1}}})
+	if len(c.Interp) != 2 || c.Interp[0].Entry != "py_eval" {
+		t.Fatalf("stacks %+v, want python's then lua's", c.Interp)
+	}
+	want := "lj_vm l1 l2 lua_entry ext_call p1 py_eval call p2 py_eval main"
+	if got := splice(c.Interp, nat, SpliceOptions{}); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	// Activations without an entry: at the end in a dump, before the
+	// outermost entry in a profile, dropped there without any entry.
+	st := []InterpStack{{Entry: "py_eval", Frames: []InterpFrame{{Function: "a"}, {Function: "b", Activation: 2}}}}
+	if got, want := splice(st, nat, SpliceOptions{}), "lj_vm lua_entry ext_call a py_eval call py_eval main b"; got != want {
+		t.Errorf("dump: got %s, want %s", got, want)
+	}
+	if got, want := splice(st, nat, SpliceOptions{Outermost: true}), "lj_vm lua_entry ext_call a py_eval call b py_eval main"; got != want {
+		t.Errorf("profile: got %s, want %s", got, want)
+	}
+	if got, want := splice(st, names{"f", "main"}, SpliceOptions{Outermost: true}), "f main"; got != want {
+		t.Errorf("profile without entry: got %s, want %s", got, want)
+	}
+}
