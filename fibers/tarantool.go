@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes/luajit"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -49,7 +50,8 @@ type Tarantool struct {
 	// struct cord
 	cordSize, cFiber, cID, cAlive, cSched uint64
 
-	lua    luaLayout // LuaJIT's structures, when hasLua
+	lua    luajit.Layout // LuaJIT's structures, when hasLua
+	luaL   uint64        // fiber->storage.lua.stack: the fiber's lua_State
 	hasLua bool
 }
 
@@ -104,7 +106,7 @@ func NewTarantool(path string) (t *Tarantool, err error) {
 	if err != nil {
 		return nil, ErrTarantoolLayout
 	}
-	fiber, cord := structType(d, "fiber"), structType(d, "cord")
+	fiber, cord := luajit.StructType(d, "fiber"), luajit.StructType(d, "cord")
 	if fiber == nil || cord == nil {
 		return nil, ErrTarantoolLayout
 	}
@@ -138,7 +140,12 @@ func NewTarantool(path string) (t *Tarantool, err error) {
 	if so, ok := offs(fiber, "stack", "stack_size"); ok {
 		t.fStack, t.fStackSize = so[0], so[1]
 	}
-	t.lua, t.hasLua = luaLayoutFrom(d, fiber)
+	// A fiber without a lua_State runs no Lua: LuaJIT's types are not
+	// looked for (each lookup scans the DWARF).
+	if luaL, ok := luajit.FieldOffset(fiber, "storage", "lua", "stack"); ok {
+		t.luaL = luaL
+		t.lua, t.hasLua = luajit.LayoutFrom(d)
+	}
 	nf, _ := member(fiber, "name")
 	switch nt := nf.Type.(type) {
 	case *dwarf.PtrType:
@@ -150,33 +157,6 @@ func NewTarantool(path string) (t *Tarantool, err error) {
 		return nil, ErrTarantoolLayout
 	}
 	return t, nil
-}
-
-// structType finds the definition of struct name among the compile units'
-// top-level types.
-func structType(d *dwarf.Data, name string) *dwarf.StructType {
-	r := d.Reader()
-	for {
-		e, err := r.Next()
-		if err != nil || e == nil {
-			return nil
-		}
-		if e.Tag == dwarf.TagCompileUnit {
-			continue
-		}
-		if e.Tag == dwarf.TagStructType && e.Val(dwarf.AttrDeclaration) == nil {
-			if n, _ := e.Val(dwarf.AttrName).(string); n == name {
-				if t, err := d.Type(e.Offset); err == nil {
-					if st, ok := t.(*dwarf.StructType); ok && !st.Incomplete {
-						return st
-					}
-				}
-			}
-		}
-		if e.Children {
-			r.SkipChildren()
-		}
-	}
 }
 
 // TarantoolFiber is one inactive fiber found in a cord.
@@ -203,7 +183,7 @@ type TarantoolFiber struct {
 	// L is the fiber's lua_State, 0 when it runs no Lua; Lua its Lua
 	// frames, innermost first (see LuaFrames).
 	L   uint64
-	Lua []LuaFrame
+	Lua []luajit.Frame
 }
 
 // Find lists the inactive fibers of every cord, reading mem: inside a live
@@ -459,11 +439,7 @@ func TarantoolContexts(tg *target.Target, found []TarantoolFiber, mem target.Mem
 			Runtime: "tarantool", TID: f.TID, ID: int64(f.ID), HasID: true, Name: f.Name, Saved: f.Context, Mem: mem,
 			NeverRan: f.NeverRan})
 		if len(f.Lua) > 0 {
-			fs := make([]target.InterpFrame, 0, len(f.Lua))
-			for _, lf := range f.Lua {
-				fs = append(fs, target.InterpFrame{Function: lf.Name, File: lf.Source, Line: lf.Line, Method: "lua"})
-			}
-			c.SetInterp(target.InterpStack{Entry: "lj_BC_FUNCC", Frames: fs})
+			c.SetInterp(luajit.Stack(f.Lua))
 		}
 		out = append(out, c)
 	}
@@ -492,10 +468,10 @@ func (t *Tarantool) LuaFrames(mem target.Memory, found []TarantoolFiber) {
 	if !t.hasLua {
 		return
 	}
-	w := &luaWalker{l: &t.lua, mem: mem}
+	w := luajit.NewWalker(&t.lua, mem)
 	for i := range found {
 		if found[i].L != 0 {
-			found[i].Lua = w.frames(found[i].L)
+			found[i].Lua = w.Frames(found[i].L)
 		}
 	}
 }
@@ -516,7 +492,7 @@ func (t *Tarantool) luaCopies(br live.BatchReader, fs []TarantoolFiber) [][]targ
 	states := make([]live.Read, len(fs))
 	for i, f := range fs {
 		if f.L != 0 {
-			states[i] = live.Read{Addr: f.L, Buf: make([]byte, max(t.lua.lBase, t.lua.lStack)+8)}
+			states[i] = live.Read{Addr: f.L, Buf: make([]byte, max(t.lua.LBase, t.lua.LStack)+8)}
 		}
 	}
 	br.ReadBatch(states)
@@ -526,8 +502,8 @@ func (t *Tarantool) luaCopies(br live.BatchReader, fs []TarantoolFiber) [][]targ
 		if st.N != len(st.Buf) || st.N == 0 {
 			continue
 		}
-		base := le.Uint64(st.Buf[t.lua.lBase:])
-		bot := uint64(le.Uint32(st.Buf[t.lua.lStack:]))
+		base := le.Uint64(st.Buf[t.lua.LBase:])
+		bot := uint64(le.Uint32(st.Buf[t.lua.LStack:]))
 		if base > bot && base-bot <= maxLuaStack {
 			stacks[i] = live.Read{Addr: bot, Buf: make([]byte, base-bot)}
 		}
@@ -554,8 +530,8 @@ func (t *Tarantool) fiberFields(f uint64, fbuf []byte) TarantoolFiber {
 			tf.StackHi = lo + le.Uint64(fbuf[t.fStackSize:])
 		}
 	}
-	if t.hasLua && t.lua.fiberL+8 <= uint64(len(fbuf)) {
-		tf.L = le.Uint64(fbuf[t.lua.fiberL:])
+	if t.hasLua && t.luaL+8 <= uint64(len(fbuf)) {
+		tf.L = le.Uint64(fbuf[t.luaL:])
 	}
 	return tf
 }

@@ -174,24 +174,6 @@ func FuzzScan(f *testing.F) {
 	})
 }
 
-// FuzzLuaFrames: a Lua stack in hostile memory (frame links, prototypes,
-// bytecode, strings all garbage) is walked to an end, without panicking.
-func FuzzLuaFrames(f *testing.F) {
-	seed := make([]byte, 512)
-	le := binary.LittleEndian
-	le.PutUint64(seed[16:], 0x10000+0x100) // L->base
-	le.PutUint32(seed[36:], 0x10000+0x40)  // L->stack
-	f.Add(seed)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		l := luaLayout{fiberL: 0, lBase: 16, lStack: 36, protoSize: 64, pSizebc: 8, pK: 16, pChunk: 40,
-			pFirst: 44, pNumline: 48, pLineinfo: 52, pUvinfo: 56, pVarinfo: 60, fnPC: 16}
-		w := &luaWalker{l: &l, mem: &target.Snapshot{Regions: []target.Region{{Addr: 0x10000, Data: data}}}}
-		if fs := w.frames(0x10000); len(fs) > 64 {
-			t.Errorf("%d frames", len(fs))
-		}
-	})
-}
-
 // scanMem is memory for scan tests: the snapshot's regions, zeros over
 // [zeroLo, zeroHi), an error elsewhere; it counts the reads.
 type scanMem struct {

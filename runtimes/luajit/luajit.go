@@ -1,4 +1,22 @@
-package fibers
+// Package luajit reads the Lua frames of a LuaJIT 2.1 lua_State from
+// outside the process. A lua_State's Lua stack holds, below each
+// frame's base, a frame link: the function (a 32-bit GC reference) and
+// either the return PC into the caller's bytecode (a Lua frame) or a size
+// and type. Walking the links from L->base down to L->stack gives the Lua
+// frames, innermost first, as lua_getstack does; a Lua function's current
+// line comes from the return PC its callee saved, its name (as
+// lua_getinfo "n" gives it) from the instruction that loaded the called
+// function into the caller's call slot: a local variable, a global
+// (GGET), a field (TGETS), an upvalue (UGET). This is LuaJIT 2.1 with
+// 32-bit references (not GC64), as Debian's Tarantool 2.6 builds it;
+// structure offsets come from the binary's DWARF types, and a GC64 build
+// (16-byte frame links) gets no Lua frames.
+//
+// A program that embeds LuaJIT composes this reader: it finds its
+// lua_States (Tarantool's fibers keep one each, package fibers) and
+// hands them to a Walker; Stack turns the frames into the runtime's
+// target.InterpStack, spliced above LuaJIT's entry (Entry).
+package luajit
 
 import (
 	"debug/dwarf"
@@ -8,22 +26,15 @@ import (
 	"github.com/rewindstack/rewind/target"
 )
 
-// Lua frames of Tarantool's fibers. A fiber running Lua has a lua_State
-// (fiber->storage.lua.stack) whose Lua stack holds, below each frame's
-// base, a frame link: the function (a 32-bit GC reference) and either the
-// return PC into the caller's bytecode (a Lua frame) or a size and type.
-// Walking the links from L->base down to L->stack gives the Lua frames,
-// innermost first, as lua_getstack does; a Lua function's current line
-// comes from the return PC its callee saved, its name (as lua_getinfo "n"
-// gives it) from the instruction that loaded the called function into
-// the caller's call slot: a local variable, a global (GGET), a field
-// (TGETS), an upvalue (UGET). This is LuaJIT 2.1 with 32-bit references
-// (not GC64), as Debian's Tarantool 2.6 builds it; structure offsets come
-// from the binary's DWARF types, and a GC64 build (16-byte frame links)
-// gets no Lua frames.
+// Entry is the native function the interpreter enters Lua from C by:
+// a context's Lua frames go before its frame.
+const Entry = "lj_BC_FUNCC"
 
-// LuaFrame is one Lua frame as fiber.info() shows it.
-type LuaFrame struct {
+// Method is the method and runtime name of a Lua frame ("lua").
+const Method = "lua"
+
+// Frame is one Lua frame as fiber.info() shows it.
+type Frame struct {
 	// Name is the function's name, "" when lua_getinfo would have none.
 	Name string
 	// Source is the chunk name ("@app.lua"), "=[C]" for a C function.
@@ -32,33 +43,39 @@ type LuaFrame struct {
 	Line int
 }
 
-// luaLayout holds the offsets the walk needs.
-type luaLayout struct {
-	fiberL uint64 // fiber->storage.lua.stack
+// Stack is a lua_State's frames (innermost first) as the splicer takes
+// them: all of one activation, before the innermost Entry frame.
+func Stack(fs []Frame) target.InterpStack {
+	out := make([]target.InterpFrame, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, target.InterpFrame{Function: f.Name, File: f.Source, Line: f.Line, Method: Method})
+	}
+	return target.InterpStack{Entry: Entry, Frames: out}
+}
 
-	lBase, lStack uint64 // lua_State
+// Layout holds the structure offsets the walk needs.
+type Layout struct {
+	// LBase and LStack are the offsets of lua_State's base (a pointer)
+	// and stack (a 32-bit reference): what a copy of a lua_State made
+	// ahead of a walk must hold.
+	LBase, LStack uint64
 
 	protoSize                                                                 uint64 // sizeof(GCproto)
 	pSizebc, pK, pChunk, pFirst, pNumline, pLineinfo, pUvinfo, pVarinfo, fnPC uint64
 }
 
-// luaLayoutFrom reads the offsets from the binary's DWARF; ok is false
-// when a type is missing or the build is GC64.
-func luaLayoutFrom(d *dwarf.Data, fiber *dwarf.StructType) (luaLayout, bool) {
-	var l luaLayout
-	off, ok := fieldPath(fiber, "storage", "lua", "stack")
-	if !ok {
-		return l, false
-	}
-	l.fiberL = off
-	ls, pt, fl := structType(d, "lua_State"), structType(d, "GCproto"), structType(d, "GCfuncL")
+// LayoutFrom reads the offsets from a binary's DWARF; ok is false when a
+// type is missing or the build is GC64.
+func LayoutFrom(d *dwarf.Data) (Layout, bool) {
+	var l Layout
+	ls, pt, fl := StructType(d, "lua_State"), StructType(d, "GCproto"), StructType(d, "GCfuncL")
 	if ls == nil || pt == nil || fl == nil {
 		return l, false
 	}
 	get := func(st *dwarf.StructType, names ...string) []uint64 {
 		var out []uint64
 		for _, n := range names {
-			o, ok := fieldPath(st, n)
+			o, ok := FieldOffset(st, n)
 			if !ok {
 				return nil
 			}
@@ -78,15 +95,43 @@ func luaLayoutFrom(d *dwarf.Data, fiber *dwarf.StructType) (luaLayout, bool) {
 			return l, false
 		}
 	}
-	l.lBase, l.lStack = lo[0], lo[1]
+	l.LBase, l.LStack = lo[0], lo[1]
 	l.protoSize = uint64(pt.ByteSize)
 	l.pSizebc, l.pK, l.pChunk, l.pFirst, l.pNumline, l.pLineinfo, l.pUvinfo, l.pVarinfo = po[0], po[1], po[2], po[3], po[4], po[5], po[6], po[7]
 	l.fnPC = fo[0]
 	return l, true
 }
 
-// fieldPath is the byte offset of a nested member.
-func fieldPath(st *dwarf.StructType, path ...string) (uint64, bool) {
+// StructType finds the definition of struct name among the compile
+// units' top-level types: for LayoutFrom, and for the programs that
+// embed a lua_State in their own structures.
+func StructType(d *dwarf.Data, name string) *dwarf.StructType {
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return nil
+		}
+		if e.Tag == dwarf.TagCompileUnit {
+			continue
+		}
+		if e.Tag == dwarf.TagStructType && e.Val(dwarf.AttrDeclaration) == nil {
+			if n, _ := e.Val(dwarf.AttrName).(string); n == name {
+				if t, err := d.Type(e.Offset); err == nil {
+					if st, ok := t.(*dwarf.StructType); ok && !st.Incomplete {
+						return st
+					}
+				}
+			}
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+	}
+}
+
+// FieldOffset is the byte offset of a nested member, through typedefs.
+func FieldOffset(st *dwarf.StructType, path ...string) (uint64, bool) {
 	var off uint64
 	t := dwarf.Type(st)
 	for _, name := range path {
@@ -156,17 +201,21 @@ const (
 	frameVarg  = 3
 )
 
-// luaWalker reads lua_States' frames. What it derives from prototypes
+// Walker reads lua_States' frames. What it derives from prototypes
 // and bytecode alone, which do not change while the fibers are parked, is
 // remembered: thousands of fibers parked in one function cost its
 // bytecode's reads (one system call each on a live process) once.
-type luaWalker struct {
-	l   *luaLayout
+type Walker struct {
+	l   *Layout
 	mem target.Memory
 
 	places map[[2]uint64]luaPlace // (function, return PC into it) -> its source and line
 	names  map[[3]uint64]string   // (prototype, call instruction, slot) -> slotName
 }
+
+// NewWalker returns a walker of the lua_States in mem, laid out as l
+// says.
+func NewWalker(l *Layout, mem target.Memory) *Walker { return &Walker{l: l, mem: mem} }
 
 // luaPlace is a Lua function's chunk and current line.
 type luaPlace struct {
@@ -174,7 +223,7 @@ type luaPlace struct {
 	line   int
 }
 
-func (w *luaWalker) u32(addr uint64) (uint64, bool) {
+func (w *Walker) u32(addr uint64) (uint64, bool) {
 	var b [4]byte
 	if w.mem.ReadMemory(addr, b[:]) != nil {
 		return 0, false
@@ -182,17 +231,18 @@ func (w *luaWalker) u32(addr uint64) (uint64, bool) {
 	return uint64(binary.LittleEndian.Uint32(b[:])), true
 }
 
-// frames returns L's Lua frames, innermost first (at most 64).
-func (w *luaWalker) frames(L uint64) []LuaFrame {
-	base, err := readU64(w.mem, L+w.l.lBase)
-	if err != nil {
+// Frames returns L's Lua frames, innermost first (at most 64).
+func (w *Walker) Frames(L uint64) []Frame {
+	var b [8]byte
+	if w.mem.ReadMemory(L+w.l.LBase, b[:]) != nil {
 		return nil
 	}
-	bot, ok := w.u32(L + w.l.lStack)
+	base := binary.LittleEndian.Uint64(b[:])
+	bot, ok := w.u32(L + w.l.LStack)
 	if !ok || base <= bot {
 		return nil
 	}
-	var out []LuaFrame
+	var out []Frame
 	var next uint64 // the frame above (the callee's link), 0 for the innermost
 	pseudo := false // the frame is a vararg call's original, not a level
 	for frame := base - 8; frame > bot && len(out) < 64; {
@@ -228,7 +278,7 @@ func (w *luaWalker) frames(L uint64) []LuaFrame {
 
 // frame describes the function of the frame at frame; next is the frame
 // above it (whose link holds this function's current PC), 0 if none.
-func (w *luaWalker) frame(fn, frame, next uint64) LuaFrame {
+func (w *Walker) frame(fn, frame, next uint64) Frame {
 	var ret uint64 // the return PC into fn, 0 if unknown
 	if next != 0 {
 		ret, _ = w.linkPC(next)
@@ -242,12 +292,12 @@ func (w *luaWalker) frame(fn, frame, next uint64) LuaFrame {
 		}
 		w.places[key] = place
 	}
-	return LuaFrame{Source: place.source, Line: place.line, Name: w.funcName(frame)}
+	return Frame{Source: place.source, Line: place.line, Name: w.funcName(frame)}
 }
 
 // place is the chunk and line of function fn when it returns to ret
 // (0: unknown).
-func (w *luaWalker) place(fn, ret uint64) luaPlace {
+func (w *Walker) place(fn, ret uint64) luaPlace {
 	p := luaPlace{source: "=[C]", line: -1}
 	var ffid [1]byte
 	if w.mem.ReadMemory(fn+6, ffid[:]) == nil && ffid[0] == 0 { // FF_LUA: a Lua function
@@ -260,10 +310,10 @@ func (w *luaWalker) place(fn, ret uint64) luaPlace {
 	return p
 }
 
-func (w *luaWalker) gcref(addr uint64) uint64 { v, _ := w.u32(addr); return v }
+func (w *Walker) gcref(addr uint64) uint64 { v, _ := w.u32(addr); return v }
 
 // str reads a GCstr's contents (at most 256 bytes).
-func (w *luaWalker) str(s uint64) string {
+func (w *Walker) str(s uint64) string {
 	if s == 0 {
 		return ""
 	}
@@ -280,7 +330,7 @@ func (w *luaWalker) str(s uint64) string {
 
 // pcOf is the bytecode position a Lua function with prototype pt is at,
 // from the return PC its callee's link holds (ret); -1 when unknown.
-func (w *luaWalker) pcOf(pt, ret uint64) int64 {
+func (w *Walker) pcOf(pt, ret uint64) int64 {
 	if ret == 0 {
 		return -1
 	}
@@ -292,7 +342,7 @@ func (w *luaWalker) pcOf(pt, ret uint64) int64 {
 }
 
 // line is lj_debug_line: the line of bytecode position pc.
-func (w *luaWalker) line(pt uint64, pc int64) int {
+func (w *Walker) line(pt uint64, pc int64) int {
 	if pc < 0 {
 		return -1
 	}
@@ -334,7 +384,7 @@ func (w *luaWalker) line(pt uint64, pc int64) int {
 // (debug_framepc's): its link when called from Lua, or when the frame is
 // a continuation (a trace stitched to a C function's call, a
 // metamethod's) the PC the slot below it keeps (frame_contpc).
-func (w *luaWalker) linkPC(frame uint64) (uint64, bool) {
+func (w *Walker) linkPC(frame uint64) (uint64, bool) {
 	ftsz, ok := w.u32(frame + 4)
 	switch {
 	case !ok:
@@ -350,7 +400,7 @@ func (w *luaWalker) linkPC(frame uint64) (uint64, bool) {
 
 // funcName is lj_debug_funcname for the frame at frame: the name its
 // caller used for it, found from the caller's call instruction.
-func (w *luaWalker) funcName(frame uint64) string {
+func (w *Walker) funcName(frame uint64) string {
 	ftsz, ok := w.u32(frame + 4)
 	if ok && ftsz&frameTypeP == frameVarg {
 		// A vararg function's name is that of the frame it was called in.
@@ -417,7 +467,7 @@ func (w *luaWalker) funcName(frame uint64) string {
 }
 
 // slotName is lj_debug_slotname: what slot held at instruction ip.
-func (w *luaWalker) slotName(pt, bc, ip, slot uint64) string {
+func (w *Walker) slotName(pt, bc, ip, slot uint64) string {
 	// Bounded: a MOV chain is short, and the backward search stops at
 	// the prototype's start or after maxScanBack instructions (damaged
 	// memory can make ip anything).
@@ -477,7 +527,7 @@ func (w *luaWalker) slotName(pt, bc, ip, slot uint64) string {
 
 // kstr is the string constant ~idx of prototype pt (GC constants lie
 // below pt->k).
-func (w *luaWalker) kstr(pt, idx uint64) string {
+func (w *Walker) kstr(pt, idx uint64) string {
 	k, ok := w.u32(pt + w.l.pK)
 	if !ok {
 		return ""
@@ -486,7 +536,7 @@ func (w *luaWalker) kstr(pt, idx uint64) string {
 }
 
 // uvName is the name of upvalue idx (uvinfo: NUL-terminated names).
-func (w *luaWalker) uvName(pt, idx uint64) string {
+func (w *Walker) uvName(pt, idx uint64) string {
 	p, ok := w.u32(pt + w.l.pUvinfo)
 	if !ok || p == 0 {
 		return ""
@@ -503,7 +553,7 @@ func (w *luaWalker) uvName(pt, idx uint64) string {
 }
 
 // varName is debug_varname: the name of local slot at position pc.
-func (w *luaWalker) varName(pt, pc, slot uint64) string {
+func (w *Walker) varName(pt, pc, slot uint64) string {
 	p, ok := w.u32(pt + w.l.pVarinfo)
 	if !ok || p == 0 {
 		return ""
