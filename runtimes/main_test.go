@@ -1,0 +1,10 @@
+package runtimes_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/fixture"
+)
+
+func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }
