@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/fixture"
+	_ "github.com/rewindstack/rewind/runtimes/builtin" // the Python frames' tests need CPython registered
 )
 
 // TestMain ends the processes the tests started and removes their

@@ -6,8 +6,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/rewindstack/rewind/live"
-	"github.com/rewindstack/rewind/runtimes/cpython"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -29,17 +28,6 @@ const (
 	pyEndNoThread   = 3
 )
 
-// pyProcVal mirrors struct py_proc.
-type pyProcVal struct {
-	EvalStart, EvalEnd, TStateCurrent          uint64
-	TSTID, TSFrame, CFrameCurrent, ViaCFrame   uint32
-	FramePrev, FrameCode, FrameInstr, FrameOwn uint32
-	FrameIsEntry                               int32
-	CodeQualname                               uint32
-	OwnerCStack, OwnerCStack2                  uint8
-	_                                          [6]uint8
-}
-
 // pyFrameVal and pyStackVal mirror struct py_frame and struct py_stack.
 type pyFrameVal struct {
 	Code     uint64
@@ -57,71 +45,57 @@ type pyStackVal struct {
 	Frames [PyMaxFrames]pyFrameVal
 }
 
-// pyProc is a CPython process the program walks the frames of.
+// pyProc is a process whose interpreter frames the program walks.
 type pyProc struct {
-	rt      *cpython.Runtime
-	mem     *live.ProcMemory
-	codes   *cpython.Codes
+	kp      runtimes.KernelProcess
 	threads map[int]uint64 // tid -> thread state, as told to the program
 }
 
-// pyState is the unwinder's CPython processes.
+// pyState is the unwinder's interpreter processes.
 type pyState struct {
 	mu    sync.Mutex
 	procs map[int]*pyProc
 }
 
-// maxCodes bounds the code objects kept per process.
-const maxCodes = 1 << 16
+// kernelRuntime is the registered runtime the program's interpreter part
+// (bpf/python.h: CPython's thread states and frames) serves, nil when
+// none is registered (a program that links in no runtime).
+func kernelRuntime() runtimes.Kernel {
+	for _, r := range runtimes.All() {
+		if k, ok := r.(runtimes.Kernel); ok {
+			return k
+		}
+	}
+	return nil
+}
 
-// describePython tells the program how to walk the Python frames of
-// process pid, when it runs CPython 3.11 or later; it forgets them when
-// it does not (any more).
+// describePython tells the program how to walk the interpreter frames of
+// process pid, when it runs the kernel runtime (CPython 3.11 or later);
+// it forgets them when it does not (any more).
 func (u *Unwinder) describePython(pid int, maps []target.Mapping) {
-	mem := live.NewProcMemory(pid)
-	rt, err := cpython.Find(maps, mem, cpython.ProcessFile(pid))
-	if rt == nil {
+	k := kernelRuntime()
+	if k == nil {
+		return
+	}
+	kp, err := k.KernelProcess(pid, maps)
+	if kp == nil {
 		if err != nil {
-			u.note(fmt.Sprintf("Python frames of process %d: %v", pid, err))
+			u.note(err.Error())
 		}
 		u.forgetPython(pid)
 		return
 	}
-	pr, err := rt.Probe()
-	if err != nil {
-		u.note(fmt.Sprintf("Python frames of process %d: %v", pid, err))
-		u.forgetPython(pid)
-		return
-	}
-	if pr.EvalStart == 0 {
-		u.note(fmt.Sprintf("Python frames not walked in the kernel: %s does not name _PyEval_EvalFrameDefault", rt.Path))
-		u.forgetPython(pid)
-		return
-	}
-	v := pyProcVal{EvalStart: pr.EvalStart, EvalEnd: pr.EvalEnd, TStateCurrent: pr.TStateCurrent,
-		TSTID: pr.TSNativeTID, TSFrame: pr.TSFrame, CFrameCurrent: pr.CFrameCurrent,
-		FramePrev: pr.FramePrev, FrameCode: pr.FrameCode, FrameInstr: pr.FrameInstr, FrameOwn: pr.FrameOwner,
-		FrameIsEntry: pr.FrameIsEntry, CodeQualname: pr.CodeQualname, OwnerCStack: pr.OwnerCStack, OwnerCStack2: pr.OwnerCStack2}
-	if pr.ViaCFrame {
-		v.ViaCFrame = 1
-	}
-	p := &pyProc{rt: rt, mem: mem, codes: rt.NewCodes(mem), threads: map[int]uint64{}}
+	p := &pyProc{kp: kp, threads: map[int]uint64{}}
 	u.py.mu.Lock()
-	if old := u.py.procs[pid]; old != nil && old.rt.Path == rt.Path && old.rt.Addr == rt.Addr {
-		// The same interpreter described again (a library loaded):
-		// the code objects read stay good.
-		p.codes, p.threads = old.codes, old.threads
-		p.codes.SetMemory(mem)
-		old.mem.Close()
-	} else if old != nil {
-		old.mem.Close()
+	if old := u.py.procs[pid]; old != nil && kp.Adopt(old.kp) {
+		p.threads = old.threads
 	}
 	if u.py.procs == nil {
 		u.py.procs = map[int]*pyProc{}
 	}
 	u.py.procs[pid] = p
 	u.py.mu.Unlock()
-	if err := u.objs.Pyprocs.Update(uint32(pid), &v, ebpf.UpdateAny); err != nil {
+	if err := u.objs.Pyprocs.Update(uint32(pid), kp.Value(), ebpf.UpdateAny); err != nil {
 		u.note("the BPF Python process map is full")
 		return
 	}
@@ -140,7 +114,7 @@ func (u *Unwinder) pyThreads(p *pyProc) {
 func (u *Unwinder) pyThreadsLocked(p *pyProc) bool {
 	u.py.mu.Lock()
 	defer u.py.mu.Unlock()
-	ts, err := p.rt.ThreadStates(p.mem)
+	ts, err := p.kp.ThreadStates()
 	if err != nil {
 		return true
 	}
@@ -182,7 +156,7 @@ func (u *Unwinder) forgetPython(pid int) {
 	if p == nil {
 		return
 	}
-	p.mem.Close()
+	p.kp.Close()
 	u.objs.Pyprocs.Delete(uint32(pid))
 	for tid := range p.threads {
 		u.objs.Pythreads.Delete(uint32(tid))
@@ -215,25 +189,13 @@ func (r *pyRead) frames(pid int, key uint64) []target.InterpFrame {
 	}
 	r.read = append(r.read, key)
 	sv := &r.sv
-	if p.codes.Len() > maxCodes {
-		p.codes.Forget()
-	}
+	p.kp.NewStack()
 	n := min(int(sv.N), PyMaxFrames)
 	out := make([]target.InterpFrame, 0, n+1)
 	for _, f := range sv.Frames[:n] {
-		fr, show, err := p.codes.Frame(f.Code, f.Qualname, f.Instr, int(f.Act))
-		if !show {
-			continue
+		if in, show := p.kp.Frame(f.Code, f.Qualname, f.Instr, int(f.Act)); show {
+			out = append(out, in)
 		}
-		in := target.InterpFrame{Function: fr.Function, File: fr.File, Line: fr.Line, Method: "python", ParenLocation: true, Activation: int(f.Act)}
-		switch {
-		case err != nil:
-			in.Function = fmt.Sprintf("[python code %#x]", f.Code)
-		case in.Function == "":
-			// The code object's name is not a printable str.
-			in.Function = target.InvalidName
-		}
-		out = append(out, in)
 	}
 	if why := pyEndName(sv.End); why != "" {
 		// The walk stopped early: said in the innermost activation
@@ -242,18 +204,23 @@ func (r *pyRead) frames(pid int, key uint64) []target.InterpFrame {
 		if len(out) > 0 {
 			act = out[len(out)-1].Activation
 		}
-		out = append(out, target.InterpFrame{Function: "[python: " + why + "]", Method: "python", ParenLocation: true, Activation: max(act, 0)})
+		out = append(out, p.kp.Cut(why, max(act, 0)))
 	}
 	return out
 }
 
-// interpStacks are a stack's Python frames as the profile splices them:
-// above the frames of CPython's evaluation loop.
+// interpStacks are a stack's interpreter frames as the profile splices
+// them: above the frames of the kernel runtime's entry (CPython's
+// evaluation loop).
 func interpStacks(fs []target.InterpFrame) []target.InterpStack {
 	if len(fs) == 0 {
 		return nil
 	}
-	return []target.InterpStack{{Entry: cpython.EvalFunction, Frames: fs}}
+	k := kernelRuntime()
+	if k == nil {
+		return nil
+	}
+	return []target.InterpStack{{Entry: k.Entry(), Frames: fs}}
 }
 
 func pyEndName(e uint8) string {
