@@ -95,7 +95,7 @@ func Example_tarantool() {
 			if name == "" {
 				name = "(unnamed)"
 			}
-			if fr.Method == "lua" {
+			if fr.Interpreted {
 				name = fmt.Sprintf("%s (lua:%d)", name, fr.Line)
 			}
 			fns = append(fns, name)

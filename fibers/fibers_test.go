@@ -315,7 +315,7 @@ func gdbWalk(t *testing.T, pid int, r regs.Regs, script string) string {
 func functions(fs []output.Frame) []string {
 	var out []string
 	for _, f := range fs {
-		if f.Method != "lua" {
+		if !f.Interpreted {
 			out = append(out, f.Function)
 		}
 	}

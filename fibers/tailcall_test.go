@@ -39,7 +39,7 @@ func TestTarantoolTailCallsMatchGdb(t *testing.T) {
 		var got []string
 		for _, fr := range f.Frames {
 			switch {
-			case fr.Method == "lua":
+			case fr.Interpreted:
 			case fr.Method == unwind.MethodTailCall.String() && !fr.Inlined:
 				got = append(got, fr.Function+" [tail-call]")
 			default:

@@ -144,7 +144,7 @@ func checkTarantool(t *testing.T, rep *output.Report, pid int, info map[int64][]
 		var got []uint64
 		var lua []string
 		for _, fr := range f.Frames[1:] {
-			if fr.Method == "lua" {
+			if fr.Interpreted {
 				n := fr.Function
 				if n == "" {
 					n = "(unnamed)"

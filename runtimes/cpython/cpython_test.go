@@ -309,13 +309,13 @@ func checkSplice(t *testing.T, tg *target.Target, s *cpython.Stacks, wantC int) 
 	for _, th := range rep.Threads {
 		py := 0
 		for i, f := range th.Frames {
-			if f.Method != "python" {
+			if !f.Interpreted {
 				continue
 			}
 			py++
 			// Debian sid's python3.14 exports no _PyEval_EvalFrameDefault:
 			// its frames have no name, and are found by their stacks.
-			if next := i + 1; next < len(th.Frames) && th.Frames[next].Method != "python" &&
+			if next := i + 1; next < len(th.Frames) && !th.Frames[next].Interpreted &&
 				th.Frames[next].Function != cpython.EvalFunction && th.Frames[next].Function != "" {
 				t.Errorf("thread %d: Python frame %s is followed by native %s, not %s:\n%s", th.TID, f.Function,
 					th.Frames[i+1].Function, cpython.EvalFunction, text(rep, th.TID))
