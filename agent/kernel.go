@@ -13,7 +13,6 @@ import (
 	"github.com/rewindstack/rewind/bpfunwind"
 	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
-	_ "github.com/rewindstack/rewind/runtimes/builtin" // the kernel walk's runtimes (CPython), found in the registry
 	"github.com/rewindstack/rewind/session"
 )
 
