@@ -78,7 +78,8 @@ func checkPersistent(t *testing.T, path string, pcs []uint64, space *target.Addr
 	// The truncated file was refused, the index built again and written
 	// whole (and then used as read back: see debugInfo.useSaved).
 	if again, err := os.Stat(files[0]); err != nil || again.Size() != fi.Size() {
-		t.Fatalf("%s: the truncated index file was not rewritten (%v)", path, err)
+		now, _ := filepath.Glob(filepath.Join(dir, "dwarf", "*", "*"))
+		t.Fatalf("%s: the truncated index file was not rewritten (%v); index files now %v", path, err, now)
 	}
 	for i, pc := range pcs {
 		for name, got := range map[string][]Location{"writing": first[i], "reading": second[i], "after truncation": third[i]} {

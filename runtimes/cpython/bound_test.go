@@ -333,6 +333,9 @@ func FuzzHeap(f *testing.F) {
 // TestManyClaimedTables: 500 code objects each claiming a 1 MiB table
 // (the case that took 1 GB) read at most maxLinetable bytes of each.
 func TestManyClaimedTables(t *testing.T) {
+	// (The bound tested is in bytes: a slow machine must not cut the walk.)
+	defer func(d time.Duration) { walkTime = d }(walkTime)
+	walkTime = time.Hour
 	const n, mib = 500, 1 << 20
 	l := &layout312
 	m := synthBig(n, mib, mib, 8*mib, func(i int) uint64 { return uint64(i) })

@@ -82,6 +82,7 @@ func startJava(t *testing.T) (int, func()) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+		os.Remove(fmt.Sprintf("/tmp/.java_pid%d", pid)) // (jcmd's attach socket, left by a killed JVM)
 	})
 	// Compiled once the JVM has said ready, compiled hot and top (mid
 	// inlined in top) and main's loop, and then nothing more for 2 s.
