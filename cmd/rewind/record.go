@@ -13,10 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
-	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/session"
 )
 
@@ -64,24 +61,6 @@ type profileFlags struct {
 	stats    *bool
 	title    *string
 	tm       *timings // set when stats is
-	// findDebug, when set, finds separate debug files (see locate).
-	findDebug func(*elfobj.File) *elfobj.File
-	// offCPU marks an off-CPU recording (record --off-cpu).
-	offCPU bool
-	// copyEdgeHint says how to copy more stack per sample (see
-	// profiles.Profile.CopyEdgeHint).
-	copyEdgeHint string
-	// afterBuild, when set, runs once the profile is built, before the
-	// fidelity table is printed.
-	afterBuild func()
-	// noInterpFrames, when set, says how to get the Python frames this
-	// profile cannot have (stack copies unwound in user space): the
-	// profile says so when its samples run CPython's evaluation loop.
-	noInterpFrames string
-	// inputErr is why report could not read the whole perf.data file:
-	// the profile of the records before it is written, if there are
-	// samples among them.
-	inputErr error
 }
 
 func addProfileFlags(fs *flag.FlagSet) *profileFlags {
@@ -108,7 +87,7 @@ func runRecord(args []string) error {
 	if err != nil {
 		return err
 	}
-	methods, err := profileMethods(*rf.pf.method, *rf.pf.maxDepth)
+	methods, err := session.Methods(*rf.pf.method, *rf.pf.maxDepth)
 	if err != nil {
 		return err
 	}
@@ -119,8 +98,6 @@ func runRecord(args []string) error {
 	if err := checkOutputDir(outPath); err != nil {
 		return err
 	}
-	pf := rf.pf
-	pf.offCPU = rf.offCPU
 	// Ctrl-C or SIGTERM ends the recording; the profile is still written.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -131,126 +108,26 @@ func runRecord(args []string) error {
 			return err
 		}
 	}
-	if handled, err := recordKernel(ctx, rf, methods); handled || err != nil {
+	r := &session.Recording{PID: rf.pid, Argv: rf.cmdArgs, Freq: rf.freq, Duration: rf.dur, StackSize: rf.stackSize, GrowStack: rf.growStack,
+		UserOnly: rf.userOnly, OffCPU: rf.offCPU, UnwindIn: rf.unwindIn, PendingLimit: pendingLimit}
+	if err := session.CheckRecording(r); err != nil {
 		return err
 	}
-	pf.noInterpFrames = "record with --unwind-in kernel (" + bpfPrivilege + ")"
-	opt := perfevent.Options{Freq: rf.freq, StackSize: rf.stackSize, UserOnly: rf.userOnly, Warn: warn, OffCPU: rf.offCPU}
+	r.Profile = rf.pf.options(methods)
+	r.Profile.Title = recordTitle(rf.pf, rf.pid, rf.cmdArgs)
 	if outPath == "-" {
 		// Standard output is the profile's: the command's output goes
 		// to standard error.
-		opt.Stdout = os.Stderr
+		r.CommandStdout = os.Stderr
 	}
-	col := profiles.NewCollector(perfevent.Arch())
-	col.Warn = warn
-	build := newBuilder(col, methods, pf)
-	s := &session.Session{Collector: col, Builder: build, PendingLimit: pendingLimit, Warn: warn, Log: os.Stderr,
-		AdoptOrphans: true, Duration: rf.dur, GrowStack: rf.growStack, GoStacks: true}
 	if isTerminal(2) {
-		s.Progress = os.Stderr
+		r.Progress = os.Stderr
 	}
-	if rf.offCPU {
-		f, err := perfevent.ReadSwitchFormat()
-		if err != nil {
-			return err
-		}
-		s.OffCPU = profiles.NewOffCPU(col, f, nil)
-	}
-	if rf.pid != 0 {
-		err = s.Attach(rf.pid, opt)
-	} else {
-		err = s.Start(rf.cmdArgs, opt)
-	}
+	res, err := session.Record(ctx, r)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	tracefsStats(pf)
-	res := s.Run(ctx)
-	if res.Exited && res.Samples == 0 {
-		return noSamples(res.Elapsed, res.CommandErr)
-	}
-	recorded(res, rf, pf)
-	if err := finishProfile(build, col, pf, 1e9/int64(rf.freq), recordTitle(pf, rf.pid, rf.cmdArgs), nil); err != nil {
-		return err
-	}
 	return commandStatus(res.CommandErr)
-}
-
-// recorded says how a recording of stack copies went (its samples, with
-// --stats what the Go assist did) and notes for the fidelity table how
-// much stack was copied.
-func recorded(res session.Result, rf *recordFlags, pf *profileFlags) {
-	fmt.Fprintf(os.Stderr, "rewind: %s after %.1fs: %d samples, %d lost\n", res.Why, res.Elapsed.Seconds(), res.Samples, res.Lost)
-	if *pf.stats && res.GoAssist != "" {
-		fmt.Fprintf(os.Stderr, "rewind: Go assist: %s\n", res.GoAssist)
-	}
-	switch size := res.StackSize; {
-	case size >= maxStackCopy && size > rf.stackSize:
-		pf.copyEdgeHint = fmt.Sprintf("the copy grew to %d bytes, the kernel's most, while recording; earlier samples had less", size)
-	case size >= maxStackCopy:
-		pf.copyEdgeHint = fmt.Sprintf("%d bytes were copied, the kernel's most", size)
-	}
-}
-
-// noSamples is record's end when the command it started exited before
-// any sample (false, true, a program that fails at once): one line, as
-// perf's, no profile, and the command's exit status.
-func noSamples(elapsed time.Duration, cmdErr error) error {
-	how := ""
-	if cmdErr != nil {
-		how = " (" + cmdErr.Error() + ")"
-	}
-	fmt.Fprintf(os.Stderr, "rewind: no samples: the command exited after %s%s; no profile written\n", shortDuration(elapsed), how)
-	return commandStatus(cmdErr)
-}
-
-// missingPythonNote says, in one line, that a profile of samples in
-// CPython's evaluation loop has none of the Python functions it ran, and
-// how to get them; "" when there is nothing to say.
-func missingPythonNote(prof *profiles.Profile, how string) string {
-	var total, eval int64
-	for i := range prof.Stacks {
-		st := &prof.Stacks[i]
-		n := st.Samples()
-		total += n
-		inEval := false
-		for _, l := range st.Locations {
-			fn := l.Lines[len(l.Lines)-1]
-			if fn.Module == "[python]" {
-				return "" // the profile has Python frames
-			}
-			inEval = inEval || fn.Function == "_PyEval_EvalFrameDefault"
-		}
-		if inEval {
-			eval += n
-		}
-	}
-	if eval == 0 {
-		return ""
-	}
-	return fmt.Sprintf("no Python frames: %.0f%% of the samples run CPython's evaluation loop (_PyEval_EvalFrameDefault), "+
-		"whose Python functions are read only by the walk in the kernel: %s", 100*float64(eval)/float64(total), how)
-}
-
-// bpfPrivilege is what the in-kernel walk needs and how to give it.
-const bpfPrivilege = "it needs root, or CAP_BPF and CAP_PERFMON: run rewind as root or give it both (setcap cap_bpf,cap_perfmon=ep rewind)"
-
-// tracefsStats says, with --stats, that rewind mounted tracefs (as perf
-// does, and leaves it mounted).
-func tracefsStats(pf *profileFlags) {
-	if dir := tracefs.Mounted(); dir != "" && *pf.stats {
-		fmt.Fprintf(os.Stderr, "rewind: tracefs was not mounted: mounted it on %s\n", dir)
-	}
-}
-
-// shortDuration prints a command's run time: milliseconds under a
-// second, else seconds.
-func shortDuration(d time.Duration) string {
-	if d < time.Second {
-		return fmt.Sprintf("%d ms", d.Milliseconds())
-	}
-	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
 // exitStatus is an error that is only an exit status: record -- CMD exits
@@ -361,9 +238,6 @@ func surviveBrokenPipe() {
 // unwinding them: short recordings are unwound after the target stops, so
 // they do not compete with it for CPU.
 var pendingLimit = 256 << 20
-
-// maxStackCopy is the most user stack the kernel copies per sample.
-const maxStackCopy = 65528
 
 func isTerminal(fd int) bool {
 	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)

@@ -1,15 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"strings"
-	"sync"
-
-	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/gcdefer"
-
-	"github.com/rewindstack/rewind/perfevent"
-	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/session"
 )
 
 const reportHelp = `rewind report [flags] perf.data
@@ -41,7 +33,7 @@ func runReport(args []string) error {
 	if len(pos) != 1 {
 		return usagef("need one perf.data file (rewind report --help lists the flags)")
 	}
-	methods, err := profileMethods(*pf.method, *pf.maxDepth)
+	methods, err := session.Methods(*pf.method, *pf.maxDepth)
 	if err != nil {
 		return err
 	}
@@ -60,87 +52,12 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	pf.findDebug = res.DebugFile
-	// The copy's size was perf record's choice.
-	pf.copyEdgeHint = "perf record --call-graph dwarf,65528 copies the most"
-	var missing missingFiles
-	open := func(path, buildID string) (*elfobj.File, error) {
-		res.Expect(path, buildID)
-		f, err := res.Open(path)
-		if err != nil && !strings.HasPrefix(path, "/memfd:") {
-			// (A memfd has no path to find it by.)
-			missing.add(path, err)
-		}
-		return f, err
+	opt := session.ReportOptions{Resolver: res, MapSections: true, LessGC: true, Profile: pf.options(methods)}
+	opt.Profile.FindDebug = res.DebugFile
+	opt.Profile.Title = profileTitle(pf, "rewind report")
+	if pf.tm != nil {
+		opt.Profile.Phase = pf.tm.mark
+		opt.Profile.Note = func(n string) { pf.tm.notes = append(pf.tm.notes, n) }
 	}
-	pf.afterBuild = missing.warn
-	// The symbolizer and the caches are set up first: the objects'
-	// tables, symbols and debug information load while the records are
-	// decoded.
-	sym, dir := profileSymbolizer(pf)
-	// Sections mapped, not copied: page cache is not the anonymous memory
-	// a report bounds (22 MB of copies of a 2.2 GB recording's peak).
-	elfobj.MapSections(true)
-	defer gcdefer.LessGC()()
-	builder := func(c *profiles.Collector) *profiles.Builder { return newBuilderWith(c, methods, pf, sym, dir) }
-	pd, readErr := profiles.ReadPerfData(pos[0], perfevent.Arch(), profiles.ReadOptions{Warn: warn, Open: open, TablesDir: dir, Symbolizer: sym, Builder: builder})
-	pf.tm.mark("read")
-	if pd == nil {
-		return readErr
-	}
-	if pd.Builder != nil && pf.tm != nil {
-		took, batches, n := pd.Builder.Busy()
-		pf.tm.notes = append(pf.tm.notes, fmt.Sprintf("%d samples were unwound and symbolized while the file was read, in %d batches: %.2f ms of the read phase", n, batches, float64(took.Microseconds())/1000))
-	}
-	// The samples' stacks point into the file's mapping. Once they are
-	// unwound it is unmapped on another goroutine while the output is
-	// written: unmapping a 33 MB file took 0.7 ms, the last thing the
-	// report did before it exited.
-	closeFile := sync.OnceValue(pd.Close)
-	defer closeFile()
-	pf.inputErr = readErr
-	b := pd.Builder
-	if b == nil {
-		b = builder(pd.Collector)
-	}
-	if err := finishProfile(b, pd.Collector, pf, pd.PeriodNS, profileTitle(pf, "rewind report"), func() { go closeFile() }); err != nil {
-		return err
-	}
-	return readErr
-}
-
-// missingFiles collects the mapped objects of sampled processes that could
-// not be opened, to say each once: their frames print as [unknown].
-type missingFiles struct {
-	mu    sync.Mutex
-	paths []string
-	errs  map[string]error
-}
-
-func (m *missingFiles) add(path string, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.errs == nil {
-		m.errs = map[string]error{}
-	}
-	if _, ok := m.errs[path]; !ok {
-		m.errs[path] = err
-		m.paths = append(m.paths, path)
-	}
-}
-
-// maxMissingSaid bounds the files said one by one (a system-wide
-// recording can name many programs that are gone since).
-const maxMissingSaid = 10
-
-func (m *missingFiles) warn() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, p := range m.paths {
-		if i == maxMissingSaid {
-			warn(fmt.Sprintf("%d more mapped files are missing or unusable (frames in them print as [unknown])", len(m.paths)-i))
-			break
-		}
-		warn(fmt.Sprintf("%v (frames in it print as [unknown]; --exe, --sysroot or DEBUGINFOD_URLS can find it)", m.errs[p]))
-	}
+	return session.Report(pos[0], opt)
 }
