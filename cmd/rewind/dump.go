@@ -13,6 +13,7 @@ import (
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/runtimes"
 	_ "github.com/rewindstack/rewind/runtimes/builtin" // every runtime rewind ships, in runtimes.All
+	"github.com/rewindstack/rewind/session"
 )
 
 var dumpHelp = `rewind dump PID [flags]            every thread of a running process
@@ -211,7 +212,7 @@ func dumpOptions(noInlines, tailCalls, noCache, stats bool) (opt dump.Options, t
 		if stats {
 			tm.print()
 		}
-		printCacheNotes(stats)
+		session.CacheNotes(stats, warn, os.Stderr)
 	}
 }
 

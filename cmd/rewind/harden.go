@@ -3,15 +3,12 @@ package main
 import (
 	"debug/elf"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/rewindstack/rewind/elfobj"
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/internal/fsafe"
-	"github.com/rewindstack/rewind/internal/textesc"
 )
 
 // cacheDir returns the persistent cache directory commands use, or ""
@@ -40,21 +37,6 @@ func cacheDir(disabled bool) string {
 // cacheRefusalSaid is set once cacheDir has said why it runs without the
 // cache.
 var cacheRefusalSaid bool
-
-// printCacheNotes reports what the caches did: refused files or
-// directories always, rebuilt (corrupt, mismatched) or unsaved entries
-// with --stats.
-func printCacheNotes(stats bool) {
-	untrusted, other := cachefile.TakeNotes()
-	for _, n := range untrusted {
-		warn(n)
-	}
-	if stats {
-		for _, n := range other {
-			fmt.Fprintf(os.Stderr, "rewind: %s\n", textesc.String(n))
-		}
-	}
-}
 
 // profileTitle is the flame graph's title: --title when given, else def,
 // which names the command only: arguments may hold secrets
@@ -99,26 +81,4 @@ func openELF(path string) (*elf.File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
-}
-
-// maxGenInput bounds the file sframe gen copies: the copy is built in
-// memory, twice (the output and its read-back check).
-const maxGenInput = 1 << 30
-
-// readInput reads the whole of a regular file named on the command line,
-// up to maxGenInput bytes.
-func readInput(path string) ([]byte, error) {
-	fh, st, err := fsafe.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	if st.Size() > maxGenInput {
-		return nil, fmt.Errorf("%s: %d bytes: rewind copies files of at most %d bytes (1 GiB) (--separate writes only the section)", path, st.Size(), maxGenInput)
-	}
-	b := make([]byte, st.Size())
-	if _, err := io.ReadFull(fh, b); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
 }

@@ -102,44 +102,15 @@ address given by --addr (0: a section that is not loaded).`)
 		return fmt.Errorf("-o %w", err)
 	}
 	in := pos[0]
-	f, err := elfobj.Open(in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	g, err := sframe.Generate(f, sframe.GenOptions{Version: uint8(*version)})
-	if err != nil {
-		return err
-	}
+	gen := sframe.GenFileOptions{Version: uint8(*version), Separate: *separate, Addr: *addr}
 	if !*quiet {
-		listSkipped(in, f, g)
+		gen.Generated = func(f *elfobj.File, g *sframe.Generated) { listSkipped(in, f, g) }
 	}
-	var note string
-	var out []byte
-	secAddr := *addr
-	if *separate {
-		if out, err = g.EncodeChecked(*addr); err != nil {
-			return err
-		}
-	} else {
-		raw, err := readInput(in)
-		if err != nil {
-			return err
-		}
-		var ins sframe.Insertion
-		if out, ins, err = sframe.AddToELF(raw, g); err != nil {
-			return fmt.Errorf("%s: %w", in, err)
-		}
-		secAddr, note = ins.Addr, ins.Note
-	}
-	perm := os.FileMode(0o666)
-	if st, err := os.Stat(in); err == nil && !*separate {
-		perm = st.Mode().Perm() // a new file is executable like the input, within the umask
-	}
-	if err := outfile.WriteFile(*outPath, out, perm); err != nil {
+	g, err := sframe.GenerateFile(in, *outPath, gen)
+	if err != nil {
 		return err
 	}
-	printGenSummary(*outPath, f, g, secAddr, note)
+	printGenSummary(*outPath, g)
 	return nil
 }
 
@@ -157,17 +128,11 @@ func listSkipped(in string, f *elfobj.File, g *sframe.Generated) {
 }
 
 // printGenSummary prints what sframe gen wrote, against the CFI's size.
-func printGenSummary(outPath string, f *elfobj.File, g *sframe.Generated, secAddr uint64, note string) {
+func printGenSummary(outPath string, g *sframe.GenFile) {
 	st := g.Stats
 	fmt.Printf("%s: SFrame v%d (%s) from %s: %d of %d functions, %d FDEs (%d PLT), %d FREs, %d skipped\n",
 		outPath, g.Version, g.ABI, st.CFISource, st.Functions, st.CFIFDEs, st.FDEs, st.PLTs, st.FREs, len(st.Skipped))
-	cfiBytes := uint64(0)
-	if f.EhFrame != nil {
-		cfiBytes += f.EhFrame.Size
-	}
-	if f.EhFrameHdr != nil {
-		cfiBytes += f.EhFrameHdr.Size
-	}
+	cfiBytes, secAddr, note := g.CFIBytes, g.Addr, g.Note
 	ratio := ""
 	if cfiBytes > 0 {
 		ratio = fmt.Sprintf(" (%.1f%%)", 100*float64(g.Size())/float64(cfiBytes))
