@@ -31,3 +31,21 @@ func ExampleSession() {
 	fmt.Printf("%s after %.1fs: %d samples, %d lost\n", res.Why, res.Elapsed.Seconds(), res.Samples, res.Lost)
 	fmt.Println(len(col.Samples()), "samples to unwind")
 }
+
+// Recording a command for five seconds and writing its flame graph, as
+// rewind record -d 5 -o make.html -- make -j4 does: unwound in the kernel
+// when the BPF unwinder loads, else from stack copies. (Not run by go
+// test: it needs perf_event_open permission.)
+func ExampleRecord() {
+	r := &session.Recording{Argv: []string{"make", "-j4"}, Freq: 99, Duration: 5 * time.Second, StackSize: 16 << 10,
+		GrowStack: true, UnwindIn: "auto",
+		Profile: session.ProfileOptions{Method: "auto", MaxDepth: 1024, Output: session.Output{Path: "make.html"}, Log: os.Stderr}}
+	if err := session.CheckRecording(r); err != nil {
+		log.Fatal(err)
+	}
+	res, err := session.Record(context.Background(), r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("profile written:", res.Written, "command failed:", res.CommandErr != nil)
+}

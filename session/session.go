@@ -10,9 +10,12 @@
 // Kernel does the same for a recording unwound in the kernel (bpfunwind),
 // reading its counts.
 //
-// It builds nothing itself: the collector, builder and off-CPU
-// accumulator it feeds are the caller's, who writes the profile after Run
-// (WriteProfile writes it without losing it to an output problem).
+// Session and Kernel build nothing themselves: the collector, builder and
+// off-CPU accumulator they feed are the caller's, who writes the profile
+// after Run (WriteProfile writes it without losing it to an output
+// problem). Record and Report are whole pipelines, rewind record's and
+// rewind report's: from the events, or a perf.data file, to the profile
+// written, as ProfileOptions say.
 package session
 
 import (
