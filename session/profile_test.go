@@ -72,3 +72,32 @@ func TestReport(t *testing.T) {
 		t.Errorf("phases %s", got)
 	}
 }
+
+// TestReportTruncated: a perf.data file cut short gets the profile of
+// the records before the cut (10,000 bytes: 3 samples), with a warning,
+// and the read's error.
+func TestReportTruncated(t *testing.T) {
+	b, err := os.ReadFile("../profiles/testdata/spin/perf.data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "cut.data"), filepath.Join(dir, "p.folded")
+	if err := os.WriteFile(in, b[:10000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	opt := session.ReportOptions{Profile: session.ProfileOptions{Method: "auto", MaxDepth: 1024, Quiet: true,
+		Output: session.Output{Path: out}, Warn: func(w string) { warnings = append(warnings, w) }}}
+	err = session.Report(in, opt)
+	if err == nil {
+		t.Fatal("no error for a truncated file")
+	}
+	if st, serr := os.Stat(out); serr != nil || st.Size() == 0 {
+		t.Errorf("no profile of the records before the cut: %v", serr)
+	}
+	said := strings.Join(warnings, "\n")
+	if !strings.Contains(said, err.Error()+"; writing the profile of the records before it") {
+		t.Errorf("warnings:\n%s\nerror: %v", said, err)
+	}
+}
