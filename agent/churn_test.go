@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 	"github.com/rewindstack/rewind/profiles"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/perfevent"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"golang.org/x/sys/unix"
 )
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	_ "github.com/rewindstack/rewind/runtimes/builtin" // the Python frames' tests need CPython registered
 )
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // TestMain removes the fixtures' build directory (fixture.Dir) after the

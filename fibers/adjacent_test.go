@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/fibers"
-	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/stacks"

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/fibers"
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/regs"

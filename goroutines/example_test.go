@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/goroutines"
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 func TestEditApply(t *testing.T) {

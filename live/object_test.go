@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/target"
 )

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/internal/testutil/fuzzcorpus"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 )
 
 var writeSeeds = flag.Bool("write-seeds", false, "rewrite the committed fuzz seed corpora")

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/regs"
 	"github.com/rewindstack/rewind/unwind"

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/profiles"

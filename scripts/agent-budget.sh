@@ -85,7 +85,7 @@ if [ -n "${BUDGET_BASE:-}" ]; then
 	git archive "$BUDGET_BASE" | tar -x -C "$tmp/base"
 	(cd "$tmp/base" && go build -o "$tmp/rewind.base" ./cmd/rewind)
 fi
-gcc -O2 -g -pthread -o "$tmp/cpu" internal/perftest/csrc/cpu.c
+gcc -O2 -g -pthread -o "$tmp/cpu" internal/testutil/perftest/csrc/cpu.c
 gcc -O2 -g -fomit-frame-pointer -o "$tmp/sleeper" agent/testdata/sleeper.c
 gcc -O2 -g -fomit-frame-pointer -o "$tmp/block" bpfunwind/testdata/block.c
 ncpu=$(nproc)

@@ -33,7 +33,7 @@ if [ -z "$rw" ]; then
 	CGO_ENABLED=0 go build -o "$tmp/rewind" ./cmd/rewind # as README's install line builds it
 	rw=$tmp/rewind
 fi
-csrc=internal/fixture/csrc
+csrc=internal/testutil/fixture/csrc
 gcc -O2 -g -pthread -I"$csrc" -o "$tmp/threads" "$csrc/threads.c" "$csrc/libfix.c"
 "$tmp/threads" >/dev/null 2>&1 &
 tpid=$!

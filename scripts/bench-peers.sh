@@ -58,9 +58,9 @@ CGO_ENABLED=0 go build -o "$tmp/rewind" ./cmd/rewind
 # The least a Go program can do for a dump or a report (scripts/floor):
 # its rows say what the machine leaves for the work itself.
 CGO_ENABLED=0 go build -o "$tmp/floor" ./scripts/floor
-csrc=internal/fixture/csrc
+csrc=internal/testutil/fixture/csrc
 gcc -O2 -g -pthread -I"$csrc" -o "$tmp/threads" "$csrc/threads.c" "$csrc/libfix.c"
-gcc -O2 -g -pthread -fomit-frame-pointer -o "$tmp/cpu" internal/perftest/csrc/cpu.c
+gcc -O2 -g -pthread -fomit-frame-pointer -o "$tmp/cpu" internal/testutil/perftest/csrc/cpu.c
 libc=$(gcc -print-file-name=libc.so.6)
 libc=$(readlink -f "$libc")
 
@@ -156,10 +156,10 @@ if have perf && perf record -q -o "$tmp/probe.data" -- true >/dev/null 2>&1; the
 	# the program it sampled (the profile names that program's frames),
 	# keyed by the program's source; perf script takes seconds a run, so
 	# the row has 5 pairs. rewind's --stats phases follow the row.
-	sw=${XDG_CACHE_HOME:-$HOME/.cache}/rewind/bench-peers/sw-$(sha256sum internal/perftest/csrc/cpu.c | cut -c1-16)
+	sw=${XDG_CACHE_HOME:-$HOME/.cache}/rewind/bench-peers/sw-$(sha256sum internal/testutil/perftest/csrc/cpu.c | cut -c1-16)
 	if [ ! -s "$sw/perf.data" ] || [ "$(stat -c %s "$sw/perf.data")" -lt 300000000 ]; then
 		mkdir -p "$sw"
-		gcc -O2 -g -pthread -fomit-frame-pointer -o "$sw/cpu" internal/perftest/csrc/cpu.c
+		gcc -O2 -g -pthread -fomit-frame-pointer -o "$sw/cpu" internal/testutil/perftest/csrc/cpu.c
 		"$sw/cpu" 23 2 >/dev/null 2>&1 &
 		swpid=$!
 		pids+=("$swpid")

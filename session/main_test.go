@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // TestMain ends the processes the tests started and removes their

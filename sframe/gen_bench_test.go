@@ -8,7 +8,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/elfobj"
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"

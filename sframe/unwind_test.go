@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/sframe"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/unwind"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )

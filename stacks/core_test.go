@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"

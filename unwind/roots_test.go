@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 )

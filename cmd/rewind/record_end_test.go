@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 )
 
 // TestRecordDurationEndsCommand: with -d, a command rewind started is

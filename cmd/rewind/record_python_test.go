@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // pyHot spins in a known Python call chain for the seconds it is given.

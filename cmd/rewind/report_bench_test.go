@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 )
 
 var (

@@ -38,8 +38,8 @@ var layers = [][]string{
 	{"bpfunwind", "session"},
 	// commands and test plumbing (internal/testutil: what only tests use)
 	{"agent", "goshadow", "cmd/rewind", "cmd/rewind/clitest", "scripts/floor", "scripts/shadowcheck",
-		"internal/fixture", "internal/fixture/cmd/otelcol", "internal/fixture/cmd/pychroots",
-		"internal/perftest", "internal/testutil/fuzzcorpus", "internal/testutil/perfbomb",
+		"internal/testutil/fixture", "internal/testutil/fixture/cmd/otelcol", "internal/testutil/fixture/cmd/pychroots",
+		"internal/testutil/perftest", "internal/testutil/fuzzcorpus", "internal/testutil/perfbomb",
 		"internal/vminit", "internal/vminit/mkinitramfs", "internal/layers"},
 }
 

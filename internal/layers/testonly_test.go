@@ -10,28 +10,13 @@ import (
 )
 
 // testutil is where the packages only tests use live: seed corpora,
-// decompression bombs, and (see notYetMoved) programs to unwind and perf
-// availability checks.
+// decompression bombs, programs to unwind and perf availability checks.
 const testutil = "internal/testutil/"
-
-// notYetMoved are test helpers still outside testutil (issue 39): their
-// tests' imports are in packages being reworked meanwhile (runtimes,
-// fibers). They count as test helpers; the test fails when one is gone,
-// so that the list only shrinks.
-var notYetMoved = []string{"internal/fixture", "internal/perftest"}
 
 // testOnly reports whether the package at path (the module's prefix cut)
 // is a test helper, or a command under one.
 func testOnly(path string) bool {
-	if strings.HasPrefix(path, testutil) {
-		return true
-	}
-	for _, p := range notYetMoved {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(path, testutil)
 }
 
 // listed is one package as go list -json describes it.
@@ -86,10 +71,8 @@ func TestTestHelpersApart(t *testing.T) {
 	pkgs := listModule(t)
 	prod := map[string]bool{} // imported by a production file
 	tests := map[string]bool{}
-	seen := map[string]bool{}
 	for _, p := range pkgs {
 		helper := testOnly(p.ImportPath)
-		seen[p.ImportPath] = true
 		for _, dep := range p.Imports {
 			if testOnly(dep) && !helper {
 				t.Errorf("%s imports %s, a test helper, from a production file", p.ImportPath, dep)
@@ -115,10 +98,5 @@ func TestTestHelpersApart(t *testing.T) {
 	sort.Strings(misplaced)
 	for _, name := range misplaced {
 		t.Errorf("%s is imported by tests only: move it under %s", name, testutil)
-	}
-	for _, p := range notYetMoved {
-		if !seen[p] {
-			t.Errorf("%s is gone: remove it from notYetMoved", p)
-		}
 	}
 }

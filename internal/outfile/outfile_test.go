@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/fsafe"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"golang.org/x/sys/unix"
 )
 

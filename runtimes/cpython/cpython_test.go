@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/corefile"
-	"github.com/rewindstack/rewind/internal/fixture"
 	"github.com/rewindstack/rewind/internal/procmaps"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/runtimes/cpython"

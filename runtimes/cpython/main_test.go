@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 func TestMain(m *testing.M) { os.Exit(fixture.Main(m)) }

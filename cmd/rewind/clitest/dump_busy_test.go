@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // checkUntraced checks that no thread of pid is traced (TracerPid 0) and,

@@ -3,7 +3,7 @@ package clitest
 import (
 	"os"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"strings"
 	"testing"
 )

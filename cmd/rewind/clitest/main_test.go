@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // rewindBin is the rewind command under test, built by TestMain.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // forged is a python3.11 process run from cpython/testdata/forge.py,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 )
 
 // deepSrc recurses 500 deep (about 56 KB of stack at -O1) and spins there

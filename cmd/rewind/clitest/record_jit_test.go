@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // TestRecordJITPerfMap records a program running generated code named in

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 )
 
 // TestRecordUnwindInKernelMatchesPerf records the same run of a program

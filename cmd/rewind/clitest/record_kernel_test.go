@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/fixture"
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
 // TestRecordUnwindInKernelMatchesUser records the same runs of CPU-bound

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rewindstack/rewind/internal/perftest"
+	"github.com/rewindstack/rewind/internal/testutil/perftest"
 	"github.com/rewindstack/rewind/internal/tracefs"
 )
 
