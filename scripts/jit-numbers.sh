@@ -49,7 +49,7 @@ public class Spin {
     public static void main(String[] a) { double t = 0; for (;;) t += top(10000); }
 }
 EOF
-javac -d "$work" "$work/Spin.java"
+javac -J-XX:-UsePerfData -d "$work" "$work/Spin.java"
 
 # folded_stats FILE SECONDS: samples/s and the named share of the leaf
 # user frames.
@@ -80,15 +80,15 @@ run_node() { # TOOL OUT
 }
 
 run_java() { # TOOL OUT
-	java -XX:+PreserveFramePointer -cp "$work" Spin >/dev/null 2>&1 &
+	java -XX:+PreserveFramePointer -XX:-UsePerfData -cp "$work" Spin >/dev/null 2>&1 &
 	local pid=$!
 	sleep 6
-	jcmd "$pid" Compiler.perfmap >/dev/null
+	jcmd -J-XX:-UsePerfData "$pid" Compiler.perfmap >/dev/null
 	case $1 in
 	perf) perf record -q -F "$HZ" -g -p "$pid" -o "$2" -- sleep "$SECS" >/dev/null 2>&1 ;;
 	*) "$work/rewind" record --unwind-in "$1" -p "$pid" -d "$SECS" -F "$HZ" -o "$2" >/dev/null 2>&1 ;;
 	esac
-	jcmd "$pid" Compiler.perfmap >/dev/null # (perf report reads the map now)
+	jcmd -J-XX:-UsePerfData "$pid" Compiler.perfmap >/dev/null # (perf report reads the map now)
 	echo "$pid" >"$2.pid"
 }
 

@@ -60,14 +60,15 @@ func startJava(t *testing.T) (int, func()) {
 	if err := os.WriteFile(filepath.Join(dir, "Spin.java"), []byte(javaSpin), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(javac, "-d", dir, filepath.Join(dir, "Spin.java")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(javac, "-J-XX:-UsePerfData", "-d", dir, filepath.Join(dir, "Spin.java")).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
-	// C2 alone compiles each method once, so that the code the map names
+	// (-XX:-UsePerfData, for the JVM and the JDK's tools: no
+	// /tmp/hsperfdata_USER.) C2 alone compiles each method once, so that the code the map names
 	// is the code that runs once the test has seen (PrintCompilation's
 	// lines) hot and top compiled (mid inlined in top) and main's loop
 	// replaced on its stack (OSR): then nothing more is compiled.
-	cmd := exec.Command(filepath.Join(filepath.Dir(javac), "java"), "-XX:+PreserveFramePointer", "-XX:-TieredCompilation",
+	cmd := exec.Command(filepath.Join(filepath.Dir(javac), "java"), "-XX:+PreserveFramePointer", "-XX:-TieredCompilation", "-XX:-UsePerfData",
 		"-XX:+PrintCompilation", "-cp", dir, "Spin")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -120,7 +121,7 @@ func startJava(t *testing.T) (int, func()) {
 	return pid, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if b, err := exec.CommandContext(ctx, jcmd, strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
+		if b, err := exec.CommandContext(ctx, jcmd, "-J-XX:-UsePerfData", strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
 			t.Fatalf("jcmd Compiler.perfmap: %v\n%s", err, b)
 		}
 	}
