@@ -65,7 +65,7 @@ folded_stats() {
 # perf_stats DATA SECONDS
 perf_stats() {
 	local total
-	total=$(perf report -i "$1" --stdio 2>/dev/null | sed -n 's/^# Samples: \([0-9]*\).*/\1/p' | head -1)
+	total=$(perf script -i "$1" -F tid 2>/dev/null | wc -l) # (one line a sample: no callchain without ip)
 	perf report -i "$1" --no-children --sort sym --stdio 2>/dev/null | awk -v secs="$2" -v total="${total:-0}" '
 		/^ *[0-9.]+%/ { p = $1; sub(/%/, "", p); line = $0; sub(/^ *[0-9.]+% +\[[^]]*\] +/, "", line)
 			if (line ~ /^(JS:[*~]|double Spin\.|void Spin\.)/) named += p }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -198,6 +199,95 @@ func TestReportJITDumpLikePerf(t *testing.T) {
 		t.Logf("%s: perf %.1f%%, rewind %.1f%%", name, pct, our)
 		if pct >= 5 && (our < pct-3 || our > pct+3) {
 			t.Errorf("%s: %.1f%% of the leaves, perf inject --jit + perf report %.1f%%", name, our, pct)
+		}
+	}
+}
+
+// nodeNested spins in jsHot <- jsMid <- jsTop for two seconds.
+const nodeNested = `function jsHot(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i ^ n); return s; }
+function jsMid(n) { return jsHot(n) + 1; }
+function jsTop(n) { return jsMid(n) * 2; }
+const end = Date.now() + 2000;
+let t = 0;
+while (Date.now() < end) t += jsTop(1e5);
+`
+
+// TestRecordJITNodePerfMap records Node with --perf-basic-prof
+// --interpreted-frames-native-stack in both modes, as perf record -g is
+// used with it: >= 95% of the samples reach the thread root through V8's
+// frames (frame pointers), and >= 90% of those running JavaScript are
+// named from the perf map (JS:*jsHot, JS:~jsMid, or the script's top
+// level "JS:* app.js:1:1" whose loop TurboFan compiled with the calls
+// inlined: V8's optimized or interpreted functions, as perf report shows
+// them).
+func TestRecordJITNodePerfMap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("running as uid %d: recording is tested as root", os.Geteuid())
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("no node (.ci/run installs nodejs): %v", err)
+	}
+	dir := t.TempDir()
+	js := filepath.Join(dir, "app.js")
+	if err := os.WriteFile(js, []byte(nodeNested), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob("/tmp/perf-*.map")
+	t.Cleanup(func() { removeNewPerfMaps(before) })
+	for _, mode := range []string{"user", "kernel"} {
+		t.Run(mode, func(t *testing.T) {
+			folded := filepath.Join(dir, mode+".folded")
+			_, stderr, code := run(t, "record", "--unwind-in", mode, "-F", "499", "-o", folded, "--", node, "--perf-basic-prof", "--interpreted-frames-native-stack", js)
+			if code != 0 {
+				t.Fatalf("record exited %d:\n%s", code, stderr)
+			}
+			row := map[string]string{"user": "auto", "kernel": "kernel"}[mode]
+			m := completeLine.FindStringSubmatch(stderr)
+			if m == nil || m[1] != row {
+				t.Fatalf("no %s row in the fidelity table:\n%s", row, stderr)
+			}
+			if pct, _ := strconv.ParseFloat(m[2], 64); pct < 95 {
+				t.Errorf("%s%% of the samples complete, want >= 95%%:\n%s", m[2], stderr)
+			}
+			b, err := os.ReadFile(folded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			main, named := 0, 0
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				i := strings.LastIndexByte(l, ' ')
+				n, _ := strconv.Atoi(l[i+1:])
+				if strings.Contains(l, ";Builtins_JSEntry") { // (the main thread running JavaScript)
+					main += n
+					if strings.Contains(l, ";JS:") {
+						named += n
+					}
+				}
+			}
+			t.Logf("%s: %d of the %d samples in JavaScript named from the perf map", mode, named, main)
+			if main < 200 || named*10 < main*9 {
+				t.Errorf("%d of the %d samples in JavaScript named JS:..., want 90%% of at least 200", named, main)
+			}
+		})
+	}
+}
+
+// removeNewPerfMaps removes the perf maps that were not in before and
+// whose process has exited (Node leaves its map behind).
+func removeNewPerfMaps(before []string) {
+	old := map[string]bool{}
+	for _, m := range before {
+		old[m] = true
+	}
+	now, _ := filepath.Glob("/tmp/perf-*.map")
+	for _, m := range now {
+		var pid int
+		if old[m] || func() bool { _, err := fmt.Sscanf(filepath.Base(m), "perf-%d.map", &pid); return err != nil }() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			os.Remove(m)
 		}
 	}
 }
