@@ -73,37 +73,7 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 	}
 	space := target.NewAddressSpace(maps, u.opt.Objects)
 	self := u.opt.SkipSelf && pid == os.Getpid()
-	var p proc
-	var kept []target.Mapping
-	for _, m := range space.Mappings() {
-		if !m.Executable() {
-			continue
-		}
-		kept = append(kept, *m)
-		if p.N == MaxMaps {
-			u.note(fmt.Sprintf("process %d has more than %d executable mappings", pid, MaxMaps))
-			break
-		}
-		file, bias, ok := uint32(0), uint64(0), false
-		if self || u.isSelfExe(m) {
-			file, ok = u.selfFile()
-		} else {
-			file, bias, ok = u.fileOf(m, urgent)
-		}
-		if !ok && !m.IsFile() && m.Path != target.VDSOPath {
-			// Anonymous executable memory, a JIT's code: described,
-			// so that the walk takes its frame pointers at once (the
-			// program finds one VMA a run by itself: bpf_find_vma
-			// is busy for the next until its lock is let go).
-			file, ok = anonFile, true
-		}
-		if !ok {
-			continue
-		}
-		p.Maps[p.N] = mapping{Start: m.Start, End: m.End, Bias: bias, File: file}
-		p.N++
-	}
-	sort.Slice(p.Maps[:p.N], func(i, j int) bool { return p.Maps[i].Start < p.Maps[j].Start })
+	p, kept := u.execMappings(pid, space, self, urgent)
 	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	u.mu.Lock()
 	u.procMaps[pid] = kept
@@ -139,6 +109,54 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 		u.describePython(pid, maps)
 	}
 	return nil
+}
+
+// execMappings returns the description of a process's executable
+// mappings (at most MaxMaps: its files first, then its anonymous code) and
+// the mappings themselves.
+func (u *Unwinder) execMappings(pid int, space *target.AddressSpace, self, urgent bool) (proc, []target.Mapping) {
+	var p proc
+	var kept []target.Mapping
+	var anon []mapping
+	for _, m := range space.Mappings() {
+		if !m.Executable() {
+			continue
+		}
+		kept = append(kept, *m)
+		if p.N == MaxMaps {
+			u.note(fmt.Sprintf("process %d has more than %d executable mappings", pid, MaxMaps))
+			break
+		}
+		file, bias, ok := uint32(0), uint64(0), false
+		if self || u.isSelfExe(m) {
+			file, ok = u.selfFile()
+		} else {
+			file, bias, ok = u.fileOf(m, urgent)
+		}
+		if !ok && !m.IsFile() && m.Path != target.VDSOPath {
+			// Anonymous executable memory, a JIT's code: described
+			// where there is room, so that the walk takes its frame
+			// pointers at once (the program finds one VMA a run by
+			// itself: bpf_find_vma is busy for the next until its
+			// lock is let go).
+			anon = append(anon, mapping{Start: m.Start, End: m.End, File: anonFile})
+			continue
+		}
+		if !ok {
+			continue
+		}
+		p.Maps[p.N] = mapping{Start: m.Start, End: m.End, Bias: bias, File: file}
+		p.N++
+	}
+	for _, a := range anon {
+		if p.N == MaxMaps {
+			break
+		}
+		p.Maps[p.N] = a
+		p.N++
+	}
+	sort.Slice(p.Maps[:p.N], func(i, j int) bool { return p.Maps[i].Start < p.Maps[j].Start })
+	return p, kept
 }
 
 // sameMappings reports whether two descriptions map the same files at the
