@@ -291,3 +291,71 @@ func removeNewPerfMaps(before []string) {
 		}
 	}
 }
+
+// TestReportPerfMapLikePerf: report of a perf record -g recording of Node
+// with --perf-basic-prof names the JIT frames from the perf map Node left
+// behind, as perf report does with the same file: each JavaScript
+// function holds the same share of the samples' leaves (within 3 points).
+func TestReportPerfMapLikePerf(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("running as uid %d: perf record is tested as root", os.Geteuid())
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("no node (.ci/run installs nodejs): %v", err)
+	}
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Fatalf("no perf (.ci/run installs linux-perf): %v", err)
+	}
+	dir := t.TempDir() // (HOME: perf's build-id cache)
+	js := filepath.Join(dir, "app.js")
+	if err := os.WriteFile(js, []byte(nodeNested), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob("/tmp/perf-*.map")
+	t.Cleanup(func() { removeNewPerfMaps(before) })
+	runIn := func(name string, args ...string) string {
+		cmd := exec.Command(name, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "HOME="+dir)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s %q: %v\n%s", name, args, err, errb.String())
+		}
+		return out.String()
+	}
+	data := filepath.Join(dir, "perf.data")
+	runIn(perf, "record", "-q", "-g", "-F", "499", "-o", data, "--", node, "--perf-basic-prof", "--interpreted-frames-native-stack", js)
+	theirs := map[string]float64{}
+	for _, l := range strings.Split(runIn(perf, "report", "-i", data, "--stdio", "--no-children", "--sort", "sym", "-g", "none"), "\n") {
+		var pct float64
+		if f := strings.Fields(l); len(f) > 2 && f[1] == "[.]" && strings.HasPrefix(f[2], "JS:") {
+			fmt.Sscanf(f[0], "%f%%", &pct)
+			theirs[strings.Join(f[2:], " ")] += pct
+		}
+	}
+	folded := filepath.Join(dir, "out.folded")
+	runIn(rewindBin, "report", "-o", folded, data)
+	b, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, total := map[string]float64{}, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		n, _ := strconv.Atoi(l[i+1:])
+		total += n
+		ours[l[strings.LastIndexByte(l[:i], ';')+1:i]] += float64(n)
+	}
+	if len(theirs) == 0 || total < 200 {
+		t.Fatalf("perf named no JS: functions, or rewind read %d samples", total)
+	}
+	for name, pct := range theirs {
+		our := 100 * ours[name] / float64(total)
+		t.Logf("%s: perf %.1f%%, rewind %.1f%%", name, pct, our)
+		if pct >= 5 && (our < pct-3 || our > pct+3) {
+			t.Errorf("%s: %.1f%% of the leaves, perf report %.1f%%", name, our, pct)
+		}
+	}
+}
