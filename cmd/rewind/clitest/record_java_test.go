@@ -148,33 +148,42 @@ func TestRecordJITJava(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("record exited %d:\n%s", code, stderr)
 			}
-			row := map[string]string{"user": "auto", "kernel": "kernel"}[mode]
-			m := completeLine.FindStringSubmatch(stderr)
-			if m == nil || m[1] != row {
-				t.Fatalf("no %s row in the fidelity table:\n%s", row, stderr)
-			}
-			if pct, _ := strconv.ParseFloat(m[2], 64); pct < 95 {
-				t.Errorf("%s%% of the samples complete, want >= 95%%:\n%s", m[2], stderr)
-			}
-			b, err := os.ReadFile(folded)
-			if err != nil {
-				t.Fatal(err)
-			}
-			main, named := 0, 0
-			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				i := strings.LastIndexByte(l, ' ')
-				n, _ := strconv.Atoi(l[i+1:])
-				if strings.Contains(l, ";JavaMain;") {
-					main += n
-					if javaNamed.MatchString(l) {
-						named += n
-					}
-				}
-			}
-			t.Logf("%s: %d of the main thread's %d samples in Spin's compiled code, named from the perf map", mode, named, main)
-			if main < 50 || named*10 < main*9 {
-				t.Errorf("%d of the main thread's %d samples named from the perf map (Spin's methods), want 90%% of at least 50:\n%s", named, main, b)
-			}
+			checkJITRecording(t, mode, stderr, folded, 50, func(l string) bool { return strings.Contains(l, ";JavaMain;") }, javaNamed.MatchString)
 		})
+	}
+}
+
+// checkJITRecording checks a recording of JIT code in mode ("user" or
+// "kernel"): its fidelity row says >= 95% of the samples complete, and of
+// the folded stacks the in function selects (at least least samples),
+// >= 90% are named as named says.
+func checkJITRecording(t *testing.T, mode, stderr, folded string, least int, in, named func(string) bool) {
+	t.Helper()
+	row := map[string]string{"user": "auto", "kernel": "kernel"}[mode]
+	m := completeLine.FindStringSubmatch(stderr)
+	if m == nil || m[1] != row {
+		t.Fatalf("no %s row in the fidelity table:\n%s", row, stderr)
+	}
+	if pct, _ := strconv.ParseFloat(m[2], 64); pct < 95 {
+		t.Errorf("%s%% of the samples complete, want >= 95%%:\n%s", m[2], stderr)
+	}
+	b, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, good := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		n, _ := strconv.Atoi(l[i+1:])
+		if in(l) {
+			total += n
+			if named(l) {
+				good += n
+			}
+		}
+	}
+	t.Logf("%s: %d of %d samples named from the perf map", mode, good, total)
+	if total < least || good*10 < total*9 {
+		t.Errorf("%s: %d of %d samples named from the perf map, want 90%% of at least %d", mode, good, total, least)
 	}
 }

@@ -242,33 +242,9 @@ func TestRecordJITNodePerfMap(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("record exited %d:\n%s", code, stderr)
 			}
-			row := map[string]string{"user": "auto", "kernel": "kernel"}[mode]
-			m := completeLine.FindStringSubmatch(stderr)
-			if m == nil || m[1] != row {
-				t.Fatalf("no %s row in the fidelity table:\n%s", row, stderr)
-			}
-			if pct, _ := strconv.ParseFloat(m[2], 64); pct < 95 {
-				t.Errorf("%s%% of the samples complete, want >= 95%%:\n%s", m[2], stderr)
-			}
-			b, err := os.ReadFile(folded)
-			if err != nil {
-				t.Fatal(err)
-			}
-			main, named := 0, 0
-			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				i := strings.LastIndexByte(l, ' ')
-				n, _ := strconv.Atoi(l[i+1:])
-				if strings.Contains(l, ";Builtins_JSEntry") { // (the main thread running JavaScript)
-					main += n
-					if strings.Contains(l, ";JS:") {
-						named += n
-					}
-				}
-			}
-			t.Logf("%s: %d of the %d samples in JavaScript named from the perf map", mode, named, main)
-			if main < 200 || named*10 < main*9 {
-				t.Errorf("%d of the %d samples in JavaScript named JS:..., want 90%% of at least 200", named, main)
-			}
+			checkJITRecording(t, mode, stderr, folded, 200,
+				func(l string) bool { return strings.Contains(l, ";Builtins_JSEntry") }, // (the main thread running JavaScript)
+				func(l string) bool { return strings.Contains(l, ";JS:") })
 		})
 	}
 }
