@@ -36,7 +36,9 @@ while (Date.now() < end) t += jsHot(1e5);
 	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pid := start(t, node, "--perf-basic-prof", js).Process.Pid
+	// (--logfile: V8's log, which --perf-basic-prof turns on, goes with
+	// the script, not into the source tree.)
+	pid := start(t, node, "--perf-basic-prof", "--logfile="+filepath.Join(filepath.Dir(js), "v8.log"), js).Process.Pid
 	t.Cleanup(func() { fixture.RemovePerfMap(pid) })
 	for _, mode := range []string{UnwindUser, UnwindKernel} {
 		c := runFor(t, Config{Comm: regexp.MustCompile(`^node$`), UnwindIn: mode}, 3*time.Second)

@@ -74,8 +74,8 @@ perf_stats() {
 
 run_node() { # TOOL OUT
 	case $1 in
-	perf) perf record -q -F "$HZ" -g -o "$2" -- node --perf-basic-prof --interpreted-frames-native-stack "$work/app.js" >/dev/null 2>&1 ;;
-	*) "$work/rewind" record --unwind-in "$1" -F "$HZ" -o "$2" -- node --perf-basic-prof --interpreted-frames-native-stack "$work/app.js" >/dev/null 2>&1 ;;
+	perf) perf record -q -F "$HZ" -g -o "$2" -- node --perf-basic-prof --interpreted-frames-native-stack --logfile="$work/v8.log" "$work/app.js" >/dev/null 2>&1 ;;
+	*) "$work/rewind" record --unwind-in "$1" -F "$HZ" -o "$2" -- node --perf-basic-prof --interpreted-frames-native-stack --logfile="$work/v8.log" "$work/app.js" >/dev/null 2>&1 ;;
 	esac
 }
 

@@ -21,6 +21,10 @@ console.log("ready");
 jsTop();
 `
 
+// v8Log is the flag that has V8 write its log (which --perf-basic-prof
+// turns on) in dir, not in the working directory: the source tree.
+func v8Log(dir string) string { return "--logfile=" + filepath.Join(dir, "v8.log") }
+
 // TestDumpNodeParkedInJS dumps a Node process (--perf-basic-prof
 // --interpreted-frames-native-stack) parked inside JavaScript: its main
 // thread's frames hold jsHot, jsMid and jsTop in that order, named from
@@ -38,7 +42,7 @@ func TestDumpNodeParkedInJS(t *testing.T) {
 	if err := os.WriteFile(js, []byte(nodePark), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := fixture.Start(t, node, "--perf-basic-prof", "--interpreted-frames-native-stack", js)
+	p := fixture.Start(t, node, "--perf-basic-prof", "--interpreted-frames-native-stack", v8Log(filepath.Dir(js)), js)
 	t.Cleanup(func() { fixture.RemovePerfMap(p.PID) })
 	stdout, stderr, code := run(t, "dump", "--json", strconv.Itoa(p.PID))
 	if code != 0 {

@@ -238,7 +238,7 @@ func TestRecordJITNodePerfMap(t *testing.T) {
 	for _, mode := range []string{"user", "kernel"} {
 		t.Run(mode, func(t *testing.T) {
 			folded := filepath.Join(dir, mode+".folded")
-			_, stderr, code := run(t, "record", "--unwind-in", mode, "-F", "499", "-o", folded, "--", node, "--perf-basic-prof", "--interpreted-frames-native-stack", js)
+			_, stderr, code := run(t, "record", "--unwind-in", mode, "-F", "499", "-o", folded, "--", node, "--perf-basic-prof", "--interpreted-frames-native-stack", v8Log(dir), js)
 			if code != 0 {
 				t.Fatalf("record exited %d:\n%s", code, stderr)
 			}
