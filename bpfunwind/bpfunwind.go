@@ -50,6 +50,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/profiles"
 	"github.com/rewindstack/rewind/target"
 )
@@ -165,9 +166,10 @@ type Stack struct {
 	// with the high bit set, the description the walk found dropped (a
 	// mapping replaced): the next one names it.
 	Gen int
-	// Interp are the CPython frames the thread ran, innermost first,
-	// each with the evaluation-loop activation running it (python.go).
-	Interp []target.InterpFrame
+	// Interp are the interpreted frames the thread ran (interp.go), as
+	// the profile splices them: each runtime's, innermost first, each
+	// with the native activation running it.
+	Interp []target.InterpStack
 }
 
 type mapping struct {
@@ -295,15 +297,19 @@ type Unwinder struct {
 	queued      int           // files handed to the loader and not loaded yet
 	idle        chan struct{} // closed when queued drops to zero (WaitLoaded)
 
-	py pyState // CPython processes (python.go)
+	interp iState // interpreter processes (interp.go)
 
 	rules ruleTable // the rules the rows map's rows share (rows.go)
 }
 
 // Load loads the BPF programs and creates their maps. Its error says in one
 // line why the kernel cannot walk stacks (no privilege, no BTF, a verifier
-// refusal), for the caller's fallback to user-space unwinding.
+// refusal), for the caller's fallback to user-space unwinding. It mounts
+// tracefs first when it is not (the ebpf library finds there the
+// tracepoints that follow unmapping; that it cannot be is among the
+// notes), as perf does on a fresh machine.
 func Load(opt Options) (*Unwinder, error) {
+	tracefs.Root()
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, errors.New("no kernel BTF (/sys/kernel/btf/vmlinux)")
 	}
@@ -581,7 +587,7 @@ func (u *Unwinder) poll() {
 }
 
 // answer handles one notice: describes a process, forgets one that
-// exited, or reads a CPython process's threads again.
+// exited, or reads an interpreter process's threads again.
 func (u *Unwinder) answer(raw []byte) {
 	if len(raw) < 8 {
 		return
@@ -591,7 +597,7 @@ func (u *Unwinder) answer(raw []byte) {
 	case 1:
 		u.Describe(int(n.PID))
 	case 3:
-		u.refreshPython(int(n.PID))
+		u.refreshInterp(int(n.PID))
 	case 2:
 		u.work.exits.Add(1)
 		u.mu.Lock()
@@ -630,7 +636,7 @@ func (u *Unwinder) loadObjects() error {
 	}
 	z := u.opt.Sizes
 	for name, n := range map[string]uint32{"rows": min(z.Rows, MaxRows), "stacks": min(z.Stacks, MaxStacks),
-		"pystacks": min(z.Stacks, PyMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks0": min(z.KStacks, MaxKStacks), "kstacks1": min(z.KStacks, MaxKStacks)} {
+		"istacks": min(z.Stacks, IMaxStacks), "counts0": min(z.Counts, MaxCounts), "counts1": min(z.Counts, MaxCounts), "kstacks0": min(z.KStacks, MaxKStacks), "kstacks1": min(z.KStacks, MaxKStacks)} {
 		if m := spec.Maps[name]; m != nil && n > 0 {
 			m.MaxEntries = n
 		}

@@ -106,7 +106,7 @@ func (u *Unwinder) describe(pid int, urgent bool) error {
 		return err
 	}
 	if !self {
-		u.describePython(pid, maps)
+		u.describeInterp(pid, maps)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 // Linux before 6.1 refuses hash maps allocated on use (BPF_F_NO_PREALLOC)
 // in perf_event programs, and warns about them in tracepoint programs:
 // the kernel's BPF memory allocator that made them safe there came in 6.1.
-// The process, CPython and stack maps are such maps here, sized for a
+// The process, interpreter and stack maps are such maps here, sized for a
 // host but filled as processes come; on older kernels they are
 // preallocated, each capped at preallocCap bytes of keys and values.
 const preallocCap = 16 << 20

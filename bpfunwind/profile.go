@@ -88,7 +88,7 @@ func (u *Unwinder) Feed(col *profiles.Collector, stacks []Stack, t, periodNS uin
 			end = ""
 		}
 		smp := col.AddStack(s.PID, s.TID, at, value, count, s.User, s.Kernel, end)
-		smp.Interp = interpStacks(s.Interp)
+		smp.Interp = s.Interp
 	}
 }
 
@@ -166,7 +166,7 @@ func (u *Unwinder) forgetExited() {
 	gone := u.exitedBefore
 	u.exitedBefore, u.exited = u.exited, map[int]bool{}
 	for pid := range gone {
-		u.forgetPython(pid)
+		u.forgetInterp(pid)
 		delete(u.procMaps, pid)
 		delete(u.described, pid)
 		delete(u.gen, pid)

@@ -130,8 +130,8 @@ func pythonFrames(t *testing.T, python string, late bool) {
 			if len(s.Interp) == 0 {
 				continue
 			}
-			got := make([]string, len(s.Interp))
-			for i, f := range s.Interp {
+			got := make([]string, len(s.Interp[0].Frames))
+			for i, f := range s.Interp[0].Frames {
 				got[i] = fmt.Sprintf("%s:%s:%d", f.Function, f.File, f.Line)
 			}
 			if err := sameAsView(got, view); err != nil {

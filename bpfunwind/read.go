@@ -106,8 +106,8 @@ func (u *Unwinder) Read() ([]Stack, error) {
 	var out []Stack
 	kstacks := map[kstackRef][]uint64{}
 	var sv stackVal
-	py := u.pyReader()
-	defer py.done()
+	ir := u.interpReader()
+	defer ir.done()
 	for _, k := range order {
 		v := counts[k]
 		s := Stack{PID: int(k.PID), TID: int(k.TID), Value: v.Value, Events: v.Events, OffCPU: k.Kind&0xff == kindOffCPU, End: EndKernelThread}
@@ -117,7 +117,7 @@ func (u *Unwinder) Read() ([]Stack, error) {
 				s.User = append([]uint64(nil), sv.PCs[:n]...)
 				s.FP, s.End, s.Gen, s.GoSwitch = sv.FPMask, End(sv.End), int(sv.Gen), int(sv.GoJump)
 				s.RowsPending = sv.NoRows != 0
-				s.Interp = py.frames(s.PID, k.Stack)
+				s.Interp = ir.stacks(s.PID, k.Stack)
 			} else {
 				s.End = EndStackLost
 			}

@@ -23,20 +23,21 @@ const (
 	unwindMapErrors          = "errors"
 	unwindMapFiles           = "files"
 	unwindMapGofiles         = "gofiles"
+	unwindMapIasked          = "iasked"
 	unwindMapInodes          = "inodes"
+	unwindMapIscratch        = "iscratch"
+	unwindMapIstacks         = "istacks"
 	unwindMapKcache          = "kcache"
 	unwindMapKreused         = "kreused"
 	unwindMapKscratch        = "kscratch"
 	unwindMapKstacks0        = "kstacks0"
 	unwindMapKstacks1        = "kstacks1"
+	unwindMapLuaprocs        = "luaprocs"
 	unwindMapNotices         = "notices"
 	unwindMapOffcpu          = "offcpu"
 	unwindMapPids            = "pids"
 	unwindMapProcs           = "procs"
-	unwindMapPyasked         = "pyasked"
 	unwindMapPyprocs         = "pyprocs"
-	unwindMapPyscratch       = "pyscratch"
-	unwindMapPystacks        = "pystacks"
 	unwindMapPythreads       = "pythreads"
 	unwindMapRowcache        = "rowcache"
 	unwindMapRows            = "rows"
@@ -122,20 +123,21 @@ type unwindMapSpecs struct {
 	Errors    *ebpf.MapSpec `ebpf:"errors"`
 	Files     *ebpf.MapSpec `ebpf:"files"`
 	Gofiles   *ebpf.MapSpec `ebpf:"gofiles"`
+	Iasked    *ebpf.MapSpec `ebpf:"iasked"`
 	Inodes    *ebpf.MapSpec `ebpf:"inodes"`
+	Iscratch  *ebpf.MapSpec `ebpf:"iscratch"`
+	Istacks   *ebpf.MapSpec `ebpf:"istacks"`
 	Kcache    *ebpf.MapSpec `ebpf:"kcache"`
 	Kreused   *ebpf.MapSpec `ebpf:"kreused"`
 	Kscratch  *ebpf.MapSpec `ebpf:"kscratch"`
 	Kstacks0  *ebpf.MapSpec `ebpf:"kstacks0"`
 	Kstacks1  *ebpf.MapSpec `ebpf:"kstacks1"`
+	Luaprocs  *ebpf.MapSpec `ebpf:"luaprocs"`
 	Notices   *ebpf.MapSpec `ebpf:"notices"`
 	Offcpu    *ebpf.MapSpec `ebpf:"offcpu"`
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
 	Procs     *ebpf.MapSpec `ebpf:"procs"`
-	Pyasked   *ebpf.MapSpec `ebpf:"pyasked"`
 	Pyprocs   *ebpf.MapSpec `ebpf:"pyprocs"`
-	Pyscratch *ebpf.MapSpec `ebpf:"pyscratch"`
-	Pystacks  *ebpf.MapSpec `ebpf:"pystacks"`
 	Pythreads *ebpf.MapSpec `ebpf:"pythreads"`
 	Rowcache  *ebpf.MapSpec `ebpf:"rowcache"`
 	Rows      *ebpf.MapSpec `ebpf:"rows"`
@@ -179,20 +181,21 @@ type unwindMaps struct {
 	Errors    *ebpf.Map `ebpf:"errors"`
 	Files     *ebpf.Map `ebpf:"files"`
 	Gofiles   *ebpf.Map `ebpf:"gofiles"`
+	Iasked    *ebpf.Map `ebpf:"iasked"`
 	Inodes    *ebpf.Map `ebpf:"inodes"`
+	Iscratch  *ebpf.Map `ebpf:"iscratch"`
+	Istacks   *ebpf.Map `ebpf:"istacks"`
 	Kcache    *ebpf.Map `ebpf:"kcache"`
 	Kreused   *ebpf.Map `ebpf:"kreused"`
 	Kscratch  *ebpf.Map `ebpf:"kscratch"`
 	Kstacks0  *ebpf.Map `ebpf:"kstacks0"`
 	Kstacks1  *ebpf.Map `ebpf:"kstacks1"`
+	Luaprocs  *ebpf.Map `ebpf:"luaprocs"`
 	Notices   *ebpf.Map `ebpf:"notices"`
 	Offcpu    *ebpf.Map `ebpf:"offcpu"`
 	Pids      *ebpf.Map `ebpf:"pids"`
 	Procs     *ebpf.Map `ebpf:"procs"`
-	Pyasked   *ebpf.Map `ebpf:"pyasked"`
 	Pyprocs   *ebpf.Map `ebpf:"pyprocs"`
-	Pyscratch *ebpf.Map `ebpf:"pyscratch"`
-	Pystacks  *ebpf.Map `ebpf:"pystacks"`
 	Pythreads *ebpf.Map `ebpf:"pythreads"`
 	Rowcache  *ebpf.Map `ebpf:"rowcache"`
 	Rows      *ebpf.Map `ebpf:"rows"`
@@ -212,20 +215,21 @@ func (m *unwindMaps) Close() error {
 		m.Errors,
 		m.Files,
 		m.Gofiles,
+		m.Iasked,
 		m.Inodes,
+		m.Iscratch,
+		m.Istacks,
 		m.Kcache,
 		m.Kreused,
 		m.Kscratch,
 		m.Kstacks0,
 		m.Kstacks1,
+		m.Luaprocs,
 		m.Notices,
 		m.Offcpu,
 		m.Pids,
 		m.Procs,
-		m.Pyasked,
 		m.Pyprocs,
-		m.Pyscratch,
-		m.Pystacks,
 		m.Pythreads,
 		m.Rowcache,
 		m.Rows,

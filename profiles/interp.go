@@ -25,6 +25,8 @@ func (s sampleStack) IsEntry(i int, fn string) bool {
 
 func (s sampleStack) Holding(uint64) int { return -1 }
 
+func (s sampleStack) PhysPC(i int) uint64 { return s[i].Addr }
+
 // spliceInterp places a sample's interpreted frames in its user
 // locations by target.Splice, as dumps place them, except that the
 // frames of activations without an entry location (a walk cut short) go

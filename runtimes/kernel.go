@@ -3,10 +3,11 @@ package runtimes
 import "github.com/rewindstack/rewind/target"
 
 // Kernel is a runtime whose frames the kernel walk (package bpfunwind)
-// follows: its part of the BPF program records, with each stack, the
-// runtime's frames as (code object, name, offset) keys, which user
-// space names afterwards. bpfunwind finds the runtime through the
-// registry, by this interface, and names no runtime itself.
+// follows: its part of the BPF program, named after the runtime
+// (Runtime.Name), records with each stack the runtime's frames as
+// (code object, check word, offset) triples, which user space names
+// afterwards. bpfunwind finds the runtime through the registry, by this
+// interface, and names no runtime itself.
 type Kernel interface {
 	Runtime
 	// Entry is the native function each of whose frames runs one
@@ -19,10 +20,27 @@ type Kernel interface {
 	KernelProcess(pid int, maps []target.Mapping) (KernelProcess, error)
 }
 
+// KernelFrame is one interpreted frame as the kernel walk recorded it;
+// what each word holds is the runtime part's own.
+type KernelFrame struct {
+	// Code is the frame's code object (or function).
+	Code uint64
+	// Check is a word read beside Code that tells whether the object at
+	// that address is still the one that ran (a freed object's memory
+	// is reused).
+	Check uint64
+	// Off is the frame's offset in its code (or the part's own datum).
+	Off uint32
+	// Flags are the part's own.
+	Flags uint16
+	// Act is the native activation running the frame, 0 the innermost.
+	Act int
+}
+
 // KernelProcess is a runtime's per-process part of the kernel walk.
 type KernelProcess interface {
-	// Value is the process's entry in the program's process map: a
-	// pointer to the runtime's mirror of the program's C structure.
+	// Value is the process's entry in the program part's process map:
+	// a pointer to the runtime's mirror of the part's C structure.
 	Value() any
 	// Adopt takes over what old, the reader of the same process
 	// described before, has read when old reads the same interpreter
@@ -30,18 +48,17 @@ type KernelProcess interface {
 	// and closes old either way.
 	Adopt(old KernelProcess) bool
 	// ThreadStates maps each thread that runs the runtime to its
-	// thread state's address, for the program's thread map.
+	// thread state's address, for the part's thread map (nil for a part
+	// that keeps none).
 	ThreadStates() (map[int]uint64, error)
-	// NewStack is called before the frames of each recorded stack are
-	// named: what is kept of the process may be bounded there.
-	NewStack()
-	// Frame names a recorded frame: code object code whose name was
-	// name when it ran, at offset off, in activation act; show is false
-	// for a frame the runtime itself would not show.
-	Frame(code, name uint64, off uint32, act int) (f target.InterpFrame, show bool)
-	// Cut is the frame that ends a stack whose walk stopped early, for
-	// the reason why, in activation act.
-	Cut(why string, act int) target.InterpFrame
+	// EntryPCs are the address ranges of the interpreter's entry code in
+	// the process, for an interpreter whose entry function has no symbol
+	// (nil: placed by Entry's name).
+	EntryPCs() []target.PCRange
+	// Frames names a recorded stack's frames, innermost first; why, when
+	// not "", says why the walk stopped early, and acts is how many
+	// activations the native stack showed.
+	Frames(fs []KernelFrame, why string, acts int) []target.InterpFrame
 	// Close releases the process's memory.
 	Close()
 }

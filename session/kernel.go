@@ -247,12 +247,9 @@ func (k *Kernel) Notes() []string {
 	return out
 }
 
-// LoadKernel loads the in-kernel unwinder with opt, mounting tracefs
-// first when it is not (the ebpf library finds there the tracepoints that
-// follow unmapping; that it cannot be is among the unwinder's notes). A
+// LoadKernel loads the in-kernel unwinder with opt (bpfunwind.Load). A
 // refusal for want of privilege says how to give it.
 func LoadKernel(opt bpfunwind.Options) (*bpfunwind.Unwinder, error) {
-	tracefs.Root()
 	u, err := bpfunwind.Load(opt)
 	if err != nil {
 		return nil, &loadError{err}

@@ -232,6 +232,13 @@ func (s outputStack) IsEntry(i int, fn string) bool {
 	return s.frames[i].Function == fn && !s.frames[i].Inlined
 }
 
+func (s outputStack) PhysPC(i int) uint64 {
+	if s.frames[i].Inlined {
+		return 0
+	}
+	return s.frames[i].PC
+}
+
 func (s outputStack) Holding(addr uint64) int {
 	if s.holding == nil {
 		return -1

@@ -8,8 +8,25 @@ type InterpStack struct {
 	// activation k's frames go before (leafward of) its k-th physical
 	// frame, innermost first, unless their anchors say where.
 	Entry string
+	// EntryPCs, when not empty, also make entries of the physical frames
+	// whose PC lies in one of them: an interpreter whose entry function
+	// has no symbol (a stripped LuaJIT) is found by its code's range.
+	EntryPCs []PCRange
 	// Frames are the interpreted frames, innermost first.
 	Frames []InterpFrame
+}
+
+// PCRange is a range of code addresses, [Lo, Hi).
+type PCRange struct{ Lo, Hi uint64 }
+
+// entryPC reports whether pc lies in one of rs.
+func entryPC(rs []PCRange, pc uint64) bool {
+	for _, r := range rs {
+		if pc >= r.Lo && pc < r.Hi {
+			return true
+		}
+	}
+	return false
 }
 
 // SetInterp gives the context st, in place of the stack of the same
@@ -36,6 +53,9 @@ type NativeStack interface {
 	// Holding returns the frame whose stack holds address addr (between
 	// its SP and its caller's), -1 when none or unknown.
 	Holding(addr uint64) int
+	// PhysPC is frame i's PC when it is a physical frame (not a call
+	// inlined into one), 0 otherwise or when unknown.
+	PhysPC(i int) uint64
 }
 
 // SpliceOptions say where the frames of an activation that has no
@@ -91,7 +111,7 @@ func place(st *InterpStack, nat NativeStack, n int, opt SpliceOptions) []int {
 	if entry == nil {
 		entry = make([]int, 0, acts)
 		for i := 0; i < n; i++ {
-			if nat.IsEntry(i, st.Entry) {
+			if nat.IsEntry(i, st.Entry) || (len(st.EntryPCs) > 0 && entryPC(st.EntryPCs, nat.PhysPC(i))) {
 				entry = append(entry, i)
 			}
 		}

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -11,6 +12,7 @@ type names []string
 func (n names) Len() int                      { return len(n) }
 func (n names) IsEntry(i int, fn string) bool { return n[i] == fn }
 func (n names) Holding(uint64) int            { return -1 }
+func (n names) PhysPC(int) uint64             { return 0 }
 
 func splice(st []InterpStack, nat names, opt SpliceOptions) string {
 	var out []string
@@ -47,5 +49,29 @@ func TestSpliceTwoRuntimes(t *testing.T) {
 	}
 	if got, want := splice(st, names{"f", "main"}, SpliceOptions{Outermost: true}), "f main"; got != want {
 		t.Errorf("profile without entry: got %s, want %s", got, want)
+	}
+}
+
+// pcs is a native stack of PCs (physical frames only), for Splice.
+type pcs []uint64
+
+func (n pcs) Len() int                 { return len(n) }
+func (n pcs) IsEntry(int, string) bool { return false }
+func (n pcs) Holding(uint64) int       { return -1 }
+func (n pcs) PhysPC(i int) uint64      { return n[i] }
+
+// TestSpliceByPCRange: an interpreter whose entry has no symbol (a
+// stripped LuaJIT) places each activation before its native frames in
+// the interpreter's code range.
+func TestSpliceByPCRange(t *testing.T) {
+	nat := pcs{0x10, 0x2005, 0x30, 0x2100, 0x40}
+	st := []InterpStack{{Entry: "lj_vm", EntryPCs: []PCRange{{0x2000, 0x3000}},
+		Frames: []InterpFrame{{Function: "a"}, {Function: "b"}, {Function: "c", Activation: 1}}}}
+	var out []string
+	Splice(st, nat, SpliceOptions{}, func(i int) { out = append(out, fmt.Sprintf("%#x", nat[i])) },
+		func(f *InterpFrame) { out = append(out, f.Function) })
+	want := "0x10 a b 0x2005 0x30 c 0x2100 0x40"
+	if got := strings.Join(out, " "); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

@@ -62,6 +62,8 @@ static long (*bpf_find_vma)(void *task, __u64 addr, void *callback_fn, void *cal
 
 // Kernel types, only the fields used; CO-RE finds them by name.
 struct pt_regs {
+	unsigned long bx;
+	unsigned long dx;
 	unsigned long r13;
 	unsigned long bp;
 	unsigned long r10;
@@ -387,6 +389,7 @@ struct {
 struct walk {
 	__u64 pc, sp, fp;
 	__u64 r10, r13; // the sampled registers: known in the leaf frame only
+	__u64 bx, dx, leaf; // ... and for the runtime parts (interp.h)
 	__u64 fsbase;   // the thread pointer (the Go runtime keeps its g at an offset from it)
 	__u32 tgid;
 	__u32 mhint; // the mapping of the previous frame (index into the proc's)
@@ -954,7 +957,49 @@ static long walk_one(__u32 i, struct loop_ctx *c)
 	return 0;
 }
 
+#include "interp.h"
 #include "python.h"
+#include "lua.h"
+
+// interp_walk walks the sampled thread's interpreted frames (of the
+// walk in the scratch), by the first runtime part whose process the
+// native stack runs. A global function, so that the verifier checks it
+// once, not along every path of the native walk before it.
+__attribute__((noinline)) int interp_walk(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&scratch, &zero);
+	struct iwalk *iw = bpf_map_lookup_elem(&iscratch, &zero);
+	if (!w || !iw || w->tgid != tgid)
+		return 0;
+	iw->has = 0;
+	py_walk_stack(w, iw);
+	if (!iw->has)
+		lua_walk_stack(w, iw);
+	return 0;
+}
+
+// pre_walk lets a runtime part start the native walk of the scratch's
+// walk (LuaJIT: a sample in a trace's machine code); global, as
+// interp_walk.
+__attribute__((noinline)) int pre_walk(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&scratch, &zero);
+	if (!w || w->tgid != tgid)
+		return 0;
+	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	return lua_pre_walk(w, p);
+}
+
+// interp_proc reports whether process tgid runs an interpreter a part
+// walks: its stacks depend on more than the walk cache checks.
+static __always_inline bool interp_proc(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&pyprocs, &tgid) != NULL || bpf_map_lookup_elem(&luaprocs, &tgid) != NULL;
+}
 
 // The walk cache. A thread that blocks again and again in one place
 // (a loop around a system call) has its user stack walked to the same
@@ -1065,7 +1110,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 		return 0;
 	struct proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct ucache *uc = NULL;
-	if (cached && p && !bpf_map_lookup_elem(&pyprocs, &tgid)) {
+	if (cached && p && !interp_proc(tgid)) {
 		__u32 slot = tid & (UC_SLOTS - 1);
 		uc = bpf_map_lookup_elem(&ucache, &slot);
 		__u64 key = ucache_hit(uc, regs, tid, tgid, p);
@@ -1100,9 +1145,15 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	// Stacks of the same PCs walked under different descriptions (a
 	// library unmapped and another mapped in its place) are kept apart.
 	w->st.gen = p ? p->gen : 0;
+	w->bx = regs->bx;
+	w->dx = regs->dx;
+	w->leaf = regs->ip;
+	if (interp_proc(tgid))
+		pre_walk(tgid);
 	struct loop_ctx c = {.w = w, .p = p};
 	bpf_loop(MAX_FRAMES + 1, walk_one, &c, 0);
-	py_walk_stack(w);
+	if (interp_proc(tgid))
+		interp_walk(tgid);
 	__u64 key = (((w->hash ^ w->st.gen) * 0x100000001b3ULL) ^ w->st.end) | 1;
 	// A stack kept already (its key hashes its PCs, description and end)
 	// is not written again: an update of the LRU map takes a free node
@@ -1112,7 +1163,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 	struct stack *old = bpf_map_lookup_elem(&stacks, &key);
 	if (old && old->n == w->st.n && old->end == w->st.end && old->gen == w->st.gen && old->gojump == w->st.gojump && old->norows == w->st.norows &&
 	    old->fpmask[0] == w->st.fpmask[0] && old->fpmask[1] == w->st.fpmask[1] && old->pcs[0] == w->st.pcs[0]) {
-		py_store(key);
+		i_store(key);
 		ucache_keep(uc, w, regs, tid, p, key);
 		return key;
 	}
@@ -1122,7 +1173,7 @@ static __always_inline __u64 walk_user(struct pt_regs *regs, __u32 tgid, __u32 t
 			uc->key = 0;
 		return 0;
 	}
-	py_store(key);
+	i_store(key);
 	ucache_keep(uc, w, regs, tid, p, key);
 	return key;
 }

@@ -83,13 +83,31 @@ func (p *kernelProc) Adopt(o runtimes.KernelProcess) bool {
 
 func (p *kernelProc) ThreadStates() (map[int]uint64, error) { return p.rt.ThreadStates(p.mem) }
 
-func (p *kernelProc) NewStack() {
+func (p *kernelProc) EntryPCs() []target.PCRange { return nil }
+
+func (p *kernelProc) Frames(fs []runtimes.KernelFrame, why string, acts int) []target.InterpFrame {
 	if p.codes.Len() > maxCodes {
 		p.codes.Forget()
 	}
+	out := make([]target.InterpFrame, 0, len(fs)+1)
+	for _, f := range fs {
+		if in, show := p.frame(f.Code, f.Check, f.Off, f.Act); show {
+			out = append(out, in)
+		}
+	}
+	if why != "" {
+		// The walk stopped early: said in the innermost activation not
+		// walked.
+		act := acts - 1
+		if len(out) > 0 {
+			act = out[len(out)-1].Activation
+		}
+		out = append(out, target.InterpFrame{Function: "[python: " + why + "]", Method: "python", ParenLocation: true, Activation: max(act, 0)})
+	}
+	return out
 }
 
-func (p *kernelProc) Frame(code, name uint64, off uint32, act int) (target.InterpFrame, bool) {
+func (p *kernelProc) frame(code, name uint64, off uint32, act int) (target.InterpFrame, bool) {
 	fr, show, err := p.codes.Frame(code, name, off, act)
 	if !show {
 		return target.InterpFrame{}, false
@@ -103,10 +121,6 @@ func (p *kernelProc) Frame(code, name uint64, off uint32, act int) (target.Inter
 		in.Function = target.InvalidName
 	}
 	return in, true
-}
-
-func (p *kernelProc) Cut(why string, act int) target.InterpFrame {
-	return target.InterpFrame{Function: "[python: " + why + "]", Method: "python", ParenLocation: true, Activation: act}
 }
 
 func (p *kernelProc) Close() { p.mem.Close() }
