@@ -57,7 +57,7 @@ type part struct {
 
 // partNames are the runtimes the program has a part for, by
 // runtimes.Runtime.Name, with their istack.kind.
-var partNames = map[string]uint8{"python": 1, "lua": 2}
+var partNames = map[string]uint8{"python": 1, "lua": 2, "ruby": 3}
 
 // part returns the part serving the runtime named name.
 func (u *Unwinder) part(name string) (part, bool) {
@@ -66,6 +66,8 @@ func (u *Unwinder) part(name string) (part, bool) {
 		return part{kind: partNames[name], procs: u.objs.Pyprocs, threads: u.objs.Pythreads}, true
 	case "lua":
 		return part{kind: partNames[name], procs: u.objs.Luaprocs}, true
+	case "ruby":
+		return part{kind: partNames[name], procs: u.objs.Rbprocs, threads: u.objs.Rbthreads}, true
 	}
 	return part{}, false
 }

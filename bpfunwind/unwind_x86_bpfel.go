@@ -39,6 +39,8 @@ const (
 	unwindMapProcs           = "procs"
 	unwindMapPyprocs         = "pyprocs"
 	unwindMapPythreads       = "pythreads"
+	unwindMapRbprocs         = "rbprocs"
+	unwindMapRbthreads       = "rbthreads"
 	unwindMapRowcache        = "rowcache"
 	unwindMapRows            = "rows"
 	unwindMapRules           = "rules"
@@ -139,6 +141,8 @@ type unwindMapSpecs struct {
 	Procs     *ebpf.MapSpec `ebpf:"procs"`
 	Pyprocs   *ebpf.MapSpec `ebpf:"pyprocs"`
 	Pythreads *ebpf.MapSpec `ebpf:"pythreads"`
+	Rbprocs   *ebpf.MapSpec `ebpf:"rbprocs"`
+	Rbthreads *ebpf.MapSpec `ebpf:"rbthreads"`
 	Rowcache  *ebpf.MapSpec `ebpf:"rowcache"`
 	Rows      *ebpf.MapSpec `ebpf:"rows"`
 	Rules     *ebpf.MapSpec `ebpf:"rules"`
@@ -197,6 +201,8 @@ type unwindMaps struct {
 	Procs     *ebpf.Map `ebpf:"procs"`
 	Pyprocs   *ebpf.Map `ebpf:"pyprocs"`
 	Pythreads *ebpf.Map `ebpf:"pythreads"`
+	Rbprocs   *ebpf.Map `ebpf:"rbprocs"`
+	Rbthreads *ebpf.Map `ebpf:"rbthreads"`
 	Rowcache  *ebpf.Map `ebpf:"rowcache"`
 	Rows      *ebpf.Map `ebpf:"rows"`
 	Rules     *ebpf.Map `ebpf:"rules"`
@@ -231,6 +237,8 @@ func (m *unwindMaps) Close() error {
 		m.Procs,
 		m.Pyprocs,
 		m.Pythreads,
+		m.Rbprocs,
+		m.Rbthreads,
 		m.Rowcache,
 		m.Rows,
 		m.Rules,

@@ -960,6 +960,7 @@ static long walk_one(__u32 i, struct loop_ctx *c)
 #include "interp.h"
 #include "python.h"
 #include "lua.h"
+#include "ruby.h"
 
 // interp_walk walks the sampled thread's interpreted frames (of the
 // walk in the scratch), by the first runtime part whose process the
@@ -976,6 +977,8 @@ __attribute__((noinline)) int interp_walk(__u32 tgid)
 	py_walk_stack(w, iw);
 	if (!iw->has)
 		lua_walk_stack(w, iw);
+	if (!iw->has)
+		rb_walk_stack(w, iw);
 	return 0;
 }
 
@@ -998,7 +1001,8 @@ __attribute__((noinline)) int pre_walk(__u32 tgid)
 // walks: its stacks depend on more than the walk cache checks.
 static __always_inline bool interp_proc(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&pyprocs, &tgid) != NULL || bpf_map_lookup_elem(&luaprocs, &tgid) != NULL;
+	return bpf_map_lookup_elem(&pyprocs, &tgid) != NULL || bpf_map_lookup_elem(&luaprocs, &tgid) != NULL ||
+	       bpf_map_lookup_elem(&rbprocs, &tgid) != NULL;
 }
 
 // The walk cache. A thread that blocks again and again in one place
