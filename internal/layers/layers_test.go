@@ -28,7 +28,7 @@ var layers = [][]string{
 	// the Go runtime's knowledge, and the unwinder
 	{"internal/goruntime", "internal/goassist", "internal/taskiter", "unwind"},
 	// runtimes: contexts and frames of language runtimes
-	{"runtimes", "runtimes/cpython", "runtimes/luajit", "runtimes/builtin", "fibers", "goroutines"},
+	{"runtimes", "runtimes/cpython", "runtimes/luajit", "runtimes/ruby", "runtimes/builtin", "fibers", "goroutines"},
 	{"symbolize"},
 	// outputs: reports, profiles and their formats
 	{"output", "stacks", "profiles", "flamegraph"},

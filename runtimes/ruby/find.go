@@ -1,0 +1,265 @@
+package ruby
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/rewindstack/rewind/target"
+)
+
+// Runtime is a Ruby VM found in a process or core.
+type Runtime struct {
+	// Version is the ruby_version string ("3.1.2").
+	Version string
+	// Path is the object that holds the VM: libruby or the executable.
+	Path string
+	// VMPtr is the address of ruby_current_vm_ptr in the process.
+	VMPtr uint64
+	// Symbols is the address of the symbol table (ruby_global_symbols,
+	// found through rb_id2str's code), 0 when it was not found: C
+	// methods' names then are not read.
+	Symbols uint64
+
+	l *layout
+}
+
+// UnsupportedError is a Ruby whose version rewind has no layout for.
+type UnsupportedError struct{ Version string }
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("Ruby %s is not supported (3.1 is read): native frames only", e.Version)
+}
+
+// rubyObject reports whether a mapped file's name is one that may hold
+// the VM: libruby*.so* or a ruby* executable.
+func rubyObject(name string) (lib, ok bool) {
+	if strings.HasPrefix(name, "libruby") && strings.Contains(name, ".so") {
+		return true, true
+	}
+	return false, strings.HasPrefix(name, "ruby")
+}
+
+// Find looks for the Ruby VM among the mappings of a process or core:
+// the object (libruby first, then a ruby executable) that defines
+// ruby_current_vm_ptr. file gives the path to open for a mapping (""
+// when there is none). It returns nil and no error when no Ruby is
+// mapped, an *UnsupportedError for a version without a layout here, and
+// an error naming the file when the VM cannot be found.
+func Find(maps []target.Mapping, file func(*target.Mapping) string) (*Runtime, error) {
+	var firstErr error
+	seen := map[string]bool{}
+	for _, wantLib := range []bool{true, false} {
+		for i := range maps {
+			m := &maps[i]
+			lib, ok := rubyObject(filepath.Base(m.Path))
+			if !ok || lib != wantLib || seen[m.Path] {
+				continue
+			}
+			seen[m.Path] = true
+			rt, err := open(maps, m, file(m))
+			if rt != nil {
+				return rt, nil
+			}
+			if _, ok := err.(*UnsupportedError); ok {
+				return nil, err
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return nil, firstErr
+}
+
+// open reads the VM's symbols from the object mapped at m, opened from
+// path; nil, nil when it does not define them.
+func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s: not readable", m.Path)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str")
+	vmPtr, ver := syms["ruby_current_vm_ptr"], syms["ruby_version"]
+	if vmPtr.Value == 0 || ver.Value == 0 {
+		return nil, nil
+	}
+	version := fileString(f, ver.Value, 16)
+	if version == "" {
+		return nil, fmt.Errorf("%s: ruby_version at %#x: not readable", path, ver.Value)
+	}
+	l, ok := layoutFor(version)
+	if !ok {
+		return nil, &UnsupportedError{Version: version}
+	}
+	bias, ok := loadBias(f, maps, m.Path)
+	if !ok {
+		return nil, fmt.Errorf("%s: no mapping of its first loadable segment", path)
+	}
+	rt := &Runtime{Version: version, Path: path, VMPtr: vmPtr.Value + bias, l: l}
+	if id2str := syms["rb_id2str"]; id2str.Value != 0 {
+		if a := symbolTable(f, id2str.Value, id2str.Size); a != 0 {
+			rt.Symbols = a + bias
+		}
+	}
+	return rt, nil
+}
+
+// symbols returns the named symbols of f, from the dynamic table first
+// (a stripped libruby keeps them there), then the full one.
+func symbols(f *elf.File, names ...string) map[string]elf.Symbol {
+	out := map[string]elf.Symbol{}
+	for _, get := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
+		list, _ := get()
+		for _, s := range list {
+			for _, n := range names {
+				if s.Name == n && s.Value != 0 && out[n].Value == 0 {
+					out[n] = s
+				}
+			}
+		}
+	}
+	return out
+}
+
+// fileBytes reads n bytes at virtual address vaddr from f's loadable
+// segments' file contents, nil when they are not all there.
+func fileBytes(f *elf.File, vaddr, n uint64) []byte {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr+n > p.Vaddr+p.Filesz {
+			continue
+		}
+		b := make([]byte, n)
+		if _, err := p.ReadAt(b, int64(vaddr-p.Vaddr)); err != nil {
+			return nil
+		}
+		return b
+	}
+	return nil
+}
+
+// fileString reads a NUL-terminated string of at most max bytes at
+// vaddr in f; "" when it is not one of printable ASCII.
+func fileString(f *elf.File, vaddr, max uint64) string {
+	b := fileBytes(f, vaddr, max)
+	i := bytes.IndexByte(b, 0)
+	if i <= 0 {
+		return ""
+	}
+	for _, c := range b[:i] {
+		if c < 0x20 || c > 0x7e {
+			return ""
+		}
+	}
+	return string(b[:i])
+}
+
+// symbolTable finds the address of ruby_global_symbols, which no symbol
+// names in Debian's stripped libruby, from the code of rb_id2str (at
+// vaddr, size bytes): it jumps to the lookup, whose first comparison is
+// of the ID's serial with the table's last_id, its first member, read
+// RIP-relative. 0 when the code is not of that shape. The walk checks
+// what it reads there before trusting it (ids must be an Array).
+func symbolTable(f *elf.File, vaddr, size uint64) uint64 {
+	size = min(max(size, 16), 64)
+	code := fileBytes(f, vaddr, size)
+	target := vaddr
+	for i := 0; i+5 <= len(code); i++ {
+		if code[i] == 0xe9 { // jmp rel32: the tail call to the lookup
+			rel := int32(binary.LittleEndian.Uint32(code[i+1:]))
+			target = uint64(int64(vaddr) + int64(i) + 5 + int64(rel))
+			break
+		}
+	}
+	code = fileBytes(f, target, 160)
+	for i := 0; i+6 <= len(code); i++ {
+		// cmp r32, disp32(%rip) either way round: 39 or 3b, ModRM
+		// mod 00, r/m 101.
+		if (code[i] == 0x39 || code[i] == 0x3b) && code[i+1]&0xc7 == 0x05 {
+			disp := int32(binary.LittleEndian.Uint32(code[i+2:]))
+			return uint64(int64(target) + int64(i) + 6 + int64(disp))
+		}
+	}
+	return 0
+}
+
+// loadBias is the load bias of the object mapped from path: the mapping
+// of its first PT_LOAD segment's file offset, else the bias the target
+// computed for the object's code.
+func loadBias(f *elf.File, maps []target.Mapping, path string) (uint64, bool) {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		for i := range maps {
+			m := &maps[i]
+			if m.Path == path && m.Offset <= p.Off && p.Off < m.Offset+(m.End-m.Start) {
+				return m.Start + (p.Off - m.Offset) - p.Vaddr, true
+			}
+		}
+		break
+	}
+	for i := range maps {
+		if m := &maps[i]; m.Path == path && m.Module != nil {
+			return m.Bias, true
+		}
+	}
+	return 0, false
+}
+
+// ProcessFile is Find's file for live process pid: the very file mapped
+// (/proc/PID/map_files), else the path in the process's root, else the
+// path as this process sees it; a file found by path whose inode is not
+// the mapping's is skipped.
+func ProcessFile(pid int) func(*target.Mapping) string {
+	return func(m *target.Mapping) string {
+		if m.Path == "" || m.Path[0] != '/' {
+			return ""
+		}
+		mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
+		if _, err := os.Stat(mf); err == nil {
+			return mf
+		}
+		for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path} {
+			st, err := os.Stat(cand)
+			if err != nil {
+				continue
+			}
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && m.Inode != 0 && sys.Ino != m.Inode {
+				continue
+			}
+			return cand
+		}
+		return ""
+	}
+}
+
+// CoreFiles is Find's file for a core's target: the object a mapping of
+// the same file was opened from (only code mappings have a module).
+func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
+	paths := map[string]string{}
+	for _, m := range space.Mappings() {
+		if m.Module != nil && m.Module.File != nil {
+			paths[m.Path] = m.Module.File.Path
+		}
+	}
+	return func(m *target.Mapping) string { return paths[m.Path] }
+}
+
+// Maps returns the mappings of a target's address space, for Find.
+func Maps(space *target.AddressSpace) []target.Mapping {
+	var out []target.Mapping
+	for _, m := range space.Mappings() {
+		out = append(out, *m)
+	}
+	return out
+}
