@@ -131,14 +131,15 @@ func symbols(f *elf.File, names ...string) map[string]elf.Symbol {
 	return out
 }
 
-// fileBytes reads n bytes at virtual address vaddr from f's loadable
-// segments' file contents, nil when they are not all there.
+// fileBytes reads at most n bytes at virtual address vaddr from the
+// file contents of f's loadable segment that holds it (fewer at the
+// segment's end), nil when none does.
 func fileBytes(f *elf.File, vaddr, n uint64) []byte {
 	for _, p := range f.Progs {
-		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr+n > p.Vaddr+p.Filesz {
+		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr >= p.Vaddr+p.Filesz {
 			continue
 		}
-		b := make([]byte, n)
+		b := make([]byte, min(n, p.Vaddr+p.Filesz-vaddr))
 		if _, err := p.ReadAt(b, int64(vaddr-p.Vaddr)); err != nil {
 			return nil
 		}

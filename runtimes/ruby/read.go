@@ -99,19 +99,24 @@ type iseqInfo struct {
 // means the VM or its thread list could not be read; a thread whose
 // frames cannot be read to the end is cut (Thread.End).
 func (rt *Runtime) Read(mem target.Memory) (*Stacks, error) {
-	return rt.read(mem, newCache(), nil)
+	s, _, err := rt.read(mem, newCache(), nil, nil)
+	return s, err
 }
 
-// read is Read with a cache of earlier walks and a bound: expired, when
-// not nil, ends the walk once it reports true.
-func (rt *Runtime) read(mem target.Memory, c *cache, expired func() bool) (*Stacks, error) {
-	w := &walker{rt: rt, l: rt.l, mem: mem, c: c, pages: map[uint64][]byte{}, expired: expired,
+// read is Read with a cache of earlier walks, the pages already read
+// (nil: none; the map is filled and returned), and a bound: expired,
+// when not nil, ends the walk once it reports true.
+func (rt *Runtime) read(mem target.Memory, c *cache, pages map[uint64][]byte, expired func() bool) (*Stacks, map[uint64][]byte, error) {
+	if pages == nil {
+		pages = map[uint64][]byte{}
+	}
+	w := &walker{rt: rt, l: rt.l, mem: mem, c: c, pages: pages, expired: expired,
 		deadline: time.Now().Add(maxWalkTime)}
 	s, err := w.walk()
 	if s != nil {
 		s.Notes = w.notes
 	}
-	return s, err
+	return s, pages, err
 }
 
 // walker is one walk's reader.

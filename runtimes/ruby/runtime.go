@@ -2,6 +2,7 @@ package ruby
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,8 +65,9 @@ func (registered) Core(tg *target.Target, warn func(string)) {
 // Live reads the Ruby stacks of a running process in the same pause as
 // its threads: Prepare walks them while the process runs, filling the
 // cache of what does not change (iseqs' labels, paths and lines, method
-// names); During walks again in the pause, reading only the thread
-// list, the control frames and what changed.
+// names) and noting the pages it read; During re-reads those pages in
+// the pause in a few batched reads and walks again over them (reading
+// singly only what moved elsewhere).
 type Live struct {
 	rt  *Runtime
 	pid int
@@ -73,9 +75,12 @@ type Live struct {
 
 	prior, stacks *Stacks
 	priorErr, err error
+	reads         []live.Read // the pages Prepare read, re-read in the pause
 	// Unchecked reports that the pause's bound was reached before the
 	// walk in it ended: Attach gives the stacks Prepare read.
 	Unchecked bool
+	// Pages is how many pages the pause re-reads in batches.
+	Pages int
 	// InPause is how long During took.
 	InPause time.Duration
 }
@@ -83,8 +88,32 @@ type Live struct {
 // NewLive returns a Live reader of process pid, whose runtime is rt.
 func NewLive(pid int, rt *Runtime) *Live { return &Live{rt: rt, pid: pid, c: newCache()} }
 
-// Prepare walks the stacks before the pause.
-func (l *Live) Prepare() { l.prior, l.priorErr = l.rt.read(live.NewReader(l.pid), l.c, nil) }
+// Prepare walks the stacks before the pause, and sets up the buffers the
+// pause's re-read fills (touched now, so that they do not fault then).
+func (l *Live) Prepare() {
+	var pages map[uint64][]byte
+	l.prior, pages, l.priorErr = l.rt.read(live.NewReader(l.pid), l.c, nil, nil)
+	addrs := make([]uint64, 0, len(pages))
+	for a, pg := range pages {
+		if pg != nil {
+			addrs = append(addrs, a)
+		}
+	}
+	slices.Sort(addrs)
+	buf := make([]byte, len(addrs)*pageSize)
+	for i := 0; i < len(buf); i += pageSize {
+		buf[i] = 1
+	}
+	l.reads = make([]live.Read, len(addrs))
+	for i, a := range addrs {
+		l.reads[i] = live.Read{Addr: a, Buf: buf[i*pageSize : (i+1)*pageSize : (i+1)*pageSize]}
+	}
+	l.Pages = len(addrs)
+}
+
+// batchPages is how many pages one batch of the pause's re-read asks
+// for: the pause's bound is checked between batches.
+const batchPages = 256
 
 // During walks the stacks again in the pause, through r (a
 // live.Options.During hook), within the pause's bound.
@@ -92,7 +121,20 @@ func (l *Live) During(r *live.Reader) {
 	start := time.Now()
 	defer func() { l.InPause = time.Since(start) }()
 	expired := false
-	l.stacks, l.err = l.rt.read(r, l.c, func() bool { expired = expired || r.Expired(); return expired })
+	bound := func() bool { expired = expired || r.Expired(); return expired }
+	pages := make(map[uint64][]byte, len(l.reads))
+	for i := 0; i < len(l.reads) && !bound(); i += batchPages {
+		batch := l.reads[i:min(i+batchPages, len(l.reads))]
+		r.ReadBatch(batch)
+		for _, rd := range batch {
+			if rd.N == pageSize {
+				pages[rd.Addr] = rd.Buf
+			}
+		}
+	}
+	if !expired {
+		l.stacks, _, l.err = l.rt.read(r, l.c, pages, bound)
+	}
 	l.Unchecked = expired
 }
 

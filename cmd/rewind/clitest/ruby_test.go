@@ -1,0 +1,175 @@
+package clitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
+)
+
+// startRuby runs runtimes/ruby/testdata/park.rb under Debian's ruby, its
+// stdin a pipe nobody writes, and returns it with what each thread's
+// caller_locations said (by native thread id, "label (path:line)" a
+// frame, innermost first).
+func startRuby(t *testing.T) (*fixture.Proc, map[string][]string) {
+	const exe = "/usr/bin/ruby"
+	if _, err := os.Stat(exe); err != nil {
+		t.Skipf("no %s: %v", exe, err)
+	}
+	script, err := filepath.Abs("../../../runtimes/ruby/testdata/park.rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "report")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	cmd := exec.Command(exe, script, report)
+	cmd.Stdin = r
+	p := fixture.StartCmd(t, cmd)
+	r.Close()
+	b, err := os.ReadFile(report)
+	if err != nil || !strings.HasSuffix(string(b), "\nEND\n") {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	want := map[string][]string{}
+	tid := ""
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\nEND\n"), "\n") {
+		if s, ok := strings.CutPrefix(line, "THREAD "); ok {
+			tid = s
+			continue
+		}
+		f := strings.Split(line, "\t")
+		want[tid] = append(want[tid], fmt.Sprintf("%s (%s:%s)", f[0], f[1], f[2]))
+	}
+	return p, want
+}
+
+// TestDumpRuby: rewind dump of a Ruby 3.1 process, live and from its
+// gcore core, prints in each thread the Ruby frames its caller_locations
+// gave, as "label (path:line) [ruby]", below the C method it parks in
+// (gets or pop, with its caller's place), each run of Ruby frames just
+// above an rb_vm_exec frame; --json has them with null pc, module and
+// offset and method "ruby"; --no-ruby leaves them out.
+func TestDumpRuby(t *testing.T) {
+	p, want := startRuby(t)
+	core := fixture.Gcore(t, p)
+	for _, args := range [][]string{{"dump", strconv.Itoa(p.PID)}, {"dump", "--core", core}} {
+		out, errOut, code := run(t, args...)
+		if code != 0 || strings.Contains(errOut, "Ruby") {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		threads := map[string][]string{} // tid → its Ruby frames
+		for _, sec := range strings.Split(out, "\nTID ")[1:] {
+			tid, _, _ := strings.Cut(sec, ":")
+			lines := strings.Split(sec, "\n")
+			for i, line := range lines {
+				f, ok := strings.CutSuffix(line, " [ruby]")
+				if !ok {
+					continue
+				}
+				_, f, _ = strings.Cut(strings.TrimSpace(f), " ")
+				threads[tid] = append(threads[tid], strings.TrimSpace(f))
+				if next := lines[min(i+1, len(lines)-1)]; !strings.HasSuffix(next, "[ruby]") && !strings.Contains(next, " rb_vm_exec+") {
+					t.Errorf("%v: thread %s: Ruby frame %q is followed by %q", args, tid, f, next)
+				}
+			}
+		}
+		for tid, w := range want {
+			got := threads[tid]
+			place := w[0][strings.LastIndex(w[0], " ("):] // the C method shows its caller's
+			if len(got) != len(w)+1 || (got[0] != "gets"+place && got[0] != "pop"+place) ||
+				strings.Join(got[1:], "\n") != strings.Join(w, "\n") {
+				t.Errorf("%v: thread %s:\ngot\n%s\nwant gets or pop%s, then\n%s", args, tid,
+					strings.Join(got, "\n"), place, strings.Join(w, "\n"))
+			}
+		}
+		if len(threads) != len(want) {
+			t.Errorf("%v: Ruby frames in %d threads, want %d", args, len(threads), len(want))
+		}
+	}
+	checkRubyJSON(t, p.PID, want)
+	out, _, _ := run(t, "dump", "--no-ruby", strconv.Itoa(p.PID))
+	if strings.Contains(out, "[ruby]") || !strings.Contains(out, "rb_vm_exec") {
+		t.Errorf("--no-ruby printed Ruby frames, or no native ones")
+	}
+}
+
+// checkRubyJSON: --json gives each Ruby frame as Python's are, with
+// method "ruby", as many as caller_locations (and the parking calls).
+func checkRubyJSON(t *testing.T, pid int, want map[string][]string) {
+	out, errOut, code := run(t, "dump", "--json", strconv.Itoa(pid))
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Threads []struct {
+			Frames []map[string]any `json:"frames"`
+		} `json:"threads"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	n, wantN := 0, 0
+	for _, w := range want {
+		wantN += len(w) + 1
+	}
+	for _, th := range rep.Threads {
+		for _, f := range th.Frames {
+			if f["method"] != "ruby" {
+				continue
+			}
+			n++
+			if f["pc"] != nil || f["module"] != nil || f["offset"] != nil || f["function"] == nil || f["file"] == nil || f["line"] == nil {
+				t.Errorf("--json: Ruby frame %v", f)
+			}
+		}
+	}
+	if n != wantN {
+		t.Errorf("--json: %d Ruby frames, want %d", n, wantN)
+	}
+}
+
+// TestDumpRubyUnknown: a process whose libruby is of a version rewind
+// has no layout for is dumped with its native frames and one line
+// saying so.
+func TestDumpRubyUnknown(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skipf("no gcc: %v", err)
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libruby-9.9.so")
+	write := func(name, code string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	libSrc := write("lib.c", "const char ruby_version[] = \"9.9.0\";\nvoid *ruby_current_vm_ptr;\n")
+	mainSrc := write("main.c", "#include <stdio.h>\n#include <unistd.h>\nextern const char ruby_version[];\n"+
+		"int main(void) { printf(\"%s\\nready\\n\", ruby_version); fflush(stdout); for (;;) pause(); }\n")
+	exe := filepath.Join(dir, "fakeruby")
+	for _, c := range [][]string{{"-shared", "-fPIC", "-o", lib, libSrc},
+		{"-o", exe, mainSrc, "-L" + dir, "-l:libruby-9.9.so", "-Wl,-rpath," + dir}} {
+		if out, err := exec.Command("gcc", c...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", c, err, out)
+		}
+	}
+	p := fixture.Start(t, exe)
+	out, errOut, code := run(t, "dump", strconv.Itoa(p.PID))
+	if code != 0 || !strings.Contains(out, "main") || strings.Contains(out, "[ruby]") {
+		t.Fatalf("exit %d, want native frames only:\n%s\n%s", code, out, errOut)
+	}
+	if n := strings.Count(errOut, "Ruby 9.9.0"); n != 1 || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("want one line about Ruby 9.9.0 on stderr, got:\n%s", errOut)
+	}
+}
