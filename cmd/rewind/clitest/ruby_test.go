@@ -53,6 +53,9 @@ func startRuby(t *testing.T) (*fixture.Proc, map[string][]string) {
 	return p, want
 }
 
+// rubyUnchecked is the note of Ruby stacks not re-read in the pause.
+const rubyUnchecked = "the Ruby stacks were read just before the pause and not re-read in it: that would have held the threads stopped past the pause's bound (--max-pause)"
+
 // TestDumpRuby: rewind dump of a Ruby 3.1 process, live and from its
 // gcore core, prints in each thread the Ruby frames its caller_locations
 // gave, as "label (path:line) [ruby]", below the C method it parks in
@@ -64,6 +67,10 @@ func TestDumpRuby(t *testing.T) {
 	core := fixture.Gcore(t, p)
 	for _, args := range [][]string{{"dump", strconv.Itoa(p.PID)}, {"dump", "--core", core}} {
 		out, errOut, code := run(t, args...)
+		// On a loaded machine stopping the threads can take past
+		// --max-pause: the Ruby stacks read just before the pause are
+		// kept, with that note, and are still those compared.
+		errOut = strings.ReplaceAll(errOut, "rewind: warning: Ruby stacks: "+rubyUnchecked+"\n", "")
 		if code != 0 || strings.Contains(errOut, "Ruby") {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}

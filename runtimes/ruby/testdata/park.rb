@@ -7,7 +7,8 @@
 $rep = File.open(ARGV[0], "w")
 $m = Mutex.new
 $q = Thread::Queue.new
-def report(locs) = $m.synchronize { $rep.puts "THREAD #{Thread.current.native_thread_id}", locs.map { |l| "#{l.label}\t#{l.path}\t#{l.lineno}" } ; $rep.flush }
+$done = Thread::Queue.new
+def report(locs) = $m.synchronize { $rep.puts "THREAD #{Thread.current.native_thread_id}", locs.map { |l| "#{l.label}\t#{l.path}\t#{l.lineno}" } ; $rep.flush; $done << 1 }
 def rec(n) = n == 0 ? (report(caller_locations(0)); $q.pop) : rec(n - 1)
 class Foo
   def self.cm = (report(caller_locations(0)); $q.pop)
@@ -68,6 +69,9 @@ threads = [
   Thread.new { long },
 ]
 Integer(ARGV[1] || 0).times { threads << Thread.new { rec(20) } }
+# Each thread has reported (and goes on to its $q.pop) when its report
+# is in: then "sleep" is that wait, not the report's Mutex.
+threads.size.times { $done.pop }
 Thread.pass until threads.all? { |t| t.status == "sleep" }
 def rb_c = (report(caller_locations(0)); $rep.puts "END"; $rep.close; puts "ready"; $stdout.flush; $stdin.gets)
 def rb_b = rb_c
