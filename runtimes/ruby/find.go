@@ -25,6 +25,10 @@ type Runtime struct {
 	// found through rb_id2str's code), 0 when it was not found: C
 	// methods' names then are not read.
 	Symbols uint64
+	// Exec is the range of rb_vm_exec in the process (zero when the
+	// object does not name it): the VM's entry from C, each of whose
+	// native frames runs one activation of Ruby frames.
+	Exec target.PCRange
 
 	l *layout
 }
@@ -88,7 +92,7 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
-	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str")
+	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str", Entry)
 	vmPtr, ver := syms["ruby_current_vm_ptr"], syms["ruby_version"]
 	if vmPtr.Value == 0 || ver.Value == 0 {
 		return nil, nil
@@ -106,6 +110,9 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 		return nil, fmt.Errorf("%s: no mapping of its first loadable segment", path)
 	}
 	rt := &Runtime{Version: version, Path: path, VMPtr: vmPtr.Value + bias, l: l}
+	if e := syms[Entry]; e.Value != 0 && e.Size != 0 {
+		rt.Exec = target.PCRange{Lo: e.Value + bias, Hi: e.Value + bias + e.Size}
+	}
 	if id2str := syms["rb_id2str"]; id2str.Value != 0 {
 		if a := symbolTable(f, id2str.Value, id2str.Size); a != 0 {
 			rt.Symbols = a + bias

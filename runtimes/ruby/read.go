@@ -53,6 +53,8 @@ type Frame struct {
 
 // Thread is the Ruby stack of one Ruby thread.
 type Thread struct {
+	// Addr is the rb_thread_t.
+	Addr uint64
 	// TID is the kernel's thread id (0 when the VM keeps none), Pthread
 	// the pthread_t (the thread's TCB, its fs base).
 	TID     int
@@ -237,7 +239,7 @@ func orNull(err error) error {
 // thread reads the Ruby thread at th and its frames.
 func (w *walker) thread(th uint64) Thread {
 	l := w.l
-	var t Thread
+	t := Thread{Addr: th}
 	ec, err := w.ptr(th + l.thEC)
 	var b [8]byte
 	if err == nil {
