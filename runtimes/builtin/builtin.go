@@ -5,5 +5,6 @@ package builtin
 
 import (
 	_ "github.com/rewindstack/rewind/runtimes/cpython" // Python 3.11-3.14
+	_ "github.com/rewindstack/rewind/runtimes/luajit"  // LuaJIT 2.1
 	_ "github.com/rewindstack/rewind/runtimes/ruby"    // Ruby 3.1
 )
