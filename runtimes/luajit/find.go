@@ -260,9 +260,18 @@ func Threads(w *Walker, g uint64) (out []Thread, end string) {
 	main, _ := w.ref(g + w.l.gMainth)
 	o, ok := w.ref(g + w.l.gRoot)
 	buf := make([]byte, w.l.objGct+1)
+	// A loop in damaged memory is seen by Brent's method: the object
+	// kept at each power of two comes round again.
+	var mark uint64
 	for n := 0; ok && o != 0; n++ {
 		if n == maxObjects {
 			return out, fmt.Sprintf("more than %d GC objects", maxObjects)
+		}
+		if o == mark {
+			return out, fmt.Sprintf("the list of GC objects loops at %#x", o)
+		}
+		if n&(n-1) == 0 {
+			mark = o
 		}
 		if w.mem.ReadMemory(o, buf) != nil {
 			return out, fmt.Sprintf("GC object %#x is unreadable", o)

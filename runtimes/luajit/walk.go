@@ -152,7 +152,7 @@ func (w *Walker) Walk(L uint64) ([]Frame, string) {
 				act++
 			}
 			size := ftsz &^ 7
-			if size == 0 || size > frame-bot {
+			if size == 0 || size > frame-stack {
 				return out, "a frame link's size is out of the stack"
 			}
 			frame -= size
@@ -366,15 +366,16 @@ func (w *Walker) funcName(frame uint64) string {
 // slotName is lj_debug_slotname: what slot held at instruction ip.
 func (w *Walker) slotName(pt, bc, ip, slot uint64) string {
 	// Bounded: a MOV chain is short, and the backward search stops at
-	// the prototype's start or after maxScanBack instructions (damaged
-	// memory can make ip anything).
-	const maxScanBack = 1 << 16
-	for guard := 0; guard < 64; guard++ {
+	// the prototype's start or after maxScanBack instructions in all
+	// (damaged memory can make ip anything).
+	const maxScanBack = 1 << 12
+	steps := 0
+	for guard := 0; guard < 16; guard++ {
 		if name := w.varName(pt, (ip-bc)/4, slot); name != "" {
 			return name
 		}
 		moved := false
-		for steps := 0; ip > bc && steps < maxScanBack; steps++ {
+		for ; ip > bc && steps < maxScanBack; steps++ {
 			ip -= 4
 			if ip <= bc {
 				break
