@@ -74,6 +74,7 @@ func (u *Unwinder) part(name string) (part, bool) {
 
 // iProc is a process whose interpreted frames a part walks.
 type iProc struct {
+	pid     int
 	rt      runtimes.Kernel
 	p       part
 	kp      runtimes.KernelProcess
@@ -115,7 +116,7 @@ func (u *Unwinder) describeInterp(pid int, maps []target.Mapping) {
 			u.forgetInterpPart(pt.kind, pid)
 			continue
 		}
-		p := &iProc{rt: k, p: pt, kp: kp, entry: kp.EntryPCs(), threads: map[int]uint64{}}
+		p := &iProc{pid: pid, rt: k, p: pt, kp: kp, entry: kp.EntryPCs(), threads: map[int]uint64{}}
 		u.interp.mu.Lock()
 		if old := u.interp.procs[pt.kind][pid]; old != nil && kp.Adopt(old.kp) {
 			p.threads = old.threads
@@ -140,9 +141,28 @@ func (u *Unwinder) describeInterp(pid int, maps []target.Mapping) {
 // ones started since are read again at every Read. (u.mu is taken after
 // u.interp.mu, never while holding it: forgetExited holds u.mu.)
 func (u *Unwinder) interpThreads(p *iProc) {
+	if r, ok := p.kp.(runtimes.KernelRefresh); ok && u.refreshed(p, r) {
+		// What the program walks by was found since (an interpreter
+		// state made after the process was described).
+		if err := p.p.procs.Update(uint32(p.pid), p.kp.Value(), ebpf.UpdateAny); err != nil {
+			u.note(fmt.Sprintf("the BPF %s process map is full", p.rt.Name()))
+		}
+	}
 	if p.p.threads != nil && !u.interpThreadsLocked(p) {
 		u.note(fmt.Sprintf("the BPF %s thread map is full", p.rt.Name()))
 	}
+}
+
+// refreshed lets r (p's reader) look again for what the program walks
+// by, under the lock its naming of frames runs under.
+func (u *Unwinder) refreshed(p *iProc, r runtimes.KernelRefresh) bool {
+	u.interp.mu.Lock()
+	defer u.interp.mu.Unlock()
+	if !r.Refresh() {
+		return false
+	}
+	p.entry = p.kp.EntryPCs()
+	return true
 }
 
 func (u *Unwinder) interpThreadsLocked(p *iProc) bool {

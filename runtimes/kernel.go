@@ -62,3 +62,12 @@ type KernelProcess interface {
 	// Close releases the process's memory.
 	Close()
 }
+
+// KernelRefresh is a KernelProcess whose Value may change after the
+// process was described: an interpreter state made after its library
+// was mapped (a LuaJIT state the process creates later). The unwinder
+// calls Refresh when the program asks for the process's threads again
+// and after every read, and writes Value again when it reports true.
+type KernelRefresh interface {
+	Refresh() bool
+}

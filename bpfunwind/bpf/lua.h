@@ -18,8 +18,8 @@
 // the return PC into its caller (a Lua frame, whose call instruction's A
 // operand gives the caller's base) or a frame type and size; a C or
 // cpcall link ends an activation. Each frame is recorded as (function,
-// link, frame type): user space reads the functions' prototypes for
-// names and lines (package luajit).
+// link, frame type): user space lays the links out again and names the
+// frames from the functions' prototypes and bytecode (package luajit).
 //
 // A sample inside a trace's machine code has no native frame the walk
 // can unwind (traces keep no frame pointer nor unwind table): the walk
@@ -163,10 +163,21 @@ static long lua_step(__u32 i, struct lua_ctx *c)
 	}
 	__u32 type = ftsz & 3;
 	__u32 typep = ftsz & 7;
-	if (typep != 3 && typep != 2) { // vararg and continuation links run no function of their own
-		if (!i_push(c->w, iw, fn, ftsz, c->off, c->act, c->flags | (__u16)typep))
+	// Every link, vararg and continuation ones too: user space lays the
+	// links out again as they were, to name the frames as a dump does.
+	// A continuation (a trace stitched over a C function's call, a
+	// metamethod) keeps the PC it returns to below its function: its low
+	// 32 bits go with it.
+	if (typep == 2) {
+		__u32 cpc = 0;
+		if (i_read(&cpc, 4, lp->fr2 ? base - 3 * slot : base - 2 * slot + 4)) {
+			iw->is.end = I_END_UNREADABLE;
 			return 1;
+		}
+		c->off = cpc;
 	}
+	if (!i_push(c->w, iw, fn, ftsz, c->off, c->act, c->flags | (__u16)typep))
+		return 1;
 	c->flags = 0;
 	c->off = 0;
 	__u64 prev;

@@ -20,6 +20,21 @@ import (
 // apart); nil when no mapping is LuaJIT. file gives the path an object
 // can be opened at ("" when it cannot).
 func FindLayouts(maps []target.Mapping, file func(*target.Mapping) string) ([]Layout, error) {
+	o, err := findObject(maps, file)
+	if o == nil {
+		return nil, err
+	}
+	return o.layouts, nil
+}
+
+// object is the LuaJIT object found among a target's mappings.
+type object struct {
+	path    string          // where it was opened
+	mapping *target.Mapping // a mapping of it
+	layouts []Layout
+}
+
+func findObject(maps []target.Mapping, file func(*target.Mapping) string) (*object, error) {
 	seen := map[string]bool{}
 	exe := ""
 	var firstErr error
@@ -44,7 +59,7 @@ func FindLayouts(maps []target.Mapping, file func(*target.Mapping) string) ([]La
 			firstErr = err
 		}
 		if ls != nil {
-			return ls, nil
+			return &object{path: path, mapping: m, layouts: ls}, nil
 		}
 	}
 	return nil, firstErr
