@@ -50,6 +50,11 @@ type Options struct {
 	// it runs on each sample before the kernel writes it, and the
 	// records are then stamped with ClockID, the clock BPF programs read.
 	Assist int
+	// Prompt wakes the reader at every sample instead of when a buffer
+	// is half full, and stamps the records with ClockID: a reader of the
+	// sampled process's memory at the wake-up (runtimes.Sampler) reads it
+	// as soon after the sample as it can, and knows how soon.
+	Prompt bool
 	// Warn receives warnings (may be nil).
 	Warn func(string)
 	// Stdout and Stderr receive a StartCommand program's output (default:
@@ -110,9 +115,13 @@ func Attr(o Options) *perfdata.Attr {
 	if o.UserOnly {
 		a.Flags |= perfdata.FlagExcludeKernel
 	}
-	if o.Assist != 0 {
+	if o.Assist != 0 || o.Prompt {
 		a.Flags |= perfdata.FlagUseClockID
 		a.ClockID = ClockID
+	}
+	if o.Prompt {
+		a.Flags &^= perfdata.FlagWatermark
+		a.WakeupEvents = 1
 	}
 	return a
 }

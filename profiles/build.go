@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/goruntime"
 	"github.com/rewindstack/rewind/internal/jitdump"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
@@ -182,6 +183,10 @@ type Profile struct {
 	// OffCPU marks an off-CPU profile: stack values are nanoseconds
 	// blocked (see OffCPU), not CPU time.
 	OffCPU bool
+	// InterpReads says, per runtime, how a recording in user space read
+	// its interpreted frames after each sample (Collector.Interp), for
+	// the fidelity table.
+	InterpReads []runtimes.SampleStats
 }
 
 // Samples returns the number of samples of the profile's stacks (more
@@ -434,7 +439,13 @@ func (b *Builder) add(s *Sample) {
 			if !ok && atCopyEdge(st, sp, len(s.Stack), s.stackFull) {
 				b.prof.AtCopyEdge++
 			}
-			if len(out.Locations) == 0 {
+			interp := len(s.Interp) > 0
+			if interp {
+				// Frames read from the process as the sample was
+				// read (Collector.Interp): a slice of the sample's own.
+				locs = b.spliceInterp(locs, s.Interp)
+			}
+			if len(out.Locations) == 0 && !interp {
 				out.Locations = locs // shared by the samples with this stack
 				shared = true
 			} else {

@@ -66,7 +66,7 @@ type Sample struct {
 	// walkCount is how many events AddStack's stack stands for.
 	walkCount int
 	// Interp are interpreted frames the kernel walk found (CPython's),
-	// by runtime, innermost first, spliced above the native frames of
+	// or Collector.Interp read as the sample was read, by runtime, innermost first, spliced above the native frames of
 	// the activations that ran them (interp.go).
 	Interp []target.InterpStack
 	// Extra is memory copied at the sample's time beside the stack
@@ -139,6 +139,9 @@ type Collector struct {
 	// Memory, when set, adds to each sample memory copied beside its
 	// stack (see SampleMemory).
 	Memory SampleMemory
+	// Interp, when set, gives each sample the interpreted frames read
+	// from its process as the sample is read (see SampleInterp).
+	Interp SampleInterp
 
 	events       []event
 	comms        map[int]string
@@ -167,6 +170,18 @@ type SampleMemory interface {
 	// user stack pointer sp, nil when none was. It is called once per sample, as it is read; the
 	// regions' bytes must stay unchanged afterwards.
 	SampleMemory(pid, tid int, t, sp uint64) []target.Region
+	// Exec says that process pid ran a new program.
+	Exec(pid int)
+}
+
+// SampleInterp reads a sampled thread's interpreted frames from its
+// process when its sample is read (runtimes.Sampling: a recording in
+// user space, whose stack copies hold no interpreter frames), to be
+// spliced above the native frames of the activations that run them, as
+// the kernel walk's are.
+type SampleInterp interface {
+	// SampleInterp reads thread tid of process pid, sampled at time t.
+	SampleInterp(pid, tid int, t uint64) []target.InterpStack
 	// Exec says that process pid ran a new program.
 	Exec(pid int)
 }
@@ -299,6 +314,9 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 		if c.Memory != nil && out.HasRegs {
 			out.Extra = c.Memory.SampleMemory(out.PID, out.TID, out.Time, out.sp)
 		}
+		if c.Interp != nil && out.HasRegs {
+			out.Interp = c.Interp.SampleInterp(out.PID, out.TID, out.Time)
+		}
 		c.pendingBytes += out.bytes()
 		c.add(event{time: t, kind: perfdata.RecordSample, smp: out})
 		return out
@@ -313,6 +331,9 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 	case perfdata.RecordComm:
 		if rec.Comm.Exec && c.Memory != nil {
 			c.Memory.Exec(int(rec.Comm.PID))
+		}
+		if rec.Comm.Exec && c.Interp != nil {
+			c.Interp.Exec(int(rec.Comm.PID))
 		}
 		c.add(event{time: t, kind: perfdata.RecordComm, pid: int(rec.Comm.PID), tid: int(rec.Comm.TID), str: rec.Comm.Comm, exec: rec.Comm.Exec})
 	case perfdata.RecordFork:

@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rewindstack/rewind/internal/pprof"
+	"github.com/rewindstack/rewind/runtimes"
 
 	"github.com/rewindstack/rewind/internal/textesc"
 )
@@ -458,6 +460,9 @@ func (p *Profile) WriteFidelity(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	writeSubsampleNote(w, p.Fidelity)
+	for _, r := range p.InterpReads {
+		writeInterpReads(w, &r)
+	}
 	if n := p.KernelOnly - p.InKernelNoUser; n > 0 {
 		fmt.Fprintf(w, "  %d samples had no user stack (kernel threads)\n", n)
 	}
@@ -493,4 +498,16 @@ func sameSample(a, b *Stack) bool {
 // isLib reports whether path names a shared library or special mapping.
 func isLib(path string) bool {
 	return strings.Contains(path, ".so") || !strings.HasPrefix(path, "/")
+}
+
+// writeInterpReads prints the fidelity line of a runtime's frames read
+// after each sample: how many were read whole, how late, and how many
+// changed under the read (torn) or broke off (cut).
+func writeInterpReads(w io.Writer, r *runtimes.SampleStats) {
+	if r.Samples == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %-10s frames read after each sample (at the ring buffer's wake-up: %v after it, median; %v at most): %d of %d samples read whole (%.2f%%), %d torn (changed under every read tried), %d cut, %d with no %s frame; %d read late (more than %v after their sample)\n",
+		r.Runtime, r.MedianDelay.Round(time.Microsecond), r.MaxDelay.Round(time.Microsecond), r.Whole, r.Samples, 100*float64(r.Whole)/float64(r.Samples),
+		r.Torn, r.Cut, r.None, r.Runtime, r.Late, r.LateAfter.Round(time.Microsecond))
 }

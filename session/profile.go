@@ -10,6 +10,7 @@ import (
 	"github.com/rewindstack/rewind/internal/cachefile"
 	"github.com/rewindstack/rewind/internal/textesc"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -68,6 +69,9 @@ type finish struct {
 	// noInterpFrames, when set, says how to get the Python frames this
 	// profile cannot have (stack copies unwound in user space).
 	noInterpFrames string
+	// interpReads, when set, says how the recording read the
+	// interpreters' frames after each sample (profiles.Profile.InterpReads).
+	interpReads func() []runtimes.SampleStats
 	// inputErr is why the input could not be read to its end: the
 	// profile of the records before it is written, if it has samples.
 	inputErr error
@@ -166,8 +170,11 @@ func (o *ProfileOptions) finish(b *profiles.Builder, col *profiles.Collector, f 
 	if f.built != nil {
 		f.built()
 	}
+	if f.interpReads != nil {
+		prof.InterpReads = f.interpReads()
+	}
 	if f.noInterpFrames != "" {
-		if note := missingPythonNote(prof, f.noInterpFrames); note != "" {
+		if note := missingPythonNote(prof, f.noInterpFrames, f.interpReads != nil); note != "" {
 			o.warn(note)
 		}
 	}
@@ -236,7 +243,7 @@ func CacheNotes(stats bool, warn func(string), log io.Writer) {
 // missingPythonNote says, in one line, that a profile of samples in
 // CPython's evaluation loop has none of the Python functions it ran, and
 // how to get them; "" when there is nothing to say.
-func missingPythonNote(prof *profiles.Profile, how string) string {
+func missingPythonNote(prof *profiles.Profile, how string, sampled bool) string {
 	var total, eval int64
 	for i := range prof.Stacks {
 		st := &prof.Stacks[i]
@@ -256,6 +263,10 @@ func missingPythonNote(prof *profiles.Profile, how string) string {
 	}
 	if eval == 0 {
 		return ""
+	}
+	if sampled {
+		return fmt.Sprintf("no Python frames: %.0f%% of the samples run CPython's evaluation loop (_PyEval_EvalFrameDefault), "+
+			"and none of its Python frames could be read from the process after them (the warnings say why): %s", 100*float64(eval)/float64(total), how)
 	}
 	return fmt.Sprintf("no Python frames: %.0f%% of the samples run CPython's evaluation loop (_PyEval_EvalFrameDefault), "+
 		"whose Python functions are read only by the walk in the kernel: %s", 100*float64(eval)/float64(total), how)

@@ -11,6 +11,7 @@ import (
 	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/runtimes"
 )
 
 // Recording is what Record records, and how: rewind record's pipeline,
@@ -101,6 +102,15 @@ func (r *Recording) inUser(ctx context.Context, methods []profiles.Method) (Reco
 	opt := perfevent.Options{Freq: r.Freq, StackSize: r.StackSize, UserOnly: r.UserOnly, Warn: po.Warn, OffCPU: r.OffCPU, Stdout: r.CommandStdout}
 	col := profiles.NewCollector(perfevent.Arch())
 	col.Warn = po.Warn
+	var sampling *runtimes.Sampling
+	if !r.OffCPU {
+		// The interpreters' frames are read from the sampled processes
+		// as each sample is read: woken at every sample, the reads
+		// come a fraction of a millisecond after it.
+		sampling = &runtimes.Sampling{Now: perfevent.Now, LateAfter: time.Second / time.Duration(max(r.Freq, 1)), Warn: po.Warn}
+		defer sampling.Close()
+		col.Interp, opt.Prompt = sampling, true
+	}
 	build := po.builder(col, methods, po.symbolizer())
 	s := &Session{Collector: col, Builder: build, PendingLimit: r.PendingLimit, Warn: po.Warn, Log: po.Log,
 		AdoptOrphans: true, Duration: r.Duration, GrowStack: r.GrowStack, GoStacks: true, Progress: r.Progress}
@@ -132,6 +142,9 @@ func (r *Recording) inUser(ctx context.Context, methods []profiles.Method) (Reco
 		fmt.Fprintf(log, "rewind: Go assist: %s\n", res.GoAssist)
 	}
 	f := finish{periodNS: 1e9 / int64(r.Freq), offCPU: r.OffCPU, noInterpFrames: "record with --unwind-in kernel (" + bpfPrivilege + ")"}
+	if sampling != nil {
+		f.interpReads = sampling.Stats
+	}
 	switch size := res.StackSize; {
 	case size >= MaxStackCopy && size > r.StackSize:
 		f.copyEdgeHint = fmt.Sprintf("the copy grew to %d bytes, the kernel's most, while recording; earlier samples had less", size)

@@ -293,16 +293,7 @@ func Attach(t *target.Target, s *Stacks, warn func(string)) {
 		if c.Kind != target.KindThread || th == nil {
 			continue
 		}
-		fs := make([]target.InterpFrame, 0, len(th.Frames))
-		for _, f := range th.Frames {
-			name := f.Function
-			if name == "" {
-				name = InvalidName
-			}
-			fs = append(fs, target.InterpFrame{Function: name, File: f.File,
-				Line: max(f.Line, 0), Method: "python", ParenLocation: true, Activation: f.Activation, Anchor: f.Anchor})
-		}
-		c.SetInterp(target.InterpStack{Entry: EvalFunction, Frames: fs})
+		c.SetInterp(target.InterpStack{Entry: EvalFunction, Frames: interpFrames(th.Frames)})
 		if th.End != "" && warn != nil {
 			warn("thread " + strconv.Itoa(th.TID) + ": Python frame chain cut (" + th.End + "): " + th.Detail)
 		}
