@@ -443,7 +443,7 @@ func (b *Builder) add(s *Sample) {
 			if interp {
 				// Frames read from the process as the sample was
 				// read (Collector.Interp): a slice of the sample's own.
-				locs = b.spliceInterp(locs, s.Interp)
+				locs = b.spliceInterp(locs, frameSPs(st), s.Interp)
 			}
 			if len(out.Locations) == 0 && !interp {
 				out.Locations = locs // shared by the samples with this stack
@@ -584,7 +584,7 @@ func (b *Builder) fpLocs(s *Sample) []*Location {
 		f.Complete += n
 	}
 	if len(s.Interp) > 0 {
-		b.userLocs = b.spliceInterp(b.userLocs, s.Interp)
+		b.userLocs = b.spliceInterp(b.userLocs, nil, s.Interp)
 	}
 	return b.userLocs
 }
@@ -809,4 +809,13 @@ func atCopyEdge(st *unwind.Stack, sp uint64, size int, full bool) bool {
 		return true
 	}
 	return last != 0 && last+copyEdgeSlack >= sp+uint64(size)
+}
+
+// frameSPs are the stack pointers of a walk's frames.
+func frameSPs(st *unwind.Stack) []uint64 {
+	out := make([]uint64, len(st.Frames))
+	for i := range st.Frames {
+		out[i] = st.Frames[i].SP
+	}
+	return out
 }

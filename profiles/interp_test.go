@@ -16,7 +16,8 @@ const pyEval = "_PyEval_EvalFrameDefault"
 // TestSpliceInterp: each activation's Python frames go just above its
 // _PyEval_EvalFrameDefault frame (leaf first), as dump places them;
 // activations the native stack has no frame for go above the outermost
-// one; a stack without the evaluation loop is left alone.
+// one; a stack without the evaluation loop is left alone, unless anchors
+// and the walk's stack pointers place its frames.
 func TestSpliceInterp(t *testing.T) {
 	b := NewBuilder(NewCollector(regs.AMD64), Options{NoSymbols: true})
 	native := func(names ...string) []*Location {
@@ -54,10 +55,25 @@ func TestSpliceInterp(t *testing.T) {
 			"a _PyEval_EvalFrameDefault f b c _PyEval_EvalFrameDefault main"},
 		{[]string{"f", "main"}, py("a@0"), "f main"},
 	} {
-		got := names(b.spliceInterp(native(c.native...), []target.InterpStack{{Entry: pyEval, Frames: c.interp}}))
+		got := names(b.spliceInterp(native(c.native...), nil, []target.InterpStack{{Entry: pyEval, Frames: c.interp}}))
 		if got != c.want {
 			t.Errorf("native %v, Python %v:\n got %s\nwant %s", c.native, c.interp, got, c.want)
 		}
+	}
+	// Without the evaluation loop's symbol (Debian sid's 3.14), the
+	// anchors (entry frames on the C stack, 3.12+) place each
+	// activation above the native frame whose stack holds it, by the
+	// walk's stack pointers.
+	nat := native("PyLong_FromLong", "", "call", "", "main")
+	sps := []uint64{0x1000, 0x1100, 0x1200, 0x1300, 0x1400}
+	fs := py("leaf@0", "outer@1")
+	fs[0].Anchor, fs[1].Anchor = 0x1180, 0x1350
+	got := names(b.spliceInterp(nat, sps, []target.InterpStack{{Entry: pyEval, Frames: fs}}))
+	if want := "PyLong_FromLong leaf  call outer  main"; got != want {
+		t.Errorf("anchored:\n got %s\nwant %s", got, want)
+	}
+	if got := names(b.spliceInterp(nat, nil, []target.InterpStack{{Entry: pyEval, Frames: fs}})); got != "PyLong_FromLong  call  main" {
+		t.Errorf("anchored, no stack pointers: got %s, want the native stack alone", got)
 	}
 	// One location per interpreted frame, shared by the samples.
 	l1, l2 := b.interpLoc(&py("a@0")[0]), b.interpLoc(&py("a@1")[0])
