@@ -77,6 +77,10 @@ type Location struct {
 	// inlined calls, then the physical function (always present, with an
 	// empty Function when unknown).
 	Lines []symbolize.Location
+	// Interpreted marks a runtime's interpreted frame (a Python
+	// function), which has no address: its one line is the function,
+	// file and line the interpreter gives, its module "[runtime]".
+	Interpreted bool
 }
 
 // Name returns the location's physical function name, or a placeholder

@@ -75,6 +75,7 @@ func (b *Builder) interpLoc(f *target.InterpFrame) *Location {
 	}
 	line := max(f.Line, 0)
 	l := b.newLoc(0, nil, false, []symbolize.Location{{Function: f.Function, File: f.File, Line: line, Module: "[" + f.Method + "]"}})
+	l.Interpreted = true
 	if b.interp == nil {
 		b.interp = map[interpKey]*Location{}
 	}

@@ -1,6 +1,9 @@
 package profiles
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,5 +82,46 @@ func TestSpliceInterp(t *testing.T) {
 	l1, l2 := b.interpLoc(&py("a@0")[0]), b.interpLoc(&py("a@1")[0])
 	if l1 != l2 || l1.Lines[0].Module != "[python]" {
 		t.Errorf("interpreted frame locations %p %p (module %q), want one, [python]", l1, l2, l1.Lines[0].Module)
+	}
+}
+
+// TestPprofInterpretedNames: interpreted functions whose names pprof
+// would take for C++ templates ("<module>", "<listcomp>") keep them in
+// go tool pprof's output, which printed <unknown> for them when their
+// system name was their name.
+func TestPprofInterpretedNames(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command for go tool pprof")
+	}
+	b := NewBuilder(NewCollector(regs.AMD64), Options{NoSymbols: true})
+	var locs []*Location
+	for _, n := range []string{"<listcomp>", "outer.<locals>.inner", "<module>"} {
+		locs = append(locs, b.interpLoc(&target.InterpFrame{Function: n, File: "app.py", Line: 3, Method: "python"}))
+	}
+	main := b.newLoc(0x1000, nil, false, []symbolize.Location{{Function: "main"}})
+	p := &Profile{Stacks: []Stack{{PID: 1, TID: 1, Locations: append(locs, main), Value: 1, Count: 1}}, Locations: append(locs, main)}
+	path := filepath.Join(t.TempDir(), "p.pb.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WritePprof(f, 1e6); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, err := exec.Command(gobin, "tool", "pprof", "-traces", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -traces: %v\n%s", err, out)
+	}
+	var got []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 && (strings.HasPrefix(f[len(f)-1], "<") || strings.Contains(l, "inner") || strings.HasSuffix(l, "main")) {
+			got = append(got, f[len(f)-1])
+		}
+	}
+	if want := "<listcomp> outer.<locals>.inner <module> main"; strings.Join(got, " ") != want {
+		t.Errorf("go tool pprof -traces shows %q, want %q:\n%s", strings.Join(got, " "), want, out)
 	}
 }

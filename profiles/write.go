@@ -306,6 +306,13 @@ func (p *Profile) pprof(periodNS int64, stream bool) *pprof.Profile {
 			if f.SystemName != sys && sys != name {
 				f.SystemName = sys
 			}
+			if l.Interpreted {
+				// No system name: pprof takes a function whose
+				// system name is its name for an undemangled one,
+				// and cuts what looks like C++ template arguments
+				// from it ("<module>", "<listcomp>" become "").
+				f.SystemName = ""
+			}
 			pl.Line = append(pl.Line, pprof.Line{Function: f, Line: int64(ln.Line)})
 		}
 		if byID != nil {
