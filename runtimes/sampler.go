@@ -86,6 +86,7 @@ type Sampling struct {
 	stats  map[string]*SampleStats
 	delays map[string][]uint32 // microseconds, a bounded reservoir
 	seen   map[string]int      // delays seen per runtime
+	active bool                // a process was found running one
 }
 
 // sampled is one process's readers.
@@ -160,6 +161,7 @@ func (s *Sampling) process(pid int) *sampled {
 			s.Warn(err.Error())
 		}
 		if r != nil {
+			s.active = true
 			p.readers = append(p.readers, r)
 			p.names = append(p.names, rt.Name())
 		}
@@ -204,6 +206,10 @@ func (s *Sampling) count(name string, how SampleRead, now, t uint64) {
 		ds[i] = us // (reservoir sampling: every delay as likely kept)
 	}
 }
+
+// Idle reports that no process sampled so far runs a Sampler runtime:
+// nothing needs the samples read as soon as they are taken.
+func (s *Sampling) Idle() bool { return !s.active }
 
 // Exec says that process pid ran a new program: its readers are
 // dropped, and it is looked for again at its next sample.

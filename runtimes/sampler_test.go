@@ -51,7 +51,8 @@ func (p *toyProc) Close() { *p.r.closed++ }
 // TestSampling: each sample of a process that runs a Sampler runtime is
 // read, counted by how the read went and how late it came after the
 // sample; a process is looked for once, and again after an exec; a look
-// that fails is said once.
+// that fails is said once; the sampling is idle until a process runs a
+// Sampler runtime.
 func TestSampling(t *testing.T) {
 	var opened, closed int
 	reads := []runtimes.SampleRead{runtimes.SampleWhole, runtimes.SampleWhole, runtimes.SampleTorn, runtimes.SampleNone, runtimes.SampleCut}
@@ -60,6 +61,9 @@ func TestSampling(t *testing.T) {
 	now := uint64(10_000_000)
 	s := &runtimes.Sampling{Now: func() uint64 { return now }, LateAfter: time.Millisecond}
 	pid := os.Getpid()
+	if !s.Idle() {
+		t.Error("idle before any sample: Idle is false")
+	}
 	withFrames := 0
 	for i := range 10 {
 		// Every other read comes 2 ms after its sample: late.
@@ -73,6 +77,9 @@ func TestSampling(t *testing.T) {
 	}
 	if opened != 1 {
 		t.Errorf("the process was looked for %d times, want 1", opened)
+	}
+	if s.Idle() {
+		t.Error("a process runs the toy runtime: Idle is true")
 	}
 	if withFrames != 8 {
 		t.Errorf("%d samples with frames, want 8 (all but the none reads)", withFrames)

@@ -48,6 +48,12 @@ type Pump struct {
 	Check func(hup bool) string
 	// Warn receives the read error, once (may be nil).
 	Warn func(string)
+	// Idle, when set, is asked before each wait: while it says true, the
+	// loop does not wait to be woken (a source that wakes it at every
+	// sample, perfevent.Options.Prompt, for readers that then need the
+	// samples at once) but reads every IdleInterval, so that a recording
+	// without such readers costs no wake-up per sample.
+	Idle func() bool
 
 	err error
 }
@@ -76,6 +82,11 @@ func (p *Pump) Read() {
 	}
 }
 
+// IdleInterval is how often an idle loop (Pump.Idle) reads: short
+// enough that no buffer fills between two reads at the sampling rates a
+// user asks for.
+const IdleInterval = 10 * time.Millisecond
+
 func (p *Pump) lag() time.Duration {
 	if p.Lag > 0 {
 		return p.Lag
@@ -92,7 +103,13 @@ func (p *Pump) Run() string {
 	}
 	why := ""
 	for why == "" {
-		hup := p.Source.Wait(interval)
+		var hup bool
+		if p.Idle != nil && p.Idle() {
+			time.Sleep(min(interval, IdleInterval))
+			hup = p.Source.Wait(0)
+		} else {
+			hup = p.Source.Wait(interval)
+		}
 		p.Read()
 		if p.Check != nil {
 			why = p.Check(hup)

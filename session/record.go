@@ -121,6 +121,11 @@ func (r *Recording) inUser(ctx context.Context, methods []profiles.Method) (Reco
 		}
 		s.OffCPU = profiles.NewOffCPU(col, f, nil)
 	}
+	if sampling != nil {
+		// Woken at every sample only once a process runs a runtime
+		// read at sample time.
+		s.Idle = sampling.Idle
+	}
 	var err error
 	if r.PID != 0 {
 		err = s.Attach(r.PID, opt)

@@ -87,6 +87,8 @@ type Session struct {
 	Tick func() string
 	// Interval is the longest wait between two reads (default 100 ms).
 	Interval time.Duration
+	// Idle is the read loop's Pump.Idle.
+	Idle func() bool
 	// KillGrace is how long the command Start started gets between
 	// SIGTERM and SIGKILL at the end (default DefaultKillGrace).
 	KillGrace time.Duration
@@ -279,7 +281,7 @@ func (s *Session) Run(ctx context.Context) Result {
 		l.deadline = t.C
 	}
 	pump := &Pump{Source: s.Recorder, Collector: s.Collector, Builder: s.Builder, PendingLimit: s.PendingLimit,
-		Add: s.Add, Warn: s.Warn, Interval: s.Interval, Check: l.check}
+		Add: s.Add, Warn: s.Warn, Interval: s.Interval, Check: l.check, Idle: s.Idle}
 	if s.OffCPU != nil {
 		pump.Add, pump.Builder = s.OffCPU.Add, nil
 	}
