@@ -109,6 +109,7 @@ func TestRecordPythonFramesInUser(t *testing.T) {
 		}
 		checkUserPython(t, folded, stderr.String(), pyChain)
 	})
+	t.Run("debian-3.11-threads", func(t *testing.T) { userPythonThreads(t, python) })
 	for _, suite := range []string{"trixie", "sid"} {
 		t.Run(suite, func(t *testing.T) {
 			if os.Geteuid() != 0 {
@@ -179,4 +180,72 @@ func startSpinning(t *testing.T, cmd *exec.Cmd) int {
 		t.Fatalf("the program did not say ready in %v", fixture.ReadyTimeout)
 	}
 	return cmd.Process.Pid
+}
+
+// pyThreads runs spinA and spinB in a thread each.
+const pyThreads = `import sys, time, threading
+def spinA(n):
+    s = 0
+    for i in range(n): s += i
+    return s
+def spinB(n):
+    s = 0
+    for i in range(n): s += i * 2
+    return s
+def run(f):
+    end = time.time() + float(sys.argv[1])
+    while time.time() < end: f(10000)
+ts = [threading.Thread(target=run, args=(f,)) for f in (spinA, spinB)]
+for t in ts: t.start()
+for t in ts: t.join()
+`
+
+// userPythonThreads records two Python threads spinning in functions of
+// their own with --unwind-in user into a pprof profile, which go tool
+// pprof -traces prints per thread: each thread's samples name its own
+// function only (frames read for the thread sampled), under run and the
+// thread's bootstrap; the main thread's module-level frame is <module>.
+func userPythonThreads(t *testing.T, python string) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "threads.py")
+	os.WriteFile(script, []byte(pyThreads), 0o644)
+	prof := filepath.Join(dir, "py.pb.gz")
+	if out, stderr, code := run(t, "record", "--unwind-in", "user", "-F", "499", "-o", prof, "--", python, script, "3"); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-traces", prof).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -traces: %v\n%s", err, out)
+	}
+	// Each trace: "thread:", "pid:", "tid:" labels, then its frames.
+	spins := map[string]map[string]int{} // tid -> spin function -> traces
+	module := false
+	tid := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "tid:":
+			tid = f[1]
+		case len(f) > 0 && (f[len(f)-1] == "spinA" || f[len(f)-1] == "spinB"):
+			if spins[tid] == nil {
+				spins[tid] = map[string]int{}
+			}
+			spins[tid][f[len(f)-1]]++
+		case len(f) > 0 && f[len(f)-1] == "<module>":
+			module = true
+		}
+	}
+	seen := map[string]bool{}
+	for tid, fns := range spins {
+		if len(fns) != 1 {
+			t.Errorf("thread %s: traces name %v, want one spinning function", tid, fns)
+		}
+		for fn := range fns {
+			seen[fn] = true
+		}
+	}
+	if !seen["spinA"] || !seen["spinB"] || !module {
+		t.Errorf("spinA %v, spinB %v, <module> %v in go tool pprof -traces, want all:\n%s", seen["spinA"], seen["spinB"], module, out)
+	}
+	t.Logf("traces naming each spinning function, per thread: %v", spins)
 }
