@@ -182,7 +182,9 @@ type SampleMemory interface {
 type SampleInterp interface {
 	// SampleInterp reads thread tid of process pid, sampled at time t.
 	SampleInterp(pid, tid int, t uint64) []target.InterpStack
-	// Exec says that process pid ran a new program.
+	// Exec says that process pid ran a new program, or is a new
+	// process (forked, maybe under a reused process id): what was
+	// found in it is stale.
 	Exec(pid int)
 }
 
@@ -337,6 +339,10 @@ func (c *Collector) AddSample(rec *perfdata.Record) *Sample {
 		}
 		c.add(event{time: t, kind: perfdata.RecordComm, pid: int(rec.Comm.PID), tid: int(rec.Comm.TID), str: rec.Comm.Comm, exec: rec.Comm.Exec})
 	case perfdata.RecordFork:
+		if c.Interp != nil && rec.Task.PID != rec.Task.PPID {
+			// A new process, maybe under a reused process id.
+			c.Interp.Exec(int(rec.Task.PID))
+		}
 		c.add(event{time: t, kind: perfdata.RecordFork, pid: int(rec.Task.PID), ppid: int(rec.Task.PPID), tid: int(rec.Task.TID)})
 	case perfdata.RecordLost, perfdata.RecordLostSamples:
 		c.Lost += rec.Lost
