@@ -33,6 +33,7 @@ import (
 	"github.com/rewindstack/rewind/perfdata"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/session"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/unwind"
@@ -196,6 +197,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return a.unsentError()
 	}
 	opt := perfevent.Options{Freq: cfg.Freq, StackSize: cfg.StackSize, UserOnly: cfg.UserOnly, Warn: cfg.Warn, BufferPages: 128}
+	// The interpreters' frames (Python's) are read from the sampled
+	// processes as each sample is read, as rewind record reads them.
+	sampling := &runtimes.Sampling{Now: perfevent.Now, LateAfter: time.Second / time.Duration(max(cfg.Freq, 1)), Warn: cfg.Warn}
+	defer sampling.Close()
+	a.cpuCol.Interp, opt.Prompt = sampling, true
 	if err := a.seed(a.cpuCol); err != nil {
 		return err
 	}
@@ -216,6 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 		a.off = profiles.NewOffCPU(a.offCol, f, a.keep)
 		offOpt := opt
 		offOpt.BufferPages = 1024 // every blocking switch carries a stack copy
+		offOpt.Prompt = false
 		if a.offRec, err = perfevent.OpenSwitches(cfg.Scope, offOpt); err != nil {
 			return fmt.Errorf("off-CPU profile: %w", err)
 		}
@@ -237,7 +244,7 @@ func Run(ctx context.Context, cfg Config) error {
 	next := start.Add(cfg.Period)
 	// The agent's recording ends with ctx; its periods are cut between
 	// reads.
-	cpu := &session.Session{Recorder: a.cpuRec, Collector: a.cpuCol, Add: a.addCPU, Warn: cfg.Warn, Interval: 100 * time.Millisecond}
+	cpu := &session.Session{Recorder: a.cpuRec, Collector: a.cpuCol, Add: a.addCPU, Warn: cfg.Warn, Interval: 100 * time.Millisecond, Idle: sampling.Idle}
 	cpu.Tick = func() string {
 		if offPump != nil {
 			offPump.Read()
