@@ -49,7 +49,7 @@ func (s sampleStack) Holding(addr uint64) int {
 	return -1
 }
 
-func (s sampleStack) PhysPC(i int) uint64 { return s[i].Addr }
+func (s sampleStack) PhysPC(i int) uint64 { return s.locs[i].Addr }
 
 // spliceInterp places a sample's interpreted frames in its user
 // locations by target.Splice, as dumps place them, except that the
