@@ -436,3 +436,16 @@ func cframeRules(fd *cfi.FDE) (vmCode, bool) {
 	}
 	return vmCode{cfa: cfa, ret: cfa - 8, rbpOff: cfa - rbp}, true
 }
+
+// SampleProcess: a user-mode recording does not read Lua frames. The
+// sampled thread's base is in a register the stack copy holds only for
+// the leaf, or in L->base, stale while the interpreter runs, and which
+// thread runs which state is known only from its native stack: the one
+// line says so, and what reads them.
+func (registered) SampleProcess(pid int, maps []target.Mapping) (runtimes.SampleProcess, error) {
+	o, _ := findObject(maps, ProcessFile(pid))
+	if o == nil {
+		return nil, nil
+	}
+	return nil, note(fmt.Errorf("process %d runs LuaJIT (%s): its Lua frames are read by the kernel walk (--unwind-in kernel, root), not from stack copies: native frames only", pid, o.mapping.Path))
+}
