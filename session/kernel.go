@@ -17,7 +17,7 @@ import (
 	"github.com/rewindstack/rewind/internal/tracefs"
 	"github.com/rewindstack/rewind/perfevent"
 	"github.com/rewindstack/rewind/profiles"
-	_ "github.com/rewindstack/rewind/runtimes/builtin" // the kernel walk's runtimes (CPython), found in the registry
+	_ "github.com/rewindstack/rewind/runtimes/builtin" // the kernel walk's runtimes (CPython, LuaJIT, Ruby), found in the registry
 )
 
 // Kernel is one recording unwound in the kernel: a bpfunwind program
