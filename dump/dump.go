@@ -216,6 +216,9 @@ func (p *pipe) runtimes() []runtimes.Runtime {
 		for _, n := range p.opt.NoRuntimes {
 			left = left || n == r.Name()
 		}
+		if c, ok := r.(runtimes.Configurable); ok && !left {
+			r = c.With(runtimes.Options{Fibers: p.anyFibers()})
+		}
 		if !left {
 			out = append(out, r)
 		}

@@ -42,6 +42,22 @@ type Runtime interface {
 	Core(tg *target.Target, warn func(string))
 }
 
+// Options are what a dump asks of every runtime beyond its threads'
+// frames.
+type Options struct {
+	// Fibers asks for the runtime's inactive coroutines or fibers as
+	// fiber contexts of their own (the dump's --fibers): listing
+	// thousands costs more than the dump of the threads.
+	Fibers bool
+}
+
+// Configurable is a Runtime whose reading depends on Options: a dump
+// calls With and uses the Runtime it returns.
+type Configurable interface {
+	Runtime
+	With(Options) Runtime
+}
+
 // Live is a runtime's reader of one running process, made before the
 // capture and used in it.
 type Live interface {

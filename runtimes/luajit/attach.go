@@ -2,6 +2,7 @@ package luajit
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,10 +12,11 @@ import (
 
 // Read finds the lua_States of tg's threads and their suspended
 // coroutines, through the first of layouts that finds any, and gives
-// the threads their Lua frames and the coroutines contexts of their
-// own (fibers of kind "lua", after the target's contexts); warn says
-// what was cut short, in one line each.
-func Read(tg *target.Target, layouts []Layout, warn func(string)) {
+// the threads their Lua frames and, when fibers is set, the coroutines
+// contexts of their own (fibers of kind "lua", after the target's
+// contexts; otherwise warn counts them); warn says what was cut short,
+// in one line each.
+func Read(tg *target.Target, layouts []Layout, fibers bool, warn func(string)) {
 	mem := newPageCache(tg.Mem)
 	for i := range layouts {
 		l := &layouts[i]
@@ -22,7 +24,7 @@ func Read(tg *target.Target, layouts []Layout, warn func(string)) {
 		if len(found) == 0 {
 			continue
 		}
-		attach(tg, mem, l, found, warn)
+		attach(tg, mem, l, found, fibers, warn)
 		return
 	}
 }
@@ -61,7 +63,7 @@ func scanThreads(tg *target.Target, l *Layout) []threadVM {
 
 // attach gives each thread found its Lua frames and lists the
 // coroutines of every global_State found.
-func attach(tg *target.Target, mem target.Memory, l *Layout, found []threadVM, warn func(string)) {
+func attach(tg *target.Target, mem target.Memory, l *Layout, found []threadVM, fibers bool, warn func(string)) {
 	w := NewWalker(l, mem)
 	native := NewWalker(l, tg.Mem) // the C frames' chains, on the copied stacks
 	globals := map[uint64]int{}    // global_State -> the thread it was found on
@@ -84,12 +86,20 @@ func attach(tg *target.Target, mem target.Memory, l *Layout, found []threadVM, w
 	}
 	for _, g := range order {
 		ths, end := Threads(w, g)
+		if fibers {
+			tg.Contexts = slices.Grow(tg.Contexts, len(ths))
+		}
 		if end != "" {
 			warnf(warn, "the coroutines' list was cut short (%s): some coroutines are missing", end)
 		}
+		unlisted := 0
 		for _, t := range ths {
 			if t.Main || t.CFrame != 0 || (t.Status != 1 && !t.NeverRan) {
 				continue // running on a thread (shown there), finished or dead
+			}
+			if !fibers {
+				unlisted++
+				continue
 			}
 			fc := target.Context{Kind: target.KindFiber, Runtime: Method, TID: globals[g], Name: "coroutine",
 				Saved: t.L, NeverRan: t.NeverRan}
@@ -105,6 +115,9 @@ func attach(tg *target.Target, mem target.Memory, l *Layout, found []threadVM, w
 				fc.SetInterp(st)
 			}
 			tg.Contexts = append(tg.Contexts, fc)
+		}
+		if unlisted > 0 {
+			warnf(warn, "thread %d: %d suspended coroutines not listed (--fibers lists them)", globals[g], unlisted)
 		}
 	}
 }

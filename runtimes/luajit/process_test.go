@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,11 +163,11 @@ func checkThread(t *testing.T, rep *output.Report, pid int, want []luaFrame) {
 
 func dumps(t *testing.T, p *fixture.Proc) map[string]*output.Report {
 	t.Helper()
-	live, err := dump.Live(p.PID, dump.Options{})
+	live, err := dump.Live(p.PID, dump.Options{AllFibers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := dump.Core(fixture.Gcore(t, p), dump.Options{})
+	core, err := dump.Core(fixture.Gcore(t, p), dump.Options{AllFibers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +225,29 @@ func TestLuaRich(t *testing.T) {
 	}
 }
 
+// TestCoroutinesUnlisted: without --fibers the coroutines are counted
+// in a warning, not listed; the thread keeps its Lua frames.
+func TestCoroutinesUnlisted(t *testing.T) {
+	p, tbs := startLua(t, luaRich)
+	var warns []string
+	rep, err := dump.Live(p.PID, dump.Options{Warn: func(s string) { warns = append(warns, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkThread(t, rep, p.PID, tbs[3])
+	if len(rep.Fibers) != 0 {
+		t.Errorf("%d fibers without --fibers", len(rep.Fibers))
+	}
+	want := fmt.Sprintf("Lua frames: thread %d: 4 suspended coroutines not listed (--fibers lists them)", p.PID)
+	if !slices.Contains(warns, want) {
+		t.Errorf("warnings %q, want %q", warns, want)
+	}
+}
+
 // TestNoLua: --no-lua leaves the frames and the coroutines out.
 func TestNoLua(t *testing.T) {
 	p, _ := startLua(t, luaRich)
-	rep, err := dump.Live(p.PID, dump.Options{NoRuntimes: []string{"lua"}})
+	rep, err := dump.Live(p.PID, dump.Options{NoRuntimes: []string{"lua"}, AllFibers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +258,63 @@ func TestNoLua(t *testing.T) {
 	}
 	if len(rep.Fibers) != 0 {
 		t.Errorf("%d fibers with the runtime off", len(rep.Fibers))
+	}
+}
+
+// luaCoroutines parks arg[2] coroutines in coroutine.yield, three Lua
+// calls deep, and its main thread in io.read.
+const luaCoroutines = `local out = assert(io.open(arg[1], "w")) out:close()
+local n = tonumber(arg[2])
+local function leaf(i) coroutine.yield(i) end
+local function mid(i) leaf(i) end
+local cos = {}
+for i = 1, n do
+  local co = coroutine.create(function(i) mid(i) end)
+  coroutine.resume(co, i)
+  cos[i] = co
+end
+print("ready") io.stdout:flush()
+io.read()
+`
+
+// BenchmarkDumpCoroutines: a dump of a luajit with 10,000 suspended
+// coroutines, with the Lua runtime and without it (--no-lua), plain
+// (the coroutines counted) and with --fibers (each listed, as text);
+// issue 41 asks for at most twice the time (scripts/bench-lua.sh times
+// the command's).
+func BenchmarkDumpCoroutines(b *testing.B) {
+	if _, err := exec.LookPath("luajit"); err != nil || os.Geteuid() != 0 {
+		b.Skip("needs luajit and root")
+	}
+	dir := b.TempDir()
+	src := filepath.Join(dir, "co.lua")
+	if err := os.WriteFile(src, []byte(luaCoroutines), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close(); w.Close() })
+	cmd := exec.Command("luajit", src, filepath.Join(dir, "x"), "10000")
+	cmd.Stdin = r
+	p := fixture.StartCmd(b, cmd)
+	for _, c := range []struct {
+		name   string
+		no     []string
+		fibers bool
+	}{{"lua", nil, false}, {"no-lua", []string{"lua"}, false}, {"fibers/lua", nil, true}, {"fibers/no-lua", []string{"lua"}, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				rep, err := dump.Live(p.PID, dump.Options{NoRuntimes: c.no, AllFibers: c.fibers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var buf strings.Builder
+				if err := output.WriteText(&buf, rep); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -10,8 +10,11 @@ import (
 // --no-lua leaves its frames out.
 func init() { runtimes.Register(registered{}) }
 
-// registered is package luajit as a runtimes.Runtime.
-type registered struct{}
+// registered is package luajit as a runtimes.Runtime; fibers lists the
+// suspended coroutines (runtimes.Options.Fibers).
+type registered struct{ fibers bool }
+
+func (registered) With(o runtimes.Options) runtimes.Runtime { return registered{fibers: o.Fibers} }
 
 func (registered) Name() string { return Method }
 
@@ -19,7 +22,7 @@ func (registered) Usage() string {
 	return "do not show the Lua frames (and suspended coroutines) of a LuaJIT 2.1 process"
 }
 
-func (registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
+func (r registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
 	if maps == nil {
 		return nil, nil // (unreadable maps: the capture says why)
 	}
@@ -27,16 +30,16 @@ func (registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
 	if ls == nil {
 		return nil, note(err)
 	}
-	return &registeredLive{layouts: ls}, nil
+	return &registeredLive{layouts: ls, fibers: r.fibers}, nil
 }
 
-func (registered) Core(tg *target.Target, warn func(string)) {
+func (r registered) Core(tg *target.Target, warn func(string)) {
 	ls, err := FindLayouts(Maps(tg.Space), CoreFiles(tg.Space))
 	if err = note(err); err != nil && warn != nil {
 		warn(err.Error())
 	}
 	if ls != nil {
-		Read(tg, ls, warn)
+		Read(tg, ls, r.fibers, warn)
 	}
 }
 
@@ -57,8 +60,13 @@ func (e *noteError) Error() string { return "Lua frames: " + e.err.Error() }
 // copied (the VM's C frames on them), so nothing is read before the
 // pause, and the Lua stacks, prototypes and coroutines are read after
 // it from the process (see the package doc).
-type registeredLive struct{ layouts []Layout }
+type registeredLive struct {
+	layouts []Layout
+	fibers  bool
+}
 
 func (r *registeredLive) During(*live.Reader) {}
 
-func (r *registeredLive) Attach(tg *target.Target, warn func(string)) { Read(tg, r.layouts, warn) }
+func (r *registeredLive) Attach(tg *target.Target, warn func(string)) {
+	Read(tg, r.layouts, r.fibers, warn)
+}

@@ -26,8 +26,11 @@ type Walker struct {
 	l   *Layout
 	mem target.Memory
 
-	places map[[2]uint64]luaPlace // (function, return PC into it) -> its source and line
+	places map[[2]uint64]luaPlace // (prototype's bytecode or C function, return PC into it) -> its source and line
 	names  map[[3]uint64]string   // (prototype, call instruction, slot) -> slotName
+	byRet  map[uint64]string      // return PC of a call from Lua -> the called function's name
+
+	scratch [8]byte // the buffer of u32 and u64 (not one allocation per read)
 }
 
 // NewWalker returns a walker of the lua_States in mem, laid out as l
@@ -44,19 +47,28 @@ type luaPlace struct {
 }
 
 func (w *Walker) u32(addr uint64) (uint64, bool) {
-	var b [4]byte
-	if w.mem.ReadMemory(addr, b[:]) != nil {
+	b := w.scratch[:4]
+	if w.mem.ReadMemory(addr, b) != nil {
 		return 0, false
 	}
-	return uint64(binary.LittleEndian.Uint32(b[:])), true
+	return uint64(binary.LittleEndian.Uint32(b)), true
 }
 
 func (w *Walker) u64(addr uint64) (uint64, bool) {
-	var b [8]byte
-	if w.mem.ReadMemory(addr, b[:]) != nil {
+	b := w.scratch[:8]
+	if w.mem.ReadMemory(addr, b) != nil {
 		return 0, false
 	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	return binary.LittleEndian.Uint64(b), true
+}
+
+// byte1 reads one byte.
+func (w *Walker) byte1(addr uint64) (byte, bool) {
+	b := w.scratch[:1]
+	if w.mem.ReadMemory(addr, b) != nil {
+		return 0, false
+	}
+	return b[0], true
 }
 
 // ref reads a GCRef or MRef.
@@ -168,7 +180,16 @@ func (w *Walker) frame(fn, frame, next uint64) Frame {
 	if next != 0 {
 		ret, _ = w.linkPC(next)
 	}
-	key := [2]uint64{fn, ret}
+	// Closures of one prototype share its places: the key is the
+	// prototype's bytecode (a Lua function's pc), or the function.
+	id := fn
+	ffid, ok := w.byte1(fn + w.l.fnFFID)
+	if ok && ffid == 0 {
+		if pc, ok := w.ref(fn + w.l.fnPC); ok {
+			id = pc
+		}
+	}
+	key := [2]uint64{id, ret}
 	place, ok := w.places[key]
 	if !ok {
 		place = w.place(fn, ret)
@@ -315,6 +336,12 @@ func (w *Walker) funcName(frame uint64) string {
 	if !ok {
 		return "" // called from C: no name
 	}
+	// The return PC names the call instruction, so its prototype and
+	// the slot called: the name, once found, is the same for every frame
+	// called from there.
+	if name, ok := w.byRet[ret]; ok && ftsz&3 == 0 {
+		return name
+	}
 	ins, ok := w.u32(ret - 4)
 	if !ok {
 		return ""
@@ -323,6 +350,19 @@ func (w *Walker) funcName(frame uint64) string {
 	if ftsz&3 != 0 { // a continuation: its link is the caller's delta
 		caller = frame - ftsz&^7
 	}
+	name := w.callerName(caller, ret, ins)
+	if ftsz&3 == 0 {
+		if w.byRet == nil {
+			w.byRet = map[uint64]string{}
+		}
+		w.byRet[ret] = name
+	}
+	return name
+}
+
+// callerName is the name the Lua function of the frame at caller gave
+// the function it called by instruction ins (at ret-4).
+func (w *Walker) callerName(caller, ret, ins uint64) string {
 	cfn, _, ok := w.link(caller)
 	if !ok {
 		return ""
