@@ -11,20 +11,23 @@ import (
 )
 
 // Read finds the lua_States of tg's threads and their suspended
-// coroutines, through the first of layouts that finds any, and gives
+// coroutines, through the first of f's layouts that finds any (the
+// object's DWARF layout, when it has one of the same kind), and gives
 // the threads their Lua frames and, when fibers is set, the coroutines
 // contexts of their own (fibers of kind "lua", after the target's
 // contexts; otherwise warn counts them); warn says what was cut short,
 // in one line each.
-func Read(tg *target.Target, layouts []Layout, fibers bool, warn func(string)) {
+func Read(tg *target.Target, f *Found, fibers bool, warn func(string)) {
 	mem := newPageCache(tg.Mem)
-	for i := range layouts {
-		l := &layouts[i]
-		found := scanThreads(tg, l)
+	for _, l := range f.Layouts() {
+		found := scanThreads(tg, &l)
 		if len(found) == 0 {
 			continue
 		}
-		attach(tg, mem, l, found, fibers, warn)
+		if dl, ok := f.DWARF(); ok && dl.GC64 == l.GC64 {
+			l = dl
+		}
+		attach(tg, mem, &l, found, fibers, warn)
 		return
 	}
 }

@@ -7,34 +7,62 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/rewindstack/rewind/internal/fsafe"
 	"github.com/rewindstack/rewind/target"
 )
 
-// FindLayouts looks for LuaJIT among a process's or core's mappings:
-// the executable, and any object whose name says luajit
-// (libluajit-5.1.so), that exports luaJIT_setmode. It returns the
-// layouts to try, in order: the one the object's DWARF types give, or
-// when it has none both LuaJIT 2.1 layouts (the stack search tells them
-// apart); nil when no mapping is LuaJIT. file gives the path an object
-// can be opened at ("" when it cannot).
-func FindLayouts(maps []target.Mapping, file func(*target.Mapping) string) ([]Layout, error) {
-	o, err := findObject(maps, file)
-	if o == nil {
-		return nil, err
-	}
-	return o.layouts, nil
+// Found is LuaJIT found in a process or core: the object that exports
+// its API.
+type Found struct {
+	// Path is where the object (the executable, libluajit-5.1.so) can
+	// be opened.
+	Path string
+	// Mapping is a mapping of it in the target.
+	Mapping *target.Mapping
+
+	once  sync.Once
+	dwarf Layout
+	ok    bool
 }
 
-// object is the LuaJIT object found among a target's mappings.
-type object struct {
-	path    string          // where it was opened
-	mapping *target.Mapping // a mapping of it
-	layouts []Layout
+// Layouts are the layouts the stack search tries, in order: LuaJIT
+// 2.1's two (the search tells them apart).
+func (f *Found) Layouts() []Layout { return []Layout{LayoutGC64, Layout32} }
+
+// DWARF is the layout the object's DWARF types give (read once, and
+// only once LuaJIT is found running: a large binary's DWARF takes a
+// tenth of a second), ok false without them.
+func (f *Found) DWARF() (Layout, bool) {
+	f.once.Do(func() {
+		defer func() {
+			if r := recover(); r != nil { // debug/dwarf on hostile files
+				f.ok = false
+			}
+		}()
+		fh, _, err := fsafe.Open(f.Path)
+		if err != nil {
+			return
+		}
+		defer fh.Close()
+		ef, err := elf.NewFile(fh)
+		if err != nil {
+			return
+		}
+		if d, err := ef.DWARF(); err == nil {
+			f.dwarf, f.ok = LayoutFrom(d)
+		}
+	})
+	return f.dwarf, f.ok
 }
 
-func findObject(maps []target.Mapping, file func(*target.Mapping) string) (*object, error) {
+// Find looks for LuaJIT among a process's or core's mappings: the
+// executable, and any object whose name says luajit
+// (libluajit-5.1.so), that exports luaJIT_setmode. It returns nil when
+// none is. file gives the path an object can be opened at ("" when it
+// cannot).
+func Find(maps []target.Mapping, file func(*target.Mapping) string) (*Found, error) {
 	seen := map[string]bool{}
 	exe := ""
 	var firstErr error
@@ -54,59 +82,50 @@ func findObject(maps []target.Mapping, file func(*target.Mapping) string) (*obje
 		if path == "" {
 			continue
 		}
-		ls, err := layoutsOf(path)
+		ok, err := exportsLuaJIT(path)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		if ls != nil {
-			return &object{path: path, mapping: m, layouts: ls}, nil
+		if ok {
+			return &Found{Path: path, Mapping: m}, nil
 		}
 	}
 	return nil, firstErr
 }
 
-// layoutsOf opens one object: nil when it is not LuaJIT.
-func layoutsOf(path string) (ls []Layout, err error) {
+// exportsLuaJIT reports whether the object at path defines
+// luaJIT_setmode among its dynamic symbols.
+func exportsLuaJIT(path string) (found bool, err error) {
 	fh, _, err := fsafe.Open(path)
 	if err != nil {
-		return nil, nil // (not readable: not this runtime's to say)
+		return false, nil // (not readable: not this runtime's to say)
 	}
 	defer fh.Close()
 	defer func() {
-		if r := recover(); r != nil { // debug/elf and debug/dwarf on hostile files
-			ls, err = nil, fmt.Errorf("%s: malformed ELF or DWARF: %v", path, r)
+		if r := recover(); r != nil { // debug/elf on hostile files
+			found, err = false, fmt.Errorf("%s: malformed ELF: %v", path, r)
 		}
 	}()
 	ef, err := elf.NewFile(fh)
 	if err != nil {
-		return nil, nil
+		return false, nil
 	}
 	syms, _ := ef.DynamicSymbols()
-	found := false
 	for _, s := range syms {
 		if s.Name == "luaJIT_setmode" && s.Section != elf.SHN_UNDEF {
-			found = true
-			break
+			return true, nil
 		}
 	}
-	if !found {
-		return nil, nil
-	}
-	if d, err := ef.DWARF(); err == nil {
-		if l, ok := LayoutFrom(d); ok {
-			return []Layout{l}, nil
-		}
-	}
-	return []Layout{LayoutGC64, Layout32}, nil
+	return false, nil
 }
 
-// ProcessFile is FindLayouts's file for live process pid: the object as
+// ProcessFile is Find's file for live process pid: the object as
 // the process sees it (its root).
 func ProcessFile(pid int) func(*target.Mapping) string {
 	return func(m *target.Mapping) string { return fmt.Sprintf("/proc/%d/root%s", pid, m.Path) }
 }
 
-// CoreFiles is FindLayouts's file for a core's target: the object a
+// CoreFiles is Find's file for a core's target: the object a
 // mapping of the same file was opened from.
 func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
 	paths := map[string]string{}

@@ -60,24 +60,28 @@ const findRetry = time.Second
 func (registered) Entry() string { return Entry }
 
 func (registered) KernelProcess(pid int, maps []target.Mapping) (runtimes.KernelProcess, error) {
-	obj, err := findObject(maps, ProcessFile(pid))
+	obj, err := Find(maps, ProcessFile(pid))
 	if obj == nil {
 		return nil, note(err)
 	}
-	f, err := elf.Open(obj.path)
+	layouts := obj.Layouts()
+	if l, ok := obj.DWARF(); ok {
+		layouts = []Layout{l}
+	}
+	f, err := elf.Open(obj.Path)
 	if err != nil {
 		return nil, note(err)
 	}
 	defer f.Close()
 	vm, ok := vmCodeOf(f)
 	if !ok {
-		return nil, note(fmt.Errorf("not walked in the kernel: %s: the VM's code is not found (no lj_vm_asm_begin, no unwind entry of its C frame)", obj.path))
+		return nil, note(fmt.Errorf("not walked in the kernel: %s: the VM's code is not found (no lj_vm_asm_begin, no unwind entry of its C frame)", obj.Path))
 	}
-	bias, ok := runtimes.LoadBias(f, maps, obj.mapping.Path)
+	bias, ok := runtimes.LoadBias(f, maps, obj.Mapping.Path)
 	if !ok {
-		return nil, note(fmt.Errorf("%s: no mapping of its first loadable segment", obj.path))
+		return nil, note(fmt.Errorf("%s: no mapping of its first loadable segment", obj.Path))
 	}
-	p := &kernelProc{pid: pid, maps: maps, layouts: obj.layouts, mem: live.NewProcMemory(pid),
+	p := &kernelProc{pid: pid, maps: maps, layouts: layouts, mem: live.NewProcMemory(pid),
 		vm: target.PCRange{Lo: vm.lo + bias, Hi: vm.hi + bias}}
 	p.v = kernelValue{VMStart: p.vm.Lo, VMEnd: p.vm.Hi, CFRet: vm.ret, CFCFA: vm.cfa, CFRBP: vm.rbpOff}
 	p.find()
@@ -443,9 +447,9 @@ func cframeRules(fd *cfi.FDE) (vmCode, bool) {
 // thread runs which state is known only from its native stack: the one
 // line says so, and what reads them.
 func (registered) SampleProcess(pid int, maps []target.Mapping) (runtimes.SampleProcess, error) {
-	o, _ := findObject(maps, ProcessFile(pid))
+	o, _ := Find(maps, ProcessFile(pid))
 	if o == nil {
 		return nil, nil
 	}
-	return nil, note(fmt.Errorf("process %d runs LuaJIT (%s): its Lua frames are read by the kernel walk (--unwind-in kernel, root), not from stack copies: native frames only", pid, o.mapping.Path))
+	return nil, note(fmt.Errorf("process %d runs LuaJIT (%s): its Lua frames are read by the kernel walk (--unwind-in kernel, root), not from stack copies: native frames only", pid, o.Mapping.Path))
 }

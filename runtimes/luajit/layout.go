@@ -63,7 +63,8 @@ func (l *Layout) refSize() uint64 {
 // type the walk needs is missing. What the DWARF does not say (the VM's
 // C frame, which is assembly) is the hard-coded layout's.
 func LayoutFrom(d *dwarf.Data) (Layout, bool) {
-	ls, pt, fl := StructType(d, "lua_State"), StructType(d, "GCproto"), StructType(d, "GCfuncL")
+	sts := StructTypes(d, "lua_State", "GCproto", "GCfuncL", "GCstr", "global_State")
+	ls, pt, fl := sts["lua_State"], sts["GCproto"], sts["GCfuncL"]
 	if ls == nil || pt == nil || fl == nil {
 		return Layout{}, false
 	}
@@ -108,11 +109,11 @@ func LayoutFrom(d *dwarf.Data) (Layout, bool) {
 	set(fl, &l.fnPC, "pc")
 	set(fl, &l.fnFFID, "ffid")
 	l.protoSize = uint64(pt.ByteSize)
-	if gs := StructType(d, "GCstr"); gs != nil {
+	if gs := sts["GCstr"]; gs != nil {
 		set(gs, &l.strLen, "len")
 		l.strData = uint64(gs.ByteSize)
 	}
-	if g := StructType(d, "global_State"); g != nil {
+	if g := sts["global_State"]; g != nil {
 		set(g, &l.gRoot, "gc", "root")
 		set(g, &l.gMainth, "mainthref")
 		set(g, &l.gVMState, "vmstate")
@@ -126,20 +127,32 @@ func LayoutFrom(d *dwarf.Data) (Layout, bool) {
 // units' top-level types: for LayoutFrom, and for the programs that
 // embed a lua_State in their own structures.
 func StructType(d *dwarf.Data, name string) *dwarf.StructType {
+	return StructTypes(d, name)[name]
+}
+
+// StructTypes finds the definitions of several structs in one pass over
+// the DWARF (a large binary's takes a tenth of a second), stopping once
+// all are found.
+func StructTypes(d *dwarf.Data, names ...string) map[string]*dwarf.StructType {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]*dwarf.StructType{}
 	r := d.Reader()
-	for {
+	for len(out) < len(want) {
 		e, err := r.Next()
 		if err != nil || e == nil {
-			return nil
+			break
 		}
 		if e.Tag == dwarf.TagCompileUnit {
 			continue
 		}
 		if e.Tag == dwarf.TagStructType && e.Val(dwarf.AttrDeclaration) == nil {
-			if n, _ := e.Val(dwarf.AttrName).(string); n == name {
+			if n, _ := e.Val(dwarf.AttrName).(string); want[n] && out[n] == nil {
 				if t, err := d.Type(e.Offset); err == nil {
 					if st, ok := t.(*dwarf.StructType); ok && !st.Incomplete {
-						return st
+						out[n] = st
 					}
 				}
 			}
@@ -148,6 +161,7 @@ func StructType(d *dwarf.Data, name string) *dwarf.StructType {
 			r.SkipChildren()
 		}
 	}
+	return out
 }
 
 // FieldOffset is the byte offset of a nested member, through typedefs.

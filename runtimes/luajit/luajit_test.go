@@ -1,6 +1,7 @@
 package luajit
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"testing"
 
@@ -131,4 +132,41 @@ func TestWriteLuaStatesCorpus(t *testing.T) {
 	loop := gc64State()
 	binary.LittleEndian.PutUint64(loop[0:], hostileBase)
 	write("gc64-loop", loop, true)
+}
+
+// TestLayout32MatchesTarantool: the hard-coded 32-bit-reference layout
+// is what Tarantool's DWARF types say (Debian's Tarantool builds LuaJIT
+// 2.1 that way), but for what its fork of LuaJIT changed: GCstr's
+// header, 4 bytes shorter (no string id), and global_State, whose GC
+// state keeps statistics of its own. Those the DWARF gives.
+func TestLayout32MatchesTarantool(t *testing.T) {
+	const exe = "/usr/bin/tarantool"
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Skip("no Tarantool: ", err)
+	}
+	defer f.Close()
+	d, err := f.DWARF()
+	if err != nil {
+		t.Skip("Tarantool without DWARF: ", err)
+	}
+	got, ok := LayoutFrom(d)
+	if !ok {
+		t.Fatal("no LuaJIT layout in Tarantool's DWARF")
+	}
+	want := Layout32
+	if got.strLen != 12 || got.strData != 16 {
+		t.Errorf("Tarantool's GCstr: len at %d, data at %d; want 12, 16", got.strLen, got.strData)
+	}
+	if got.gRoot != 80 || got.gMainth != 160 {
+		t.Errorf("Tarantool's global_State: gc.root at %d, mainthref at %d; want 80, 160", got.gRoot, got.gMainth)
+	}
+	if got.gVMState != 120 || got.gCurL != 280 || got.gJitBase != 284 {
+		t.Errorf("Tarantool's global_State: vmstate at %d, cur_L at %d, jit_base at %d; want 120, 280, 284", got.gVMState, got.gCurL, got.gJitBase)
+	}
+	got.strLen, got.strData, got.gRoot, got.gMainth = want.strLen, want.strData, want.gRoot, want.gMainth
+	got.gVMState, got.gCurL, got.gJitBase = want.gVMState, want.gCurL, want.gJitBase
+	if got != want {
+		t.Errorf("Tarantool's DWARF layout\n%+v\nhard-coded\n%+v", got, want)
+	}
 }

@@ -26,20 +26,20 @@ func (r registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) 
 	if maps == nil {
 		return nil, nil // (unreadable maps: the capture says why)
 	}
-	ls, err := FindLayouts(maps, ProcessFile(pid))
-	if ls == nil {
+	f, err := Find(maps, ProcessFile(pid))
+	if f == nil {
 		return nil, note(err)
 	}
-	return &registeredLive{layouts: ls, fibers: r.fibers}, nil
+	return &registeredLive{found: f, fibers: r.fibers}, nil
 }
 
 func (r registered) Core(tg *target.Target, warn func(string)) {
-	ls, err := FindLayouts(Maps(tg.Space), CoreFiles(tg.Space))
+	f, err := Find(Maps(tg.Space), CoreFiles(tg.Space))
 	if err = note(err); err != nil && warn != nil {
 		warn(err.Error())
 	}
-	if ls != nil {
-		Read(tg, ls, r.fibers, warn)
+	if f != nil {
+		Read(tg, f, r.fibers, warn)
 	}
 }
 
@@ -61,12 +61,12 @@ func (e *noteError) Error() string { return "Lua frames: " + e.err.Error() }
 // pause, and the Lua stacks, prototypes and coroutines are read after
 // it from the process (see the package doc).
 type registeredLive struct {
-	layouts []Layout
-	fibers  bool
+	found  *Found
+	fibers bool
 }
 
 func (r *registeredLive) During(*live.Reader) {}
 
 func (r *registeredLive) Attach(tg *target.Target, warn func(string)) {
-	Read(tg, r.layouts, r.fibers, warn)
+	Read(tg, r.found, r.fibers, warn)
 }
