@@ -36,7 +36,26 @@ func Read(tg *target.Target, f *Found, fibers bool, warn func(string)) {
 type threadVM struct {
 	ctx    int // index in tg.Contexts
 	frames []CFrame
+	// sp, base and pc are the thread's stack pointer and the
+	// interpreter's BASE (rdx) and PC (rbx) registers: those of the
+	// innermost activation when the thread runs Lua code (sp at its C
+	// frame), not a C function called from Lua.
+	sp, base, pc uint64
+	// anonPC says the thread's PC is in no file's code: JIT-compiled
+	// code (LuaJIT's traces are in anonymous memory).
+	anonPC bool
 }
+
+// jitFrame is how far below its C frame a JIT trace moves the stack
+// pointer (CFRAME_SIZE_JIT - CFRAME_SIZE, x86-64 System V).
+const jitFrame = 16
+
+// amd64's DWARF numbers of the interpreter's BASE and PC (vm_x64.dasc,
+// System V: rdx, rbx).
+const (
+	regBase = 1
+	regPC   = 3
+)
 
 // scanThreads searches each thread's stack, read as copied (not through
 // the page cache: the copy is of the pause's instant).
@@ -58,7 +77,13 @@ func scanThreads(tg *target.Target, l *Layout) []threadVM {
 			end = m.End
 		}
 		if fs := ScanStack(tg.Memory(c), l, sp, end); len(fs) > 0 {
-			out = append(out, threadVM{ctx: i, frames: fs})
+			th := threadVM{ctx: i, frames: fs, sp: sp}
+			th.base, _ = c.Regs.Get(regBase)
+			th.pc, _ = c.Regs.Get(regPC)
+			pc, _ := c.Regs.PC()
+			m := tg.Space.Find(pc)
+			th.anonPC = m == nil || m.Path == "" // a core's space has no anonymous mappings
+			out = append(out, th)
 		}
 	}
 	return out
@@ -73,7 +98,7 @@ func attach(tg *target.Target, mem target.Memory, l *Layout, found []threadVM, f
 	var order []uint64
 	for _, th := range found {
 		c := &tg.Contexts[th.ctx]
-		st, notes := threadStack(w, native, th.frames)
+		st, notes := threadStack(w, native, th)
 		c.SetInterp(st)
 		for _, n := range notes {
 			warnf(warn, "thread %d: %s", c.TID, n)
@@ -135,7 +160,8 @@ func warnf(warn func(string), format string, args ...any) {
 // runs on it, ordered by the native C frame of the VM each activation
 // runs in (innermost first) and anchored to it, so that the splicer
 // puts them above the right one even where the VM has no symbols.
-func threadStack(w, native *Walker, cfs []CFrame) (target.InterpStack, []string) {
+func threadStack(w, native *Walker, th threadVM) (target.InterpStack, []string) {
+	cfs := th.frames
 	sortCFrames(cfs)
 	rank := map[uint64]int{}
 	for i, cf := range cfs {
@@ -154,7 +180,23 @@ func threadStack(w, native *Walker, cfs []CFrame) (target.InterpStack, []string)
 		}
 		seen[cf.L] = true
 		chain := Chain(native, cf.L)
-		fs, end := w.Walk(cf.L)
+		var fs []Frame
+		var end string
+		if cf == cfs[0] && (th.sp >= cf.Addr || th.anonPC && th.sp+jitFrame >= cf.Addr) {
+			// No C function runs above the innermost C frame of the VM:
+			// the thread runs Lua code (the interpreter at the frame's
+			// stack pointer, a trace just below), and L->base is stale.
+			base, pc, note := w.running(cf.L, th.base, th.pc)
+			if note != "" {
+				notes = append(notes, note)
+			}
+			if base == 0 {
+				continue
+			}
+			fs, end = w.WalkFrom(cf.L, base, pc)
+		} else {
+			fs, end = w.Walk(cf.L)
+		}
 		if end != "" {
 			notes = append(notes, fmt.Sprintf("lua_State %#x: Lua frames cut short: %s", cf.L, end))
 		}
@@ -245,4 +287,33 @@ func ShortSource(src string) string {
 		return `[string "` + line + `..."]`
 	}
 	return `[string "` + line + `"]`
+}
+
+// gctFunc is a function's gct (~LJ_TFUNC).
+const gctFunc = 8
+
+// running checks the interpreter's registers of a thread that runs L's
+// Lua code: base (rdx) must be a frame's base on L's stack whose link
+// holds a Lua function, and pc (rbx) inside that function's bytecode.
+// It returns the base and PC to walk from (pc 0: in a JIT trace, which
+// keeps no PC in a register), or base 0 and why there is nothing to
+// walk; note says what is missing.
+func (w *Walker) running(L, base, pc uint64) (uint64, uint64, string) {
+	stack, ok1 := w.ref(L + w.l.LStack)
+	maxst, ok2 := w.ref(L + w.l.lMaxstack)
+	if !ok1 || !ok2 || base&7 != 0 || base < stack+16 || base > maxst {
+		return 0, 0, fmt.Sprintf("lua_State %#x runs Lua code, and the interpreter's BASE register is not on its stack: its frames are not shown (L->base is stale)", L)
+	}
+	fn, _, ok := w.link(base - 8)
+	gct, ok2 := w.byte1(fn + w.l.objGct)
+	ffid, ok3 := w.byte1(fn + w.l.fnFFID)
+	if !ok || !ok2 || !ok3 || gct != gctFunc || ffid != 0 {
+		return 0, 0, fmt.Sprintf("lua_State %#x runs Lua code, and the interpreter's BASE register holds no Lua function's frame: its frames are not shown (L->base is stale)", L)
+	}
+	bc, ok := w.ref(fn + w.l.fnPC)
+	sizebc, ok2 := w.u32(bc - w.l.protoSize + w.l.pSizebc)
+	if ok && ok2 && pc > bc && pc <= bc+4*sizebc {
+		return base, pc, ""
+	}
+	return base, 0, fmt.Sprintf("lua_State %#x runs code the JIT compiled: its innermost Lua frame's line is unknown (0)", L)
 }

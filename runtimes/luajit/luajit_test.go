@@ -92,7 +92,7 @@ func FuzzLuaStates(f *testing.F) {
 				Threads(w, g)
 			}
 		}
-		threadStack(w, w, cfs)
+		threadStack(w, w, threadVM{frames: cfs, sp: hostileBase, base: hostileBase + 0x418, pc: hostileBase + 0x900})
 	})
 }
 

@@ -121,11 +121,20 @@ func (w *Walker) Frames(L uint64) []Frame {
 // before the stack's bottom ("" when it reached it). Each frame's
 // Activation counts the entries from C (lua_call, lua_pcall,
 // lua_cpcall) below which it runs, innermost first.
-func (w *Walker) Walk(L uint64) ([]Frame, string) {
-	base, ok1 := w.u64(L + w.l.LBase)
+func (w *Walker) Walk(L uint64) ([]Frame, string) { return w.WalkFrom(L, 0, 0) }
+
+// WalkFrom is Walk from the frame whose base is base (0: L->base), the
+// innermost frame's current PC being pc (0: unknown): what the
+// interpreter's registers say while it runs Lua code, L->base then
+// being that of its last call out of Lua.
+func (w *Walker) WalkFrom(L, base, pc uint64) ([]Frame, string) {
+	b, ok1 := w.u64(L + w.l.LBase)
 	stack, ok2 := w.ref(L + w.l.LStack)
 	if !ok1 || !ok2 {
 		return nil, "the lua_State is unreadable"
+	}
+	if base == 0 {
+		base = b
 	}
 	bot := stack + 8*w.fr2()
 	if base <= bot || base-bot > 1<<30 || base&7 != 0 {
@@ -144,7 +153,7 @@ func (w *Walker) Walk(L uint64) ([]Frame, string) {
 			return out, "a frame link is unreadable"
 		}
 		if fn != L && !pseudo { // dummy frames of coroutines hold L itself
-			f := w.frame(fn, frame, next)
+			f := w.frame(fn, frame, next, pc)
 			f.Activation = act
 			out = append(out, f)
 		}
@@ -174,9 +183,10 @@ func (w *Walker) Walk(L uint64) ([]Frame, string) {
 }
 
 // frame describes the function of the frame at frame; next is the frame
-// above it (whose link holds this function's current PC), 0 if none.
-func (w *Walker) frame(fn, frame, next uint64) Frame {
-	var ret uint64 // the return PC into fn, 0 if unknown
+// above it (whose link holds this function's current PC), 0 if none
+// (top is then its PC, 0 if unknown).
+func (w *Walker) frame(fn, frame, next, top uint64) Frame {
+	ret := top // the return PC into fn (the innermost's: top), 0 if unknown
 	if next != 0 {
 		ret, _ = w.linkPC(next)
 	}
