@@ -17,8 +17,14 @@ import (
 // contexts of their own (fibers of kind "lua", after the target's
 // contexts; otherwise warn counts them); warn says what was cut short,
 // in one line each.
-func Read(tg *target.Target, f *Found, fibers bool, warn func(string)) {
-	mem := newPageCache(tg.Mem)
+//
+// copies, when given, are what a live process's pause copied of its
+// lua_States and Lua stacks: read in place of the process.
+func Read(tg *target.Target, f *Found, fibers bool, warn func(string), copies ...target.Region) {
+	var mem target.Memory = newPageCache(tg.Mem)
+	if len(copies) > 0 {
+		mem = &target.Snapshot{Regions: copies, Next: mem}
+	}
 	for _, l := range f.Layouts() {
 		found := scanThreads(tg, &l)
 		if len(found) == 0 {

@@ -25,7 +25,7 @@ type Layout struct {
 	fnFFID                                                                    uint64 // GCfunc's ffid (0: a Lua function)
 	strLen, strData                                                           uint64 // GCstr's len, and its size (the bytes follow)
 	objGct                                                                    uint64 // every GC object's gct byte
-	lStatus, lGlref, lTop, lCframe, lMaxstack                                 uint64 // lua_State
+	lStatus, lGlref, lTop, lCframe, lMaxstack, lStacksize                     uint64 // lua_State
 	gRoot, gMainth                                                            uint64 // global_State: gc.root, mainthref
 	gVMState, gCurL, gJitBase                                                 uint64 // global_State: vmstate, cur_L, jit_base (the kernel walk's)
 	cfL, cfPC, cfPrev                                                         uint64 // the VM's C frame (x86-64 System V)
@@ -36,7 +36,7 @@ var LayoutGC64 = Layout{
 	LBase: 32, LStack: 56, GC64: true,
 	protoSize: 104, pSizebc: 12, pK: 32, pChunk: 64, pFirst: 72, pNumline: 76, pLineinfo: 80, pUvinfo: 88, pVarinfo: 96,
 	fnPC: 32, fnFFID: 10, strLen: 20, strData: 24, objGct: 9,
-	lStatus: 11, lGlref: 16, lTop: 40, lCframe: 80, lMaxstack: 48,
+	lStatus: 11, lGlref: 16, lTop: 40, lCframe: 80, lMaxstack: 48, lStacksize: 88,
 	gRoot: 16 + 24, gMainth: 192, gVMState: 184, gCurL: 368, gJitBase: 376,
 	cfL: 16, cfPC: 24, cfPrev: 32,
 }
@@ -46,7 +46,7 @@ var Layout32 = Layout{
 	LBase: 16, LStack: 36,
 	protoSize: 64, pSizebc: 8, pK: 16, pChunk: 40, pFirst: 44, pNumline: 48, pLineinfo: 52, pUvinfo: 56, pVarinfo: 60,
 	fnPC: 16, fnFFID: 6, strLen: 16, strData: 20, objGct: 5,
-	lStatus: 7, lGlref: 8, lTop: 24, lCframe: 48, lMaxstack: 32,
+	lStatus: 7, lGlref: 8, lTop: 24, lCframe: 48, lMaxstack: 32, lStacksize: 56,
 	gRoot: 16 + 16, gMainth: 140, gVMState: 136, gCurL: 296, gJitBase: 300,
 	cfL: 24, cfPC: 28, cfPrev: 32,
 }
@@ -99,6 +99,7 @@ func LayoutFrom(d *dwarf.Data) (Layout, bool) {
 	set(ls, &l.lTop, "top")
 	set(ls, &l.lCframe, "cframe")
 	set(ls, &l.lMaxstack, "maxstack")
+	set(ls, &l.lStacksize, "stacksize")
 	set(ls, &l.objGct, "gct")
 	for _, p := range []struct {
 		dst  *uint64

@@ -1,21 +1,62 @@
-// Package luajit reads the Lua frames of a LuaJIT 2.1 lua_State from
-// outside the process. A lua_State's Lua stack holds, below each
-// frame's base, a frame link: the function (a 32-bit GC reference) and
-// either the return PC into the caller's bytecode (a Lua frame) or a size
-// and type. Walking the links from L->base down to L->stack gives the Lua
-// frames, innermost first, as lua_getstack does; a Lua function's current
-// line comes from the return PC its callee saved, its name (as
+// Package luajit reads the Lua frames of LuaJIT 2.1 from outside the
+// process: of any process that runs it (the luajit interpreter, a
+// program linking libluajit-5.1.so, one that links the VM in), as the
+// registered runtime "lua" (--no-lua), and of the lua_States a program
+// that embeds LuaJIT finds itself (Tarantool's fibers, package fibers,
+// compose Walker and Stack).
+//
+// The frames. A lua_State's Lua stack holds, below each frame's base, a
+// frame link: the function and either the return PC into the caller's
+// bytecode (a Lua frame) or a size and type (a C entry, a vararg or
+// pcall frame). Walking the links from L->base down to L->stack gives
+// the frames, innermost first, as lua_getstack does; a Lua function's
+// current line comes from the return PC its callee saved, its name (as
 // lua_getinfo "n" gives it) from the instruction that loaded the called
 // function into the caller's call slot: a local variable, a global
-// (GGET), a field (TGETS), an upvalue (UGET). This is LuaJIT 2.1 with
-// 32-bit references (not GC64), as Debian's Tarantool 2.6 builds it;
-// structure offsets come from the binary's DWARF types, and a GC64 build
-// (16-byte frame links) gets no Lua frames.
+// (GGET), a field or method (TGETS), an upvalue (UGET). Both of LuaJIT
+// 2.1's layouts are read: GC64 (8-byte references, two-slot frame
+// links; Debian's luajit) and 32-bit references (Debian's Tarantool).
+// Their offsets are hard-coded from LuaJIT 2.1's headers (a stripped
+// binary has no types to read them from); a binary with DWARF types has
+// them from there (LayoutFrom: Tarantool's fork differs in GCstr and
+// global_State).
 //
-// A program that embeds LuaJIT composes this reader: it finds its
-// lua_States (Tarantool's fibers keep one each, package fibers) and
-// hands them to a Walker; Stack turns the frames into the runtime's
-// target.InterpStack, spliced above LuaJIT's entry (Entry).
+// Finding the lua_States without symbols. Every entry into the VM from
+// C (lua_call, lua_pcall, lua_cpcall, a coroutine's resume) runs in a C
+// frame the VM lays out itself (vm_x64.dasc): its stack pointer is what
+// L->cframe points to, and it saves L and the previous C frame at fixed
+// offsets from it. ScanStack searches each thread's native stack, from
+// its stack pointer up (at most 1 MiB), for such frames, and keeps one
+// only when the lua_State it names is one whose chain of C frames
+// reaches it; each activation's Lua frames (a walk crossing a C entry's
+// link starts the next) are anchored to their C frame
+// (target.InterpFrame.Anchor), so the splicer puts them before (leafward
+// of) the VM's native frame that runs them whether or not the VM has
+// symbols, and the Lua frames a C function calls back (table.sort's
+// comparator) go before their own VM frame, above that C function's. From any lua_State found, G(L) is its
+// global_State, whose list of GC objects (walked from gc.root, bounded,
+// loops detected) holds every coroutine: those suspended in
+// coroutine.yield, and those created and not resumed, are fibers of
+// kind "lua" with --fibers (runtimes.Options.Fibers), each with its Lua
+// frames and no native ones; without it a warning counts them.
+//
+// A thread stopped while it runs Lua code (its stack pointer at the C
+// frame: the interpreter; just below it, in anonymous code: a JIT trace)
+// has a stale L->base; its frames are walked from the interpreter's
+// BASE register (rdx), checked to be a Lua function's frame on the
+// stack, and the innermost line from its PC register (rbx), checked to
+// be in that function's bytecode. A trace keeps no PC: its innermost
+// line is 0, with a warning. Registers that do not check out show no
+// frames for that lua_State, with a warning, rather than guessed ones.
+//
+// A live process's threads are searched in their pause (the stack
+// pointers from /proc/PID/task/TID/syscall), and the lua_States found
+// there copied with their Lua stacks, the part of a walk that changes as
+// Lua runs (During); the walk itself runs after the pause, over those
+// copies, the native stacks the pause copied, and the process for the
+// rest (prototypes, bytecode and strings, which do not change under a
+// running function, and the suspended coroutines, which do not change
+// until resumed). A core is read directly.
 package luajit
 
 import (
