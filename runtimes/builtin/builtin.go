@@ -6,5 +6,5 @@ package builtin
 import (
 	_ "github.com/rewindstack/rewind/runtimes/cpython" // Python 3.11-3.14
 	_ "github.com/rewindstack/rewind/runtimes/luajit"  // LuaJIT 2.1
-	_ "github.com/rewindstack/rewind/runtimes/ruby"    // Ruby 3.1
+	_ "github.com/rewindstack/rewind/runtimes/ruby"    // Ruby 3.0-3.4
 )

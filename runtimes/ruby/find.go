@@ -37,7 +37,7 @@ type Runtime struct {
 type UnsupportedError struct{ Version string }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("Ruby %s is not supported (3.1 is read): native frames only", e.Version)
+	return fmt.Sprintf("Ruby %s is not supported (3.0-3.4 are read): native frames only", e.Version)
 }
 
 // rubyObject reports whether a mapped file's name is one that may hold
@@ -92,9 +92,9 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
-	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str", Entry)
-	vmPtr, ver := syms["ruby_current_vm_ptr"], syms["ruby_version"]
-	if vmPtr.Value == 0 || ver.Value == 0 {
+	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str", "ruby_vm_at_exit", Entry)
+	ver := syms["ruby_version"]
+	if ver.Value == 0 {
 		return nil, nil
 	}
 	version := fileString(f, ver.Value, 16)
@@ -105,11 +105,22 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 	if !ok {
 		return nil, &UnsupportedError{Version: version}
 	}
+	vmPtr := syms["ruby_current_vm_ptr"].Value
+	if vmPtr == 0 {
+		// Debian's 3.3 exports no ruby_current_vm_ptr: it is the
+		// variable ruby_vm_at_exit reads first (the walk checks it).
+		if at := syms["ruby_vm_at_exit"]; at.Value != 0 {
+			vmPtr = ripLoad(f, at.Value, at.Size)
+		}
+		if vmPtr == 0 {
+			return nil, fmt.Errorf("%s (Ruby %s): neither ruby_current_vm_ptr nor ruby_vm_at_exit's code finds the VM", path, version)
+		}
+	}
 	bias, ok := loadBias(f, maps, m.Path)
 	if !ok {
 		return nil, fmt.Errorf("%s: no mapping of its first loadable segment", path)
 	}
-	rt := &Runtime{Version: version, Path: path, VMPtr: vmPtr.Value + bias, l: l}
+	rt := &Runtime{Version: version, Path: path, VMPtr: vmPtr + bias, l: l}
 	if e := syms[Entry]; e.Value != 0 && e.Size != 0 {
 		rt.Exec = target.PCRange{Lo: e.Value + bias, Hi: e.Value + bias + e.Size}
 	}
@@ -119,6 +130,20 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 		}
 	}
 	return rt, nil
+}
+
+// ripLoad returns the address the first 64-bit RIP-relative load (mov
+// disp32(%rip), r64) of the function at vaddr (size bytes) reads, 0
+// when there is none.
+func ripLoad(f *elf.File, vaddr, size uint64) uint64 {
+	code := fileBytes(f, vaddr, min(max(size, 16), 96))
+	for i := 0; i+7 <= len(code); i++ {
+		if code[i]&0xf8 == 0x48 && code[i+1] == 0x8b && code[i+2]&0xc7 == 0x05 {
+			disp := int32(binary.LittleEndian.Uint32(code[i+3:]))
+			return uint64(int64(vaddr) + int64(i) + 7 + int64(disp))
+		}
+	}
+	return 0
 }
 
 // symbols returns the named symbols of f, from the dynamic table first

@@ -71,9 +71,12 @@ func newImage() (image, *Runtime) {
 	l := &layout31
 	put(oVMPtr, a(oVM))
 	put(oVM+l.vmMainRactor, a(oRactor))
-	put(oRactor+l.ractorThreads, a(oThread))   // head.next
-	put(oRactor+l.ractorThreads+8, a(oThread)) // head.prev
-	put(oThread, a(oRactor+l.ractorThreads))   // lt_node.next: back to the head
+	put(oVM+l.vmMainThread, a(oThread))
+	put(oRactor+304, a(oThread))   // the list head: next
+	put(oRactor+304+8, a(oThread)) // and prev
+	put(oThread, a(oRactor+304))   // lt_node.next: back to the head
+	put(oThread+thRactor, a(oRactor))
+	put(oThread+thVM, a(oVM))
 	put(oThread+l.thEC, a(oEC))
 	put(oThread+l.thPthread, 0x7f0000001000)
 	put32(oThread+uint64(l.thTID), 4242)
@@ -168,9 +171,10 @@ func TestCorrupt(t *testing.T) {
 		edit func(m image)
 		want string // in show's output, or the error
 	}{
-		{"thread-loop", func(m image) { le(m, oThread, imageBase+oThread) }, "thread list of ractor"},
+		{"thread-loop", func(m image) { le(m, oRactor+304, imageBase+oRactor+304) }, "thread list of ractor"},
+		{"not-main-thread", func(m image) { le(m, oThread+thVM, 0) }, "is not one of its main ractor"},
 		{"null-thread-link", func(m image) { le(m, oThread, 0) }, "a null link"},
-		{"vm-unreadable", func(m image) { le(m, oVMPtr, 0xdead0000) }, "main ractor"},
+		{"vm-unreadable", func(m image) { le(m, oVMPtr, 0xdead0000) }, "the VM at 0xdead0000"},
 		{"cfp-misaligned", func(m image) { le(m, oEC+l.ecCFP, imageBase+oCFP+8) }, "end bad-cfp"},
 		{"cfp-outside", func(m image) { le(m, oEC+l.ecCFP, imageBase+0x10) }, "end bad-cfp"},
 		{"huge-stack", func(m image) { le(m, oEC+l.ecStackSize, 1<<40) }, "end bad-cfp"},
@@ -286,7 +290,7 @@ func TestWriteCorpus(t *testing.T) {
 	m, _ := newImage()
 	write("image", []byte(m))
 	loop, _ := newImage()
-	le(loop, oThread, imageBase+oThread)
+	le(loop, oRactor+304, imageBase+oRactor+304)
 	write("thread-loop", []byte(loop))
 	mis, _ := newImage()
 	le(mis, oEC+layout31.ecCFP, imageBase+oCFP+8)

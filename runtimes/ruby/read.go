@@ -191,42 +191,70 @@ func (w *walker) ptr(addr uint64) (uint64, error) {
 
 func le64(b []byte, off uint64) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
 
-// walk reads the VM, its main ractor's thread list and each thread.
+// walk reads the VM, the ring of its main thread's lt_nodes (the main
+// ractor's thread list, whose head lies in the ractor) and each thread
+// on it.
 func (w *walker) walk() (*Stacks, error) {
 	l := w.l
 	vm, err := w.ptr(w.rt.VMPtr)
 	if err != nil || vm == 0 {
 		return nil, fmt.Errorf("ruby_current_vm_ptr at %#x: %v", w.rt.VMPtr, orNull(err))
 	}
-	r, err := w.ptr(vm + l.vmMainRactor)
-	if err != nil || r == 0 {
-		return nil, fmt.Errorf("the VM at %#x: main ractor: %v", vm, orNull(err))
+	b := make([]byte, l.vmMainThread+8)
+	if err := w.get(vm, b); err != nil {
+		return nil, fmt.Errorf("the VM at %#x: %w", vm, err)
 	}
-	head := r + l.ractorThreads
+	r, main := le64(b, l.vmMainRactor), le64(b, l.vmMainThread)
+	if ok, err := w.isThread(main, r, vm); !ok {
+		return nil, fmt.Errorf("the VM at %#x: its main thread %#x is not one of its main ractor %#x: %v", vm, main, r, orNull(err))
+	}
 	s := &Stacks{}
 	seen := map[uint64]bool{}
-	node, err := w.ptr(head)
-	for err == nil && node != head {
-		if node == 0 || seen[node] || len(seen) >= maxThreads {
-			return s, fmt.Errorf("the thread list of ractor %#x is cut at %#x (a loop, a null link or more than %d threads)", r, node, maxThreads)
+	start := main + l.thNode
+	for node := start; ; {
+		if seen[node] || len(seen) >= maxThreads {
+			return s, fmt.Errorf("the thread list of ractor %#x is cut at %#x (a loop or more than %d threads)", r, node, maxThreads)
 		}
 		seen[node] = true
-		th := w.thread(node - l.thNode)
-		if w.over {
-			return s, nil // the note says why
-		}
-		if th.TID != 0 || th.Pthread != 0 {
+		if ok, err := w.isThread(node-l.thNode, r, vm); err != nil {
+			return w.cut(s, fmt.Errorf("the thread list of ractor %#x: node %#x: %w", r, node, err))
+		} else if ok {
+			th := w.thread(node - l.thNode)
+			if w.over {
+				return s, nil // the note says why
+			}
 			s.Threads = append(s.Threads, th)
 		}
-		node, err = w.ptr(node)
-	}
-	if err != nil {
-		if w.over {
+		next, err := w.ptr(node)
+		if err != nil || next == 0 {
+			return w.cut(s, fmt.Errorf("the thread list of ractor %#x: node %#x: %v (a null link)", r, node, orNull(err)))
+		}
+		if node = next; node == start {
 			return s, nil
 		}
-		return s, fmt.Errorf("the thread list of ractor %#x: %w", r, err)
 	}
-	return s, nil
+}
+
+// cut ends a walk of the thread list with err, unless the walk's budget
+// ended it (which its note says).
+func (w *walker) cut(s *Stacks, err error) (*Stacks, error) {
+	if w.over {
+		return s, nil
+	}
+	return s, err
+}
+
+// isThread reports whether th is a thread of ractor r of the VM vm,
+// by its members that say so.
+func (w *walker) isThread(th, r, vm uint64) (bool, error) {
+	if th == 0 || th&7 != 0 {
+		return false, nil
+	}
+	var b [16]byte
+	if err := w.get(th+thRactor, b[:]); err != nil {
+		return false, err
+	}
+	return le64(b[:], 0) == r && le64(b[:], 8) == vm, nil
 }
 
 func orNull(err error) error {

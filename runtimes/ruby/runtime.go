@@ -20,7 +20,7 @@ type registered struct{}
 
 func (registered) Name() string { return "ruby" }
 
-func (registered) Usage() string { return "do not show the Ruby frames of a Ruby 3.1 process" }
+func (registered) Usage() string { return "do not show the Ruby frames of a Ruby 3.0-3.4 process" }
 
 // note prefixes err, if any, with what it is about.
 func note(err error) error {
