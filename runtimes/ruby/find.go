@@ -30,7 +30,9 @@ type Runtime struct {
 	// native frames runs one activation of Ruby frames.
 	Exec target.PCRange
 
-	l *layout
+	l        *layout
+	lastOpID uint64 // IDs above it are serial<<idShift|scope
+	idShift  uint
 }
 
 // UnsupportedError is a Ruby whose version rewind has no layout for.
@@ -124,12 +126,33 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 	if e := syms[Entry]; e.Value != 0 && e.Size != 0 {
 		rt.Exec = target.PCRange{Lo: e.Value + bias, Hi: e.Value + bias + e.Size}
 	}
+	rt.lastOpID, rt.idShift = l.lastOpID, l.idScopeShift
 	if id2str := syms["rb_id2str"]; id2str.Value != 0 {
 		if a := symbolTable(f, id2str.Value, id2str.Size); a != 0 {
 			rt.Symbols = a + bias
 		}
+		idSerial(f, id2str.Value, id2str.Size, &rt.lastOpID, &rt.idShift)
 	}
 	return rt, nil
+}
+
+// idSerial reads, from rb_id2str's code, how it turns an ID into its
+// serial: the last operator ID it compares the ID with (cmp
+// $imm,%rdi), and the shift of the others (shr $imm,%rax), which
+// depend on the parser's tokens and the build; lastOp and shift keep
+// the layout's values when the code does not say.
+func idSerial(f *elf.File, vaddr, size uint64, lastOp *uint64, shift *uint) {
+	code := fileBytes(f, vaddr, min(max(size, 16), 64))
+	for i := 0; i+4 <= len(code); i++ {
+		switch {
+		case code[i] == 0x48 && code[i+1] == 0x81 && code[i+2] == 0xff && i+7 <= len(code):
+			*lastOp = uint64(binary.LittleEndian.Uint32(code[i+3:]))
+		case code[i] == 0x48 && code[i+1] == 0x83 && code[i+2] == 0xff:
+			*lastOp = uint64(code[i+3])
+		case code[i] == 0x48 && code[i+1] == 0xc1 && code[i+2] == 0xe8 && code[i+3] < 16:
+			*shift = uint(code[i+3])
+		}
+	}
 }
 
 // ripLoad returns the address the first 64-bit RIP-relative load (mov

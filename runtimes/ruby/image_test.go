@@ -128,7 +128,7 @@ func newImage() (image, *Runtime) {
 	put(oChunk+32, a(oChunkEl))
 	put(oChunkEl+8*2*getsSerial, a(oGets))
 	str(oGets, "gets")
-	return m, &Runtime{Version: "3.1.2", VMPtr: a(oVMPtr), Symbols: a(oSymbols), l: l}
+	return m, &Runtime{Version: "3.1.2", VMPtr: a(oVMPtr), Symbols: a(oSymbols), l: l, lastOpID: l.lastOpID, idShift: l.idScopeShift}
 }
 
 // show is the frames and end of every thread of s, one line each.
@@ -262,7 +262,7 @@ func FuzzRead(f *testing.F) {
 	m, _ := newImage()
 	f.Add([]byte(m))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rt := &Runtime{Version: "3.1.2", VMPtr: imageBase + oVMPtr, Symbols: imageBase + oSymbols, l: &layout31}
+		_, rt := newImage()
 		start := time.Now()
 		s, _ := rt.Read(image(b))
 		if d := time.Since(start); d > 3*maxWalkTime {

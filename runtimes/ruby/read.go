@@ -537,13 +537,13 @@ func (w *walker) idName(id uint64) string {
 }
 
 func (w *walker) lookupID(id uint64) string {
-	l, tab := w.l, w.rt.Symbols
+	rt, tab := w.rt, w.rt.Symbols
 	if tab == 0 || id == 0 {
 		return ""
 	}
 	serial := id
-	if id > l.lastOpID {
-		serial = id >> l.idScopeShift
+	if id > rt.lastOpID {
+		serial = id >> rt.idShift
 	}
 	last, err := w.ptr(tab)
 	if err != nil || serial > last&0xffffffff {
