@@ -232,11 +232,17 @@ func (s outputStack) IsEntry(i int, fn string) bool {
 	return s.frames[i].Function == fn && !s.frames[i].Inlined
 }
 
+// PhysPC is frame i's address in its function: the leaf's PC, a
+// caller's return address - 1 (the call is before it).
 func (s outputStack) PhysPC(i int) uint64 {
-	if s.frames[i].Inlined {
+	f := &s.frames[i]
+	if f.Inlined || f.Interpreted || f.PC == 0 {
 		return 0
 	}
-	return s.frames[i].PC
+	if i > 0 {
+		return f.PC - 1
+	}
+	return f.PC
 }
 
 func (s outputStack) Holding(addr uint64) int {

@@ -75,3 +75,31 @@ func TestSpliceByPCRange(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// pcNames is names whose frames also have PCs (a caller's return
+// address - 1, as PhysPC gives them).
+type pcNames struct {
+	names
+	pcs []uint64
+}
+
+func (n pcNames) PhysPC(i int) uint64 { return n.pcs[i] }
+
+// TestSpliceByPC: an entry function the symbols do not name (Debian's
+// Ruby 3.3 hides rb_vm_exec) is found by its address range, where the
+// native side gives PCs; without them the frames go after the native
+// ones.
+func TestSpliceByPC(t *testing.T) {
+	nat := pcNames{names{"read", "??", "??", "ary_each", "??", "main"}, []uint64{0x10, 0x2005, 0x3000, 0x40, 0x2fff, 0x50}}
+	st := []InterpStack{{Entry: "vm_exec", EntryPCs: []PCRange{{0x2000, 0x3000}},
+		Frames: []InterpFrame{{Function: "a"}, {Function: "b", Activation: 1}, {Function: "c", Activation: 1}}}}
+	var out []string
+	Splice(st, nat, SpliceOptions{}, func(i int) { out = append(out, nat.names[i]) },
+		func(f *InterpFrame) { out = append(out, f.Function) })
+	if got, want := strings.Join(out, " "), "read a ?? ?? ary_each b c ?? main"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got, want := splice(st, nat.names, SpliceOptions{}), "read ?? ?? ary_each ?? main a b c"; got != want {
+		t.Errorf("without PCs: got %s, want %s", got, want)
+	}
+}

@@ -25,8 +25,9 @@ type Runtime struct {
 	// found through rb_id2str's code), 0 when it was not found: C
 	// methods' names then are not read.
 	Symbols uint64
-	// Exec is the range of rb_vm_exec in the process (zero when the
-	// object does not name it): the VM's entry from C, each of whose
+	// Exec is the range of rb_vm_exec in the process (from its symbol, or where
+	// the symbols hide it from the functions that call it; zero when not
+	// found): the VM's entry from C, each of whose
 	// native frames runs one activation of Ruby frames.
 	Exec target.PCRange
 
@@ -94,7 +95,8 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
-	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str", "ruby_vm_at_exit", Entry)
+	syms := symbols(f, "ruby_current_vm_ptr", "ruby_version", "rb_id2str", "ruby_vm_at_exit",
+		Entry, "rb_iseq_eval", "rb_iseq_eval_main")
 	ver := syms["ruby_version"]
 	if ver.Value == 0 {
 		return nil, nil
@@ -127,6 +129,11 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 		rt.Exec = target.PCRange{Lo: e.Value + bias, Hi: e.Value + bias + e.Size}
 	}
 	rt.lastOpID, rt.idShift = l.lastOpID, l.idScopeShift
+	if syms[Entry].Value == 0 {
+		if lo, hi, ok := entryRange(f, syms); ok {
+			rt.Exec = target.PCRange{Lo: lo + bias, Hi: hi + bias}
+		}
+	}
 	if id2str := syms["rb_id2str"]; id2str.Value != 0 {
 		if a := symbolTable(f, id2str.Value, id2str.Size); a != 0 {
 			rt.Symbols = a + bias

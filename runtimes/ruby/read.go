@@ -70,6 +70,8 @@ type Thread struct {
 // Stacks are the Ruby stacks of every thread of the main ractor.
 type Stacks struct {
 	Threads []Thread
+	// Exec is the runtime's (Runtime.Exec).
+	Exec target.PCRange
 	// Notes say what the walk cut that no thread's End says.
 	Notes []string
 }
@@ -117,6 +119,7 @@ func (rt *Runtime) read(mem target.Memory, c *cache, pages map[uint64][]byte, ex
 	s, err := w.walk()
 	if s != nil {
 		s.Notes = w.notes
+		s.Exec = rt.Exec
 	}
 	return s, pages, err
 }

@@ -205,7 +205,11 @@ func Attach(t *target.Target, s *Stacks, warn func(string)) {
 		if len(th.Frames) == 0 {
 			continue
 		}
-		c.SetInterp(Stack(th.Frames))
+		st := Stack(th.Frames)
+		if s.Exec.Hi != 0 {
+			st.EntryPCs = []target.PCRange{s.Exec}
+		}
+		c.SetInterp(st)
 	}
 	if warn != nil {
 		for _, n := range s.Notes {
