@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/testutil/fixture"
@@ -27,12 +28,17 @@ func startRuby(t *testing.T) (*fixture.Proc, map[string][]string) {
 		t.Fatal(err)
 	}
 	report := filepath.Join(t.TempDir(), "report")
+	return startRubyCmd(t, exec.Command(exe, script, report), report)
+}
+
+// startRubyCmd starts cmd (park.rb writing its report to report, as
+// this process sees it), its stdin a pipe nobody writes.
+func startRubyCmd(t *testing.T, cmd *exec.Cmd, report string) (*fixture.Proc, map[string][]string) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	cmd := exec.Command(exe, script, report)
 	cmd.Stdin = r
 	p := fixture.StartCmd(t, cmd)
 	r.Close()
@@ -66,48 +72,94 @@ func TestDumpRuby(t *testing.T) {
 	p, want := startRuby(t)
 	core := fixture.Gcore(t, p)
 	for _, args := range [][]string{{"dump", strconv.Itoa(p.PID)}, {"dump", "--core", core}} {
-		out, errOut, code := run(t, args...)
-		// On a loaded machine stopping the threads can take past
-		// --max-pause: the Ruby stacks read just before the pause are
-		// kept, with that note, and are still those compared.
-		errOut = strings.ReplaceAll(errOut, "rewind: warning: Ruby stacks: "+rubyUnchecked+"\n", "")
-		if code != 0 || strings.Contains(errOut, "Ruby") {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut)
-		}
-		threads := map[string][]string{} // tid → its Ruby frames
-		for _, sec := range strings.Split(out, "\nTID ")[1:] {
-			tid, _, _ := strings.Cut(sec, ":")
-			lines := strings.Split(sec, "\n")
-			for i, line := range lines {
-				f, ok := strings.CutSuffix(line, " [ruby]")
-				if !ok {
-					continue
-				}
-				_, f, _ = strings.Cut(strings.TrimSpace(f), " ")
-				threads[tid] = append(threads[tid], strings.TrimSpace(f))
-				if next := lines[min(i+1, len(lines)-1)]; !strings.HasSuffix(next, "[ruby]") && !strings.Contains(next, " rb_vm_exec+") {
-					t.Errorf("%v: thread %s: Ruby frame %q is followed by %q", args, tid, f, next)
-				}
-			}
-		}
-		for tid, w := range want {
-			got := threads[tid]
-			place := w[0][strings.LastIndex(w[0], " ("):] // the C method shows its caller's
-			if len(got) != len(w)+1 || (got[0] != "gets"+place && got[0] != "pop"+place) ||
-				strings.Join(got[1:], "\n") != strings.Join(w, "\n") {
-				t.Errorf("%v: thread %s:\ngot\n%s\nwant gets or pop%s, then\n%s", args, tid,
-					strings.Join(got, "\n"), place, strings.Join(w, "\n"))
-			}
-		}
-		if len(threads) != len(want) {
-			t.Errorf("%v: Ruby frames in %d threads, want %d", args, len(threads), len(want))
-		}
+		checkRubyDump(t, args, want, " rb_vm_exec+")
 	}
 	checkRubyJSON(t, p.PID, want)
 	out, _, _ := run(t, "dump", "--no-ruby", strconv.Itoa(p.PID))
 	if strings.Contains(out, "[ruby]") || !strings.Contains(out, "rb_vm_exec") {
 		t.Errorf("--no-ruby printed Ruby frames, or no native ones")
 	}
+}
+
+// checkRubyDump runs rewind with args and checks that every thread's
+// Ruby frames are what its caller_locations said (want), below the C
+// method it parks in (gets or pop, with its caller's place), each run
+// of them just above a native frame holding entry ("" for any native
+// frame: an entry without a symbol).
+func checkRubyDump(t *testing.T, args []string, want map[string][]string, entry string) {
+	t.Helper()
+	out, errOut, code := run(t, args...)
+	// On a loaded machine stopping the threads can take past
+	// --max-pause: the Ruby stacks read just before the pause are
+	// kept, with that note, and are still those compared.
+	errOut = strings.ReplaceAll(errOut, "rewind: warning: Ruby stacks: "+rubyUnchecked+"\n", "")
+	if code != 0 || strings.Contains(errOut, "Ruby") {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	threads := map[string][]string{} // tid → its Ruby frames
+	for _, sec := range strings.Split(out, "\nTID ")[1:] {
+		tid, _, _ := strings.Cut(sec, ":")
+		lines := strings.Split(sec, "\n")
+		for i, line := range lines {
+			f, ok := strings.CutSuffix(line, " [ruby]")
+			if !ok {
+				continue
+			}
+			_, f, _ = strings.Cut(strings.TrimSpace(f), " ")
+			threads[tid] = append(threads[tid], strings.TrimSpace(f))
+			next := lines[min(i+1, len(lines)-1)]
+			if !strings.HasSuffix(next, "[ruby]") && (!strings.Contains(next, entry) || !strings.Contains(next, " 0x")) {
+				t.Errorf("%v: thread %s: Ruby frame %q is followed by %q", args, tid, f, next)
+			}
+		}
+	}
+	for tid, w := range want {
+		got := threads[tid]
+		place := w[0][strings.LastIndex(w[0], " ("):] // the C method shows its caller's
+		if len(got) != len(w)+1 || (got[0] != "gets"+place && got[0] != "pop"+place && !strings.HasPrefix(got[0], "pop (<internal:thread_sync>:")) ||
+			strings.Join(got[1:], "\n") != strings.Join(w, "\n") {
+			t.Errorf("%v: thread %s:\ngot\n%s\nwant gets or pop%s, then\n%s", args, tid,
+				strings.Join(got, "\n"), place, strings.Join(w, "\n"))
+		}
+	}
+	if len(threads) != len(want) {
+		t.Errorf("%v: Ruby frames in %d threads, want %d", args, len(threads), len(want))
+	}
+}
+
+// TestDumpRubyRoot: the same as TestDumpRuby for the ruby of another
+// root directory, $REWIND_RUBY_ROOT (a Debian trixie root with ruby
+// installed: Ruby 3.3, whose libruby hides ruby_current_vm_ptr and
+// rb_vm_exec), the program run chrooted there; the core is read with
+// --sysroot. 3.3's Queue#pop is Ruby (<internal:thread_sync>), shown
+// as caller_locations would show it.
+func TestDumpRubyRoot(t *testing.T) {
+	root := os.Getenv("REWIND_RUBY_ROOT")
+	if root == "" {
+		t.Skip("set REWIND_RUBY_ROOT to a root directory with /usr/bin/ruby (e.g. a Debian trixie debootstrap, ruby installed)")
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/bin/ruby")); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../../../runtimes/ruby/testdata/park.rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "rewind-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	inside := strings.TrimPrefix(dir, filepath.Clean(root))
+	if err := os.WriteFile(filepath.Join(dir, "park.rb"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/ruby", inside+"/park.rb", inside+"/report")
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	p, want := startRubyCmd(t, cmd, filepath.Join(dir, "report"))
+	checkRubyDump(t, []string{"dump", strconv.Itoa(p.PID)}, want, "")
+	checkRubyDump(t, []string{"dump", "--core", fixture.Gcore(t, p), "--sysroot", root}, want, "")
 }
 
 // checkRubyJSON: --json gives each Ruby frame as Python's are, with
