@@ -131,6 +131,7 @@ type walker struct {
 	mem      target.Memory
 	c        *cache
 	pages    map[uint64][]byte // nil: the page is not readable whole
+	spare    []byte            // a page buffer a failed read left
 	spent    int
 	gets     int
 	over     bool
@@ -169,9 +170,12 @@ func (w *walker) get(addr uint64, p []byte) error {
 		pg, ok := w.pages[base]
 		if !ok {
 			w.spent += pageSize
-			pg = make([]byte, pageSize)
+			if pg = w.spare; pg == nil {
+				pg = make([]byte, pageSize)
+			}
+			w.spare = nil
 			if w.mem.ReadMemory(base, pg) != nil {
-				pg = nil
+				w.spare, pg = pg, nil // kept for the next page: unreadable ones cost no allocation
 			}
 			w.pages[base] = pg
 		}
