@@ -174,6 +174,7 @@ func TestCorrupt(t *testing.T) {
 		{"thread-loop", func(m image) { le(m, oRactor+304, imageBase+oRactor+304) }, "thread list of ractor"},
 		{"not-main-thread", func(m image) { le(m, oThread+thVM, 0) }, "is not one of its main ractor"},
 		{"null-thread-link", func(m image) { le(m, oThread, 0) }, "a null link"},
+		{"no-vm", func(m image) { le(m, oVMPtr, 0) }, "<nil>"},
 		{"vm-unreadable", func(m image) { le(m, oVMPtr, 0xdead0000) }, "the VM at 0xdead0000"},
 		{"cfp-misaligned", func(m image) { le(m, oEC+l.ecCFP, imageBase+oCFP+8) }, "end bad-cfp"},
 		{"cfp-outside", func(m image) { le(m, oEC+l.ecCFP, imageBase+0x10) }, "end bad-cfp"},

@@ -204,8 +204,11 @@ func le64(b []byte, off uint64) uint64 { return binary.LittleEndian.Uint64(b[off
 func (w *walker) walk() (*Stacks, error) {
 	l := w.l
 	vm, err := w.ptr(w.rt.VMPtr)
-	if err != nil || vm == 0 {
-		return nil, fmt.Errorf("ruby_current_vm_ptr at %#x: %v", w.rt.VMPtr, orNull(err))
+	if err != nil {
+		return nil, fmt.Errorf("ruby_current_vm_ptr at %#x: %w", w.rt.VMPtr, err)
+	}
+	if vm == 0 {
+		return nil, nil // libruby loaded, no VM started (an embedder that has not run Ruby)
 	}
 	b := make([]byte, l.vmMainThread+8)
 	if err := w.get(vm, b); err != nil {

@@ -204,6 +204,27 @@ func TestMatchesCallerLocations(t *testing.T) {
 	}
 	compare(t, "core", cs, want)
 	checkSplice(t, "core", tg, cs)
+
+	// Without the kernel tids (3.0 keeps none) the threads are matched by
+	// their pthread_t, the thread pointer the core's notes give.
+	byTP := *cs
+	byTP.Threads = append([]ruby.Thread(nil), cs.Threads...)
+	for i := range byTP.Threads {
+		byTP.Threads[i].TID = 0
+	}
+	for i := range tg.Contexts {
+		tg.Contexts[i].Interp = nil
+	}
+	ruby.Attach(tg, &byTP, func(msg string) { t.Errorf("by pthread_t: %s", msg) })
+	for _, c := range tg.Contexts {
+		n := 0
+		for _, st := range c.Interp {
+			n += len(st.Frames)
+		}
+		if w, ok := want[c.TID]; ok && n != len(w)+1 {
+			t.Errorf("by pthread_t: thread %d has %d Ruby frames, want %d", c.TID, n, len(w)+1)
+		}
+	}
 }
 
 // TestUnsupportedVersion: a libruby whose ruby_version rewind has no
