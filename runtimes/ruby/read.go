@@ -103,35 +103,49 @@ type iseqInfo struct {
 // means the VM or its thread list could not be read; a thread whose
 // frames cannot be read to the end is cut (Thread.End).
 func (rt *Runtime) Read(mem target.Memory) (*Stacks, error) {
-	s, _, err := rt.read(mem, newCache(), nil, nil)
+	s, _, err := rt.read(mem, newCache(), readOpts{})
 	return s, err
 }
 
-// read is Read with a cache of earlier walks, the pages already read
-// (nil: none; the map is filled and returned), and a bound: expired,
-// when not nil, ends the walk once it reports true.
-func (rt *Runtime) read(mem target.Memory, c *cache, pages map[uint64][]byte, expired func() bool) (*Stacks, map[uint64][]byte, error) {
-	if pages == nil {
-		pages = map[uint64][]byte{}
+// readOpts are the options of a walk beyond Read's.
+type readOpts struct {
+	// pages are pages already read (nil: none); the walk adds those it
+	// reads.
+	pages map[uint64][]byte
+	// expired, when not nil, ends the walk once it reports true.
+	expired func() bool
+	// touched, when not nil, gets every page the walk reads from.
+	touched map[uint64]bool
+}
+
+// read is Read with a cache of earlier walks and opt; it returns the
+// pages it read.
+func (rt *Runtime) read(mem target.Memory, c *cache, opt readOpts) (*Stacks, map[uint64][]byte, error) {
+	if opt.pages == nil {
+		opt.pages = map[uint64][]byte{}
 	}
-	w := &walker{rt: rt, l: rt.l, mem: mem, c: c, pages: pages, expired: expired,
+	w := &walker{rt: rt, l: rt.l, mem: mem, c: c, pages: opt.pages, expired: opt.expired, touched: opt.touched,
 		deadline: time.Now().Add(maxWalkTime)}
 	s, err := w.walk()
 	if s != nil {
 		s.Notes = w.notes
 		s.Exec = rt.Exec
 	}
-	return s, pages, err
+	return s, opt.pages, err
 }
 
 // walker is one walk's reader.
 type walker struct {
-	rt       *Runtime
-	l        *layout
-	mem      target.Memory
-	c        *cache
-	pages    map[uint64][]byte // nil: the page is not readable whole
-	spare    []byte            // a page buffer a failed read left
+	rt      *Runtime
+	l       *layout
+	mem     target.Memory
+	c       *cache
+	pages   map[uint64][]byte // nil: the page is not readable whole
+	spare   []byte            // a page buffer a failed read left
+	touched map[uint64]bool
+	// lastBase and lastPage are the page last read from.
+	lastBase uint64
+	lastPage []byte
 	spent    int
 	gets     int
 	over     bool
@@ -164,9 +178,16 @@ func (w *walker) get(addr uint64, p []byte) error {
 	if addr+uint64(len(p)) < addr {
 		return &target.MemoryError{Addr: addr}
 	}
+	if off := addr - w.lastBase; w.lastPage != nil && addr >= w.lastBase && off+uint64(len(p)) <= pageSize {
+		copy(p, w.lastPage[off:]) // the page of the last read: most reads follow one another
+		return nil
+	}
 	for done := 0; done < len(p); {
 		a := addr + uint64(done)
 		base := a &^ (pageSize - 1)
+		if w.touched != nil {
+			w.touched[base] = true
+		}
 		pg, ok := w.pages[base]
 		if !ok {
 			w.spent += pageSize
@@ -183,6 +204,7 @@ func (w *walker) get(addr uint64, p []byte) error {
 			w.spent += len(p)
 			return w.mem.ReadMemory(addr, p)
 		}
+		w.lastBase, w.lastPage = base, pg
 		done += copy(p[done:], pg[a-base:])
 	}
 	return nil

@@ -92,10 +92,17 @@ func NewLive(pid int, rt *Runtime) *Live { return &Live{rt: rt, pid: pid, c: new
 // pause's re-read fills (touched now, so that they do not fault then).
 func (l *Live) Prepare() {
 	var pages map[uint64][]byte
-	l.prior, pages, l.priorErr = l.rt.read(live.NewReader(l.pid), l.c, nil, nil)
-	addrs := make([]uint64, 0, len(pages))
-	for a, pg := range pages {
-		if pg != nil {
+	mem := live.NewReader(l.pid)
+	l.prior, pages, l.priorErr = l.rt.read(mem, l.c, readOpts{})
+	// A second walk, the cache warm and over the pages just read, touches
+	// only what the pause's walk will: the thread list, control frames,
+	// iseq headers, method entries; not the iseq bodies, strings and line
+	// tables the cache holds.
+	touched := map[uint64]bool{}
+	l.rt.read(mem, l.c, readOpts{pages: pages, touched: touched})
+	addrs := make([]uint64, 0, len(touched))
+	for a := range touched {
+		if pages[a] != nil {
 			addrs = append(addrs, a)
 		}
 	}
@@ -133,7 +140,7 @@ func (l *Live) During(r *live.Reader) {
 		}
 	}
 	if !expired {
-		l.stacks, _, l.err = l.rt.read(r, l.c, pages, bound)
+		l.stacks, _, l.err = l.rt.read(r, l.c, readOpts{pages: pages, expired: bound})
 	}
 	l.Unchecked = expired
 }
