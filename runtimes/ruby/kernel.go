@@ -82,7 +82,7 @@ func (p *kernelProc) Adopt(o runtimes.KernelProcess) bool {
 
 // ThreadStates maps each Ruby thread's kernel id to its rb_thread_t.
 func (p *kernelProc) ThreadStates() (map[int]uint64, error) {
-	s, _, err := p.rt.read(p.mem, newCache(), nil, nil)
+	s, _, err := p.rt.read(p.mem, newCache(), readOpts{})
 	if s == nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func (s *sampler) thread(tid int) (uint64, bool) {
 		return 0, false
 	}
 	s.listed = time.Now()
-	st, _, _ := s.rt.read(s.mem, newCache(), nil, nil)
+	st, _, _ := s.rt.read(s.mem, newCache(), readOpts{})
 	if st == nil {
 		return 0, false
 	}
