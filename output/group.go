@@ -223,6 +223,12 @@ func writeFrames(bw *bufio.Writer, frames []Frame, end, detail string) {
 			if name == "" {
 				name = "(unnamed)"
 			}
+			if f.ParenLocation && f.Line <= 0 && f.File != "" {
+				// No line (a C function's "[C]", as debug.traceback
+				// shows it): the file alone.
+				fmt.Fprintf(bw, "#%-2d %-18s %s (%s) [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Method)
+				continue
+			}
 			if f.ParenLocation {
 				fmt.Fprintf(bw, "#%-2d %-18s %s (%s:%d) [%s]\n", j, "", textesc.String(name), textesc.String(f.File), f.Line, f.Method)
 				continue

@@ -132,6 +132,7 @@ func TestInterpretedFrameJSON(t *testing.T) {
 		{Function: "handler", File: "app.py", Line: 12, Method: "python", Interpreted: true, ParenLocation: true},
 		{PC: 0x401000, Function: "", Module: "/bin/x", Method: "dwarf"},
 	}
+	cfn := Frame{Function: "read", File: "[C]", Method: "lua", Interpreted: true, ParenLocation: true}
 	b, err := json.Marshal(fs)
 	if err != nil {
 		t.Fatal(err)
@@ -148,9 +149,12 @@ func TestInterpretedFrameJSON(t *testing.T) {
 	}
 	var txt bytes.Buffer
 	w := bufio.NewWriter(&txt)
-	writeFrames(w, fs[:2], "outermost", "")
+	writeFrames(w, append(fs[:2:2], cfn), "outermost", "")
 	w.Flush()
-	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler (app.py:12) [python]") {
+	// A C function has no line: its file alone, as debug.traceback's
+	// "[C]: in function 'read'".
+	if !strings.Contains(txt.String(), "(unnamed) init.lua:3 [lua]") || !strings.Contains(txt.String(), "handler (app.py:12) [python]") ||
+		!strings.Contains(txt.String(), "read ([C]) [lua]") {
 		t.Errorf("text:\n%s", txt.String())
 	}
 }
