@@ -41,8 +41,9 @@ rb_top(ARGV[0].to_f)
 
 // recordInterp records a CPU-bound interpreter process (argv, started
 // here) with --unwind-in mode and returns the folded profile's path and
-// record's stderr, after checking that the native stacks reach the
-// thread's root in at least 99% of the samples (the kernel walk's).
+// record's stderr, after checking that the kernel walk's native stacks
+// reach the thread's root in at least 99% of the samples (but for
+// Tarantool, whose Lua runs in fibers, rooted in coro_init).
 func recordInterp(t *testing.T, dir, mode string, argv ...string) (string, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -66,7 +67,7 @@ func recordInterp(t *testing.T, dir, mode string, argv ...string) (string, strin
 	}
 	method, pct := fixture.FidelityRow(t, e.String())
 	t.Logf("%s %.2f%% complete", method, pct)
-	if mode == "kernel" && (method != "kernel" || pct < 99) {
+	if mode == "kernel" && (method != "kernel" || pct < 99 && filepath.Base(argv[0]) != "tarantool") {
 		t.Errorf("%s %.2f%% of the native stacks reach the root, want kernel >= 99%%\n%s", method, pct, e.String())
 	}
 	return out, e.String()
@@ -136,6 +137,20 @@ func TestRecordLuaFramesInKernel(t *testing.T) {
 	if got := chainShare(t, folded, chain); got < 85 {
 		b, _ := os.ReadFile(folded)
 		t.Errorf("%s in %.1f%% of the samples, want at least 85%%\n%.3000s", chain, got, b)
+	}
+	// Tarantool's LuaJIT (32-bit references, with symbols), whose state
+	// is found from the global that holds it: its Lua runs on fiber
+	// stacks.
+	if _, err := exec.LookPath("tarantool"); err == nil {
+		tdir := filepath.Join(dir, "tarantool")
+		if err := os.Mkdir(tdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		folded, _ := recordInterp(t, tdir, "kernel", "tarantool", script, "60")
+		if got := chainShare(t, folded, chain); got < 85 {
+			b, _ := os.ReadFile(folded)
+			t.Errorf("tarantool: %s in %.1f%% of the samples, want at least 85%%\n%.3000s", chain, got, b)
+		}
 	}
 	// Unwound in user space, the profile says in one line that its Lua
 	// frames are missing.

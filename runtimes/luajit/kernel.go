@@ -84,9 +84,22 @@ func (registered) KernelProcess(pid int, maps []target.Mapping) (runtimes.Kernel
 	p := &kernelProc{pid: pid, maps: maps, layouts: layouts, mem: live.NewProcMemory(pid),
 		vm: target.PCRange{Lo: vm.lo + bias, Hi: vm.hi + bias}}
 	p.v = kernelValue{VMStart: p.vm.Lo, VMEnd: p.vm.Hi, CFRet: vm.ret, CFCFA: vm.cfa, CFRBP: vm.rbpOff}
+	if syms, err := f.Symbols(); err == nil {
+		for _, sym := range syms {
+			if stateVars[sym.Name] && sym.Value != 0 {
+				p.stateVars = append(p.stateVars, sym.Value+bias)
+			}
+		}
+	}
 	p.find()
 	return p, nil
 }
+
+// stateVars are the globals that hold a program's main lua_State where
+// its symbol table names them: Tarantool's (whose Lua runs on fiber
+// stacks, where the search of threads' stacks does not look), and the
+// luajit command's own in a build that keeps its symbols.
+var stateVars = map[string]bool{"tarantool_L": true, "globalL": true}
 
 // kernelProc is a LuaJIT process the kernel walk follows.
 type kernelProc struct {
@@ -95,10 +108,12 @@ type kernelProc struct {
 	layouts []Layout
 	mem     *live.ProcMemory
 	vm      target.PCRange
-	v       kernelValue
-	l       *Layout // the layout the global_State was found with
-	w       *Walker // names frames (its caches are kept)
-	tried   time.Time
+	// stateVars are the addresses of globals that hold a lua_State.
+	stateVars []uint64
+	v         kernelValue
+	l         *Layout // the layout the global_State was found with
+	w         *Walker // names frames (its caches are kept)
+	tried     time.Time
 }
 
 // find looks for the process's global_State: from the VM's C frames on
@@ -111,23 +126,36 @@ func (p *kernelProc) find() bool {
 	for i := range p.layouts {
 		l := &p.layouts[i]
 		w := NewWalker(l, p.mem)
+		for _, a := range p.stateVars {
+			if L, ok := w.u64(a); ok && L != 0 {
+				if g, ok := Global(w, L); ok {
+					p.use(l, g)
+					return true
+				}
+			}
+		}
 		for _, r := range p.stackRanges(sps) {
 			for _, cf := range ScanStack(p.mem, l, r.Lo, r.Hi) {
 				if g, ok := Global(w, cf.L); ok {
-					p.l, p.w = l, NewWalker(l, p.mem)
-					p.v.G = g
-					p.v.GCurL, p.v.GJitBase, p.v.GVMState = uint32(l.gCurL), uint32(l.gJitBase), uint32(l.gVMState)
-					p.v.LBase, p.v.LStack, p.v.LCframe = uint32(l.LBase), uint32(l.LStack), uint32(l.lCframe)
-					p.v.FR2 = 0
-					if l.GC64 {
-						p.v.FR2 = 1
-					}
+					p.use(l, g)
 					return true
 				}
 			}
 		}
 	}
 	return false
+}
+
+// use sets the program's description to global_State g, laid out as l.
+func (p *kernelProc) use(l *Layout, g uint64) {
+	p.l, p.w = l, NewWalker(l, p.mem)
+	p.v.G = g
+	p.v.GCurL, p.v.GJitBase, p.v.GVMState = uint32(l.gCurL), uint32(l.gJitBase), uint32(l.gVMState)
+	p.v.LBase, p.v.LStack, p.v.LCframe = uint32(l.LBase), uint32(l.LStack), uint32(l.lCframe)
+	p.v.FR2 = 0
+	if l.GC64 {
+		p.v.FR2 = 1
+	}
 }
 
 // stackRanges are the stack ranges find searches: the main thread's
