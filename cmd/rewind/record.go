@@ -31,7 +31,9 @@ as --unwind-in user does: it copies each sample's user registers and the
 top of its user stack (--stack-size bytes; when a process's samples show
 deeper stacks the copy doubles while recording, up to the kernel's
 65528, unless --stack-size is given) and unwinds the copies itself
-afterwards (--method; no Python frames; where BPF loads, a small
+afterwards (--method; the Python frames are read from the process as
+each sample is read, a fraction of a millisecond after it, and the
+fidelity table says how many were late or torn; where BPF loads, a small
 program also copies, for a sample on a Go thread's system stack, the
 goroutine's g and stack, so that Go stacks cross runtime.morestack and
 runtime.systemstack as Go's own profiler shows them). Either way rewind adds kernel
