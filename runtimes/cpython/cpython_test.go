@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
 }
 
 // want is park.py's report: thread id → Python frames, innermost first.
-func want(t *testing.T, path string) map[int][]cpython.Frame {
+func want(t testing.TB, path string) map[int][]cpython.Frame {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

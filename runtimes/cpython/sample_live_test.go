@@ -1,6 +1,7 @@
 package cpython_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rewindstack/rewind/internal/procmaps"
@@ -52,4 +53,43 @@ func TestSampleMatchesCurrentFrames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkSample reads one parked thread's chain of park.py on Debian's
+// 3.11 as a recording in user space does at each sample: what a sample
+// costs the recorder.
+func BenchmarkSample(b *testing.B) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		b.Skipf("%s not installed", python)
+	}
+	proc, report := startParkB(b, python)
+	var sm runtimes.Sampler
+	for _, r := range runtimes.All() {
+		if s, ok := r.(runtimes.Sampler); ok {
+			sm = s
+		}
+	}
+	maps, err := procmaps.Read(proc.PID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sp, err := sm.SampleProcess(proc.PID, maps)
+	if err != nil || sp == nil {
+		b.Fatalf("SampleProcess: %v, %v", sp, err)
+	}
+	defer sp.Close()
+	threads := want(b, report)
+	tid, frames := 0, 0
+	for t, fs := range threads {
+		if len(fs) > frames {
+			tid, frames = t, len(fs)
+		}
+	}
+	for b.Loop() {
+		if st, how := sp.Sample(tid); how != runtimes.SampleWhole || len(st.Frames) != frames {
+			b.Fatalf("read %v, %d frames, want whole, %d", how, len(st.Frames), frames)
+		}
+	}
+	b.ReportMetric(float64(frames), "frames")
 }
