@@ -70,6 +70,12 @@ _PyEval_EvalFrameDefault frame, as "qualname (file:line) [python]"
 frame chains are read in the threads' pause. --no-python leaves them out;
 an unknown version or build is a one-line note, native frames only.
 
+The same goes for LuaJIT 2.1 (luajit, libluajit-5.1.so, Tarantool,
+OpenResty; stripped or not: "name (chunk:line) [lua]" as debug.traceback
+names them, with --fibers each suspended coroutine as a fiber; --no-lua)
+and Ruby 3.0-3.4 (libruby or a ruby executable: "label (path:line)
+[ruby]" as caller_locations gives them, above rb_vm_exec; --no-ruby).
+
 Needs ptrace permission over the target: root, CAP_SYS_PTRACE, or
 kernel.yama.ptrace_scope=0 for processes of the same user.
 ` + locateHelp

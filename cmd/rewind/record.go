@@ -24,16 +24,17 @@ Samples every thread (and threads and children created later) with the
 cpu-clock event of perf_event_open (--off-cpu: where they block) and, by
 default, walks each sample's user stack in the kernel when the BPF
 unwinder loads (root, or CAP_BPF and CAP_PERFMON): a BPF program walks
-rewind's unwind tables at sample time, and CPython's frame chains for
-the Python functions, and counts the stacks there: no stack copies,
-nothing lost. When it cannot load, record says so in one line and does
+rewind's unwind tables at sample time, and the interpreters' own frames
+(CPython, LuaJIT, Ruby: shown above the native frame that runs them),
+and counts the stacks there: no stack copies, nothing lost. When it cannot load, record says so in one line and does
 as --unwind-in user does: it copies each sample's user registers and the
 top of its user stack (--stack-size bytes; when a process's samples show
 deeper stacks the copy doubles while recording, up to the kernel's
 65528, unless --stack-size is given) and unwinds the copies itself
-afterwards (--method; the Python frames are read from the process as
-each sample is read, a fraction of a millisecond after it, and the
-fidelity table says how many were late or torn; where BPF loads, a small
+afterwards (--method; Python and Ruby frames are read from the process
+as each sample is read, a fraction of a millisecond after it, and the
+fidelity table says how many were late or torn; LuaJIT's need the kernel
+walk, and a line says so; where BPF loads, a small
 program also copies, for a sample on a Go thread's system stack, the
 goroutine's g and stack, so that Go stacks cross runtime.morestack and
 runtime.systemstack as Go's own profiler shows them). Either way rewind adds kernel
