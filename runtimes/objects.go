@@ -2,6 +2,9 @@ package runtimes
 
 import (
 	"debug/elf"
+	"fmt"
+	"os"
+	"syscall"
 
 	"github.com/rewindstack/rewind/target"
 )
@@ -30,4 +33,56 @@ func LoadBias(f *elf.File, maps []target.Mapping, path string) (bias uint64, ok 
 		}
 	}
 	return 0, false
+}
+
+// ProcessFile is a runtime's way to open the objects mapped in live
+// process pid, found as package
+// live finds a mapped object: /proc/PID/map_files (the very file that
+// is mapped), else the path in the process's root directory
+// (/proc/PID/root: a process in a container), else the path as this
+// process sees it (a chrooted process's maps show host paths); a file
+// found by path whose inode is not the mapping's is skipped.
+func ProcessFile(pid int) func(*target.Mapping) string {
+	return func(m *target.Mapping) string {
+		if m.Path == "" || m.Path[0] != '/' {
+			return ""
+		}
+		mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
+		if _, err := os.Stat(mf); err == nil {
+			return mf
+		}
+		for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path} {
+			st, err := os.Stat(cand)
+			if err != nil {
+				continue
+			}
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && m.Inode != 0 && sys.Ino != m.Inode {
+				continue
+			}
+			return cand
+		}
+		return ""
+	}
+}
+
+// CoreFiles is a runtime's way to open the objects of a core's target: the object a mapping of
+// the same file was opened from (as --exe, --sysroot or debuginfod found
+// it; only executable mappings have a module).
+func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
+	paths := map[string]string{}
+	for _, m := range space.Mappings() {
+		if m.Module != nil && m.Module.File != nil {
+			paths[m.Path] = m.Module.File.Path
+		}
+	}
+	return func(m *target.Mapping) string { return paths[m.Path] }
+}
+
+// Maps returns the mappings of a target's address space.
+func Maps(space *target.AddressSpace) []target.Mapping {
+	var out []target.Mapping
+	for _, m := range space.Mappings() {
+		out = append(out, *m)
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/runtimes/cpython"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
@@ -55,7 +56,7 @@ func BenchmarkDump(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rt, err := cpython.Find(maps, live.NewReader(proc.PID), cpython.ProcessFile(proc.PID))
+			rt, err := cpython.Find(maps, live.NewReader(proc.PID), runtimes.ProcessFile(proc.PID))
 			if err != nil || rt == nil {
 				b.Fatalf("Find: %v %v", rt, err)
 			}

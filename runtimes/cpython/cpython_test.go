@@ -19,6 +19,7 @@ import (
 	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/runtimes/cpython"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
@@ -161,7 +162,7 @@ func liveTarget(t testing.TB, pid int) (*target.Target, *cpython.Live) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := cpython.Find(maps, live.NewReader(pid), cpython.ProcessFile(pid))
+	rt, err := cpython.Find(maps, live.NewReader(pid), runtimes.ProcessFile(pid))
 	if err != nil || rt == nil {
 		t.Fatalf("Find: %v, %v", rt, err)
 	}
@@ -185,7 +186,7 @@ func coreTarget(t *testing.T, proc *fixture.Proc, want map[int][]cpython.Frame) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := cpython.Find(cpython.Maps(tg.Space), tg.Mem, cpython.CoreFiles(tg.Space))
+	rt, err := cpython.Find(runtimes.Maps(tg.Space), tg.Mem, runtimes.CoreFiles(tg.Space))
 	if err != nil || rt == nil {
 		t.Fatalf("Find: %v, %v", rt, err)
 	}
@@ -374,7 +375,7 @@ func TestLiveRereadInPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := cpython.Find(maps, live.NewReader(proc.PID), cpython.ProcessFile(proc.PID))
+	rt, err := cpython.Find(maps, live.NewReader(proc.PID), runtimes.ProcessFile(proc.PID))
 	if err != nil || rt == nil {
 		t.Fatalf("Find: %v, %v", rt, err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/runtimes/cpython"
 )
 
@@ -17,7 +18,7 @@ func ExampleNewLive() {
 		fmt.Println(err)
 		return
 	}
-	rt, err := cpython.Find(maps, live.NewReader(pid), cpython.ProcessFile(pid))
+	rt, err := cpython.Find(maps, live.NewReader(pid), runtimes.ProcessFile(pid))
 	if rt == nil {
 		fmt.Println("no Python frames:", err) // none mapped, or an unknown version
 		return

@@ -3,12 +3,11 @@ package cpython
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -116,7 +115,7 @@ func open(maps []target.Mapping, m *target.Mapping, sm []string, mem target.Memo
 	if !ok {
 		return nil, nil
 	}
-	bias, ok := loadBias(f, maps, m.Path)
+	bias, ok := runtimes.LoadBias(f, maps, m.Path)
 	if !ok {
 		return nil, fmt.Errorf("%s: no mapping of its first loadable segment", path)
 	}
@@ -164,81 +163,4 @@ func runtimeSymbol(f *elf.File) (uint64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// loadBias is the load bias of the object mapped from path: the mapping
-// of file offset 0 holds its first PT_LOAD segment.
-func loadBias(f *elf.File, maps []target.Mapping, path string) (uint64, bool) {
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_LOAD {
-			continue
-		}
-		for i := range maps {
-			m := &maps[i]
-			if m.Path == path && m.Offset <= p.Off && p.Off < m.Offset+(m.End-m.Start) {
-				// The byte at file offset p.Off is at p.Vaddr in the object.
-				return m.Start + (p.Off - m.Offset) - p.Vaddr, true
-			}
-		}
-		break
-	}
-	// The first segment's mapping is not listed (a core's notes cut
-	// short): the bias the target computed for the object's code.
-	for i := range maps {
-		if m := &maps[i]; m.Path == path && m.Module != nil {
-			return m.Bias, true
-		}
-	}
-	return 0, false
-}
-
-// ProcessFile is Find's file for live process pid, found as package
-// live finds a mapped object: /proc/PID/map_files (the very file that
-// is mapped), else the path in the process's root directory
-// (/proc/PID/root: a process in a container), else the path as this
-// process sees it (a chrooted process's maps show host paths); a file
-// found by path whose inode is not the mapping's is skipped.
-func ProcessFile(pid int) func(*target.Mapping) string {
-	return func(m *target.Mapping) string {
-		if m.Path == "" || m.Path[0] != '/' {
-			return ""
-		}
-		mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
-		if _, err := os.Stat(mf); err == nil {
-			return mf
-		}
-		for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path} {
-			st, err := os.Stat(cand)
-			if err != nil {
-				continue
-			}
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok && m.Inode != 0 && sys.Ino != m.Inode {
-				continue
-			}
-			return cand
-		}
-		return ""
-	}
-}
-
-// CoreFiles is Find's file for a core's target: the object a mapping of
-// the same file was opened from (as --exe, --sysroot or debuginfod found
-// it; only executable mappings have a module).
-func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
-	paths := map[string]string{}
-	for _, m := range space.Mappings() {
-		if m.Module != nil && m.Module.File != nil {
-			paths[m.Path] = m.Module.File.Path
-		}
-	}
-	return func(m *target.Mapping) string { return paths[m.Path] }
-}
-
-// Maps returns the mappings of a target's address space, for Find.
-func Maps(space *target.AddressSpace) []target.Mapping {
-	var out []target.Mapping
-	for _, m := range space.Mappings() {
-		out = append(out, *m)
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/runtimes/cpython"
 )
 
@@ -62,7 +63,7 @@ func TestProbe(t *testing.T) {
 			}
 			mem := live.NewProcMemory(pid)
 			defer mem.Close()
-			rt, err := cpython.Find(maps, mem, cpython.ProcessFile(pid))
+			rt, err := cpython.Find(maps, mem, runtimes.ProcessFile(pid))
 			if err != nil || rt == nil {
 				t.Fatalf("Find: %v, %v", rt, err)
 			}

@@ -27,7 +27,7 @@ func (registered) Entry() string { return EvalFunction }
 
 func (registered) KernelProcess(pid int, maps []target.Mapping) (runtimes.KernelProcess, error) {
 	mem := live.NewProcMemory(pid)
-	rt, err := Find(maps, mem, ProcessFile(pid))
+	rt, err := Find(maps, mem, runtimes.ProcessFile(pid))
 	if rt == nil {
 		mem.Close()
 		if err != nil {

@@ -33,7 +33,7 @@ func (registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
 	if maps == nil {
 		return nil, nil // (unreadable maps: the capture says why)
 	}
-	rt, err := Find(maps, live.NewReader(pid), ProcessFile(pid))
+	rt, err := Find(maps, live.NewReader(pid), runtimes.ProcessFile(pid))
 	if rt == nil {
 		return nil, note(err)
 	}
@@ -43,7 +43,7 @@ func (registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
 }
 
 func (registered) Core(tg *target.Target, warn func(string)) {
-	rt, err := Find(Maps(tg.Space), tg.Mem, CoreFiles(tg.Space))
+	rt, err := Find(runtimes.Maps(tg.Space), tg.Mem, runtimes.CoreFiles(tg.Space))
 	if rt == nil {
 		warnErr(warn, err)
 		return

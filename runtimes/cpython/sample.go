@@ -23,7 +23,7 @@ const (
 
 func (registered) SampleProcess(pid int, maps []target.Mapping) (runtimes.SampleProcess, error) {
 	mem := live.NewProcMemory(pid)
-	rt, err := Find(maps, mem, ProcessFile(pid))
+	rt, err := Find(maps, mem, runtimes.ProcessFile(pid))
 	if rt == nil {
 		mem.Close()
 		if err != nil {

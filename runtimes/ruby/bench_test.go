@@ -7,6 +7,7 @@ import (
 
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/runtimes/ruby"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
@@ -42,7 +43,7 @@ func BenchmarkDump(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rt, err := ruby.Find(maps, ruby.ProcessFile(proc.PID))
+			rt, err := ruby.Find(maps, runtimes.ProcessFile(proc.PID))
 			if err != nil || rt == nil {
 				b.Fatalf("Find: %v %v", rt, err)
 			}

@@ -5,11 +5,10 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -120,7 +119,7 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 			return nil, fmt.Errorf("%s (Ruby %s): neither ruby_current_vm_ptr nor ruby_vm_at_exit's code finds the VM", path, version)
 		}
 	}
-	bias, ok := loadBias(f, maps, m.Path)
+	bias, ok := runtimes.LoadBias(f, maps, m.Path)
 	if !ok {
 		return nil, fmt.Errorf("%s: no mapping of its first loadable segment", path)
 	}
@@ -253,76 +252,4 @@ func symbolTable(f *elf.File, vaddr, size uint64) uint64 {
 		}
 	}
 	return 0
-}
-
-// loadBias is the load bias of the object mapped from path: the mapping
-// of its first PT_LOAD segment's file offset, else the bias the target
-// computed for the object's code.
-func loadBias(f *elf.File, maps []target.Mapping, path string) (uint64, bool) {
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_LOAD {
-			continue
-		}
-		for i := range maps {
-			m := &maps[i]
-			if m.Path == path && m.Offset <= p.Off && p.Off < m.Offset+(m.End-m.Start) {
-				return m.Start + (p.Off - m.Offset) - p.Vaddr, true
-			}
-		}
-		break
-	}
-	for i := range maps {
-		if m := &maps[i]; m.Path == path && m.Module != nil {
-			return m.Bias, true
-		}
-	}
-	return 0, false
-}
-
-// ProcessFile is Find's file for live process pid: the very file mapped
-// (/proc/PID/map_files), else the path in the process's root, else the
-// path as this process sees it; a file found by path whose inode is not
-// the mapping's is skipped.
-func ProcessFile(pid int) func(*target.Mapping) string {
-	return func(m *target.Mapping) string {
-		if m.Path == "" || m.Path[0] != '/' {
-			return ""
-		}
-		mf := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
-		if _, err := os.Stat(mf); err == nil {
-			return mf
-		}
-		for _, cand := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.Path), m.Path} {
-			st, err := os.Stat(cand)
-			if err != nil {
-				continue
-			}
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok && m.Inode != 0 && sys.Ino != m.Inode {
-				continue
-			}
-			return cand
-		}
-		return ""
-	}
-}
-
-// CoreFiles is Find's file for a core's target: the object a mapping of
-// the same file was opened from (only code mappings have a module).
-func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
-	paths := map[string]string{}
-	for _, m := range space.Mappings() {
-		if m.Module != nil && m.Module.File != nil {
-			paths[m.Path] = m.Module.File.Path
-		}
-	}
-	return func(m *target.Mapping) string { return paths[m.Path] }
-}
-
-// Maps returns the mappings of a target's address space, for Find.
-func Maps(space *target.AddressSpace) []target.Mapping {
-	var out []target.Mapping
-	for _, m := range space.Mappings() {
-		out = append(out, *m)
-	}
-	return out
 }

@@ -34,7 +34,7 @@ type kernelValue struct {
 func (registered) Entry() string { return Entry }
 
 func (registered) KernelProcess(pid int, maps []target.Mapping) (runtimes.KernelProcess, error) {
-	rt, err := Find(maps, ProcessFile(pid))
+	rt, err := Find(maps, runtimes.ProcessFile(pid))
 	if rt == nil {
 		return nil, note(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rewindstack/rewind/internal/procmaps"
 	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/runtimes/ruby"
 	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/symbolize"
@@ -162,7 +163,7 @@ func TestMatchesCallerLocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := ruby.Find(maps, ruby.ProcessFile(p.PID))
+	rt, err := ruby.Find(maps, runtimes.ProcessFile(p.PID))
 	if err != nil || rt == nil {
 		t.Fatalf("Find: %v, %v", rt, err)
 	}
@@ -194,7 +195,7 @@ func TestMatchesCallerLocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crt, err := ruby.Find(ruby.Maps(tg.Space), ruby.CoreFiles(tg.Space))
+	crt, err := ruby.Find(runtimes.Maps(tg.Space), runtimes.CoreFiles(tg.Space))
 	if err != nil || crt == nil {
 		t.Fatalf("Find in the core: %v, %v", crt, err)
 	}

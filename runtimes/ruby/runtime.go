@@ -40,7 +40,7 @@ func (registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
 	if maps == nil {
 		return nil, nil
 	}
-	rt, err := Find(maps, ProcessFile(pid))
+	rt, err := Find(maps, runtimes.ProcessFile(pid))
 	if rt == nil {
 		return nil, note(err)
 	}
@@ -50,7 +50,7 @@ func (registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) {
 }
 
 func (registered) Core(tg *target.Target, warn func(string)) {
-	rt, err := Find(Maps(tg.Space), CoreFiles(tg.Space))
+	rt, err := Find(runtimes.Maps(tg.Space), runtimes.CoreFiles(tg.Space))
 	if rt == nil {
 		warnErr(warn, err)
 		return

@@ -17,7 +17,7 @@ const (
 )
 
 func (registered) SampleProcess(pid int, maps []target.Mapping) (runtimes.SampleProcess, error) {
-	rt, err := Find(maps, ProcessFile(pid))
+	rt, err := Find(maps, runtimes.ProcessFile(pid))
 	if rt == nil {
 		return nil, note(err)
 	}
