@@ -53,7 +53,7 @@ func Core(path string, opt Options) (*output.Report, error) {
 	for _, r := range p.runtimes() {
 		r.Core(tg, p.warn)
 	}
-	walks := fibers.DropPhantoms(stacks.Walk(tg, p.stacksOptions()), found)
+	walks := dropPhantoms(stacks.Walk(tg, p.stacksOptions()), found)
 	p.mark("unwind")
 	p.warnUnreadable(tg.Space, walks)
 	rep := stacks.Report(tg, walks, p.sym)
@@ -64,6 +64,29 @@ func Core(path string, opt Options) (*output.Report, error) {
 // stacksOptions are the options of the dump's walks.
 func (p *pipe) stacksOptions() stacks.Options {
 	return stacks.Options{Unwinder: p.u, Threads: p.opt.Threads}
+}
+
+// dropPhantoms removes from walks the stale fibers of the contexts the
+// fiber scan found (fibers.Phantoms), keeping the others in order.
+func dropPhantoms(walks []stacks.Walked, found []fibers.Spec) []stacks.Walked {
+	if len(found) == 0 {
+		return walks
+	}
+	in := make([]fibers.Walk, len(walks))
+	for i := range walks {
+		in[i] = fibers.Walk{Fiber: walks[i].Fiber, Stack: &walks[i].Stack}
+	}
+	drop := fibers.Phantoms(in, found)
+	if drop == nil {
+		return walks
+	}
+	out := walks[:0:0]
+	for i := range walks {
+		if !drop[i] {
+			out = append(out, walks[i])
+		}
+	}
+	return out
 }
 
 // coreSetup is what setupCore made of a core.

@@ -127,7 +127,7 @@ func (lv *liveDump) unwind(tg *target.Target) {
 	for _, l := range lv.rts {
 		l.Attach(tg, lv.p.warn)
 	}
-	lv.walks = fibers.DropPhantoms(stacks.Walk(tg, lv.p.stacksOptions()), lv.found)
+	lv.walks = dropPhantoms(stacks.Walk(tg, lv.p.stacksOptions()), lv.found)
 }
 
 // liveFibers scans process pid for fibers when asked (the specs found are

@@ -125,7 +125,7 @@ func checkLayout(t *testing.T, r *adjacentRun, layout string, threadSP uint64) {
 // (adjacent_fc.cc), with the process's thread running on one of those
 // stacks and stale records of several kinds beside the parked fibers (see
 // the sources): --fiber-scan's contexts, once walked and past
-// DropPhantoms, are exactly the parked ones the program reports, with
+// Phantoms, are exactly the parked ones the program reports, with
 // the stacks in one mapping and with a guard page splitting it into one
 // per stack, at -O1 and at -O2 without frame pointers; each unwinds to
 // the function that switched away, then to the return addresses
@@ -173,10 +173,10 @@ func TestScanAdjacentStacks(t *testing.T) {
 }
 
 // checkAdjacent walks tg (its scanned contexts found among them) and
-// checks what DropPhantoms keeps against the program's report.
+// checks what Phantoms keeps against the program's report.
 func checkAdjacent(t *testing.T, r *adjacentRun, tg *target.Target, found []fibers.Spec, where string) {
 	t.Helper()
-	walks := fibers.DropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+	walks := dropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
 	if got, want := specSet(walkedSpecs(walks)), specSet(r.specs()); got != want {
 		t.Errorf("%sscan found %s\nkept %s\nwant the parked contexts %s\n(stale records: %s)", where, specSet(found), got, want, specSet(r.stale))
 	}

@@ -80,7 +80,7 @@
 // so one mapping may hold the stack a thread runs on and parked fibers'
 // beside it (stacks carved from one mmap), and the same program must give
 // the same contexts whether guard pages split them or not. Once the
-// contexts and the threads are walked, DropPhantoms drops the stale ones
+// contexts and the threads are walked, Phantoms tells the stale ones
 // by their frames: records in the live part of a running stack (main's
 // own ucontext_t) or below it whose frames climb into it, records that
 // pass through another context's switch or whose frames are older than

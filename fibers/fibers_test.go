@@ -378,7 +378,7 @@ func TestJSON(t *testing.T) {
 
 // keptLive captures process pid with the contexts a scan found copied in
 // the pause, as dump does, walks it, and returns the contexts
-// DropPhantoms keeps.
+// Phantoms keeps.
 func keptLive(t *testing.T, pid int, found []fibers.Spec) []fibers.Spec {
 	t.Helper()
 	fc := fibers.NewCopier(pid, found, false, func(s string) { t.Error(s) })
@@ -390,7 +390,7 @@ func keptLive(t *testing.T, pid int, found []fibers.Spec) []fibers.Spec {
 	}
 	tg := snap.Target(nil, nil)
 	tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { t.Error(s) })...)
-	return walkedSpecs(fibers.DropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found))
+	return walkedSpecs(dropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found))
 }
 
 // keptCore is keptLive for a core's target tg (its contexts are left as
@@ -400,11 +400,11 @@ func keptCore(t *testing.T, tg *target.Target, found []fibers.Spec) []fibers.Spe
 	saved := tg.Contexts
 	defer func() { tg.Contexts = saved }()
 	tg.Contexts = append(slices.Clip(tg.Contexts), fibers.FromCore(tg, found, false, func(s string) { t.Error(s) })...)
-	return walkedSpecs(fibers.DropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found))
+	return walkedSpecs(dropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found))
 }
 
 // TestScanLive: --fiber-scan's contexts, once walked and past
-// DropPhantoms, are exactly the fixture's four parked contexts (none of
+// Phantoms, are exactly the fixture's four parked contexts (none of
 // the stale ones main saved on its own stack, which the scan finds: no
 // mapping says a thread runs there), and they unwind as the explicit ones
 // do.
@@ -438,7 +438,7 @@ func TestScanLive(t *testing.T) {
 }
 
 // TestScanCore: --fiber-scan over a gcore core finds the fixture's four
-// parked contexts (past DropPhantoms), as the live scan does, and they
+// parked contexts (past Phantoms), as the live scan does, and they
 // unwind to backtrace()'s return addresses.
 func TestScanCore(t *testing.T) {
 	p, ps := startFibers(t, "-O1")
@@ -554,6 +554,23 @@ func startProgram(t *testing.T, src string, flags ...string) (*fixture.Proc, str
 	return fixture.Start(t, exe), exe
 }
 
+// dropPhantoms removes from walks the stale fibers of the contexts a scan
+// found, as dump does.
+func dropPhantoms(walks []stacks.Walked, found []fibers.Spec) []stacks.Walked {
+	in := make([]fibers.Walk, len(walks))
+	for i := range walks {
+		in[i] = fibers.Walk{Fiber: walks[i].Fiber, Stack: &walks[i].Stack}
+	}
+	drop := fibers.Phantoms(in, found)
+	var out []stacks.Walked
+	for i := range walks {
+		if drop == nil || !drop[i] {
+			out = append(out, walks[i])
+		}
+	}
+	return out
+}
+
 // walkedSpecs lists the fibers of walks as specs.
 func walkedSpecs(walks []stacks.Walked) []fibers.Spec {
 	var out []fibers.Spec
@@ -598,9 +615,9 @@ func TestScanDropsStale(t *testing.T) {
 			}
 			tg := snap.Target(nil, nil)
 			tg.Contexts = append(tg.Contexts, fc.Contexts(tg, func(s string) { t.Error(s) })...)
-			walks := fibers.DropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+			walks := dropPhantoms(stacks.Walk(tg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
 			if got, want := specSet(walkedSpecs(walks)), specSet(real); got != want {
-				t.Errorf("after DropPhantoms: %s\nwant the parked fibers: %s", got, want)
+				t.Errorf("after Phantoms: %s\nwant the parked fibers: %s", got, want)
 			}
 			if flags[0] == "-O1" {
 				staleInGdb(t, p.PID, tg, real, stale)
@@ -611,9 +628,9 @@ func TestScanDropsStale(t *testing.T) {
 						t.Fatal(err)
 					}
 					ctg.Contexts = append(ctg.Contexts, fibers.FromCore(ctg, found, false, func(s string) { t.Error(s) })...)
-					walks := fibers.DropPhantoms(stacks.Walk(ctg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
+					walks := dropPhantoms(stacks.Walk(ctg, stacks.Options{Unwinder: unwind.NewAuto()}), found)
 					if got, want := specSet(walkedSpecs(walks)), specSet(real); got != want {
-						t.Errorf("core: after DropPhantoms: %s\nwant the parked fibers: %s", got, want)
+						t.Errorf("core: after Phantoms: %s\nwant the parked fibers: %s", got, want)
 					}
 				})
 			}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rewindstack/rewind/stacks"
+	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
 
@@ -15,8 +15,19 @@ import (
 // to mark a stack in use.
 const maxLiveStack = 64 << 20
 
-// DropPhantoms removes, from walks (stacks.Walk's, fibers included), the
-// fibers of contexts a scan found (scanned) that are stale. No rule looks
+// Walk is one context's walk as Phantoms reads it: Fiber is the fiber's
+// context (nil for a thread's), Stack its walk (empty when Fiber.Err is
+// set): a stacks.Walked's Fiber and &Stack. Phantoms takes these rather
+// than stacks' type so that fibers, a runtime's reader, stays below the
+// outputs.
+type Walk struct {
+	Fiber *target.Context
+	Stack *unwind.Stack
+}
+
+// Phantoms tells, of walks (every thread's and fiber's of a target), the
+// fibers of contexts a scan found (scanned) that are stale: the result's
+// [i] is set for such a walks[i]; it is nil when there is none. No rule looks
 // at mappings: one mapping may hold many stacks (adjacent mmaps merge),
 // among them one a thread is running on, so only the walks tell which
 // stack a record belongs to and which part of it is in use. The live part
@@ -66,9 +77,9 @@ const maxLiveStack = 64 << 20
 //     stale record never hide a real fiber: they cover nothing). Of two
 //     clean ones on one stack that nothing above tells apart, the deeper
 //     is kept.
-func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
+func Phantoms(walks []Walk, scanned []Spec) []bool {
 	if len(scanned) == 0 {
-		return walks
+		return nil
 	}
 	isScanned := map[Spec]bool{}
 	for _, sp := range scanned {
@@ -84,7 +95,7 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 			}
 			continue
 		}
-		if lo, hi, ok := liveSpan(&w.Stack); ok {
+		if lo, hi, ok := liveSpan(w.Stack); ok {
 			running.add(lo, hi)
 		}
 	}
@@ -92,7 +103,7 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 	drop := map[int]bool{}
 	// 1: in a running stack.
 	for _, i := range cands {
-		st := &walks[i].Stack
+		st := walks[i].Stack
 		if !clean(st) && running.near(st.Frames[0].SP, minFiberGap) {
 			drop[i] = true
 			continue
@@ -118,7 +129,7 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 		if drop[i] {
 			continue
 		}
-		fs := climbing(&walks[i].Stack)
+		fs := climbing(walks[i].Stack)
 		for _, f := range fs[min(1, len(fs)):] {
 			if heads[frameKey{f.SP, f.PC}] {
 				drop[i] = true
@@ -134,7 +145,7 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 	var kept spans
 	var reach uint64
 	for _, i := range cands {
-		st := &walks[i].Stack
+		st := walks[i].Stack
 		if drop[i] || !clean(st) {
 			continue
 		}
@@ -154,7 +165,7 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 	kept.index()
 	var bad [][2]uint64 // the spans of the kept walks that ended badly
 	for _, i := range cands {
-		if drop[i] || clean(&walks[i].Stack) {
+		if drop[i] || clean(walks[i].Stack) {
 			continue
 		}
 		s := sp(i)
@@ -165,13 +176,11 @@ func DropPhantoms(walks []stacks.Walked, scanned []Spec) []stacks.Walked {
 		bad = append(bad, [2]uint64{s, s + minFiberGap - 1})
 	}
 	if len(drop) == 0 {
-		return walks
+		return nil
 	}
-	out := walks[:0:0]
-	for i := range walks {
-		if !drop[i] {
-			out = append(out, walks[i])
-		}
+	out := make([]bool, len(walks))
+	for i := range drop {
+		out[i] = true
 	}
 	return out
 }
@@ -249,7 +258,7 @@ func liveSpan(st *unwind.Stack) (lo, hi uint64, ok bool) {
 	return fs[0].SP, fs[len(fs)-1].SP, true
 }
 
-// dropOlder is rule 3 of DropPhantoms: of two scanned walks (not dropped
+// dropOlder is rule 3 of Phantoms: of two scanned walks (not dropped
 // yet) that share a frame (its stack pointer and PC: one stack), the
 // deeper is dropped when, at the first frame they share, the call before
 // its return address calls the function of the shallower walk's frame
@@ -259,7 +268,7 @@ func liveSpan(st *unwind.Stack) (lo, hi uint64, ok bool) {
 // symbols, both or neither matching: a tail call leaves its caller's
 // return address to a frame of another function) leaves the pair to rule
 // 4, which keeps the deeper.
-func dropOlder(walks []stacks.Walked, cands []int, drop map[int]bool) {
+func dropOlder(walks []Walk, cands []int, drop map[int]bool) {
 	type at struct{ cand, k int }
 	type frameKey struct{ sp, pc uint64 }
 	shared := map[frameKey][]at{}
@@ -267,7 +276,7 @@ func dropOlder(walks []stacks.Walked, cands []int, drop map[int]bool) {
 		if drop[i] {
 			continue
 		}
-		fs := climbing(&walks[i].Stack)
+		fs := climbing(walks[i].Stack)
 		for k := 1; k < len(fs); k++ {
 			key := frameKey{fs[k].SP, fs[k].PC}
 			shared[key] = append(shared[key], at{i, k})

@@ -123,7 +123,7 @@ var (
 // kernel merges adjacent anonymous mappings of equal flags), so a pointer
 // stored on one fiber's stack to a record on its neighbour's is taken
 // when a guard page splits them and not when they share a mapping; which
-// records are stale is decided on walks (DropPhantoms), never by
+// records are stale is decided on walks (Phantoms), never by
 // mappings.
 const sameMappingGap = 1 << 20
 
@@ -134,7 +134,7 @@ const minFiberGap = 16 << 10
 // ScanInput is what a scan reads: the process's memory and mappings (with
 // permissions), its pointer guard, and the fcontext record size of its
 // jump_fcontext (0: none). Which stacks threads run on is not asked: one
-// mapping may hold a running stack and parked ones; DropPhantoms tells
+// mapping may hold a running stack and parked ones; Phantoms tells
 // them apart on the walks.
 type ScanInput struct {
 	Mem       target.Memory
@@ -276,7 +276,7 @@ func Scan(in ScanInput, lim ScanLimits) ([]Spec, ScanStats) {
 // closer than minFiberGap (one stack), the proven ones, one per stack
 // pointer (a ucontext_t or jmp_buf before a pointer to a record, then the
 // lowest address), or the lowest unproven one when none is proven. Several
-// proven ones on one stack are left for DropPhantoms, which tells the
+// proven ones on one stack are left for Phantoms, which tells the
 // stale from the real once they are walked: a stale record below a real
 // one's stack pointer (a switch made deeper, earlier) must not win just by
 // being lowest.
@@ -361,7 +361,7 @@ func (s *scanner) mapIndex(addr uint64) int {
 // stackAt reports whether sp is in writable memory. Whether a thread runs
 // on that stack is not asked here: mappings do not tell stacks apart (one
 // mapping may hold a thread's running fiber and the parked ones beside
-// it); DropPhantoms drops what lies in a running stack once the threads
+// it); Phantoms tells what lies in a running stack once the threads
 // are walked.
 func (s *scanner) stackAt(sp uint64) bool {
 	f := s.rw
@@ -507,7 +507,7 @@ func (s *scanner) at(a uint64, buf []byte, off uint64) (found, bool) {
 	// call rewrote (the fiber went on in that frame), or return addresses
 	// that are no record (backtrace()'s array), are not taken. A libcoro
 	// record whose call cannot be followed is taken unproven; an
-	// fcontext record must be shown (DropPhantoms trusts its PC as a
+	// fcontext record must be shown (Phantoms trusts its PC as a
 	// switch's), which boost's own calls to jump_fcontext always are.
 	if s.in.FcontextN != 0 {
 		if ra, ok := s.word(w + s.in.FcontextN); ok && s.afterCall(ra) {

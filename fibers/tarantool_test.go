@@ -328,7 +328,7 @@ func TestTarantoolWithoutDWARF(t *testing.T) {
 // does), in the app with its eight fibers only. The last fiber made
 // (stitched) shares one mapping with its stack in Tarantool's slab arena:
 // the scan missed it when a pointer to a record had to lie in another
-// mapping (see sameMappingGap). Past DropPhantoms, the scan's contexts are
+// mapping (see sameMappingGap). Past Phantoms, the scan's contexts are
 // the fibers and nothing else (the process's threads leave saved contexts
 // on their own stacks: start_thread's jmp_buf).
 func TestScanTarantool(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/regs"
-	"github.com/rewindstack/rewind/stacks"
 	"github.com/rewindstack/rewind/target"
 	"github.com/rewindstack/rewind/unwind"
 )
@@ -268,7 +267,7 @@ func TestScanBudget(t *testing.T) {
 	}
 }
 
-// TestDropPhantoms: a scanned context is dropped when a frame of its walk
+// TestPhantoms: a scanned context is dropped when a frame of its walk
 // lies in the live part of a thread's stack or an explicit fiber's (its
 // first frame, or a later one: a record left below the running stack
 // pointer), when a later frame of its walk is the first frame of another
@@ -282,10 +281,10 @@ func TestScanBudget(t *testing.T) {
 // pointer, or above another kept one that ended badly. Of two on one
 // stack that nothing tells apart but their stack pointers, the deeper is
 // kept.
-func TestDropPhantoms(t *testing.T) {
+func TestPhantoms(t *testing.T) {
 	type fr struct{ sp, pc uint64 }
-	walk := func(kind string, addr uint64, end unwind.EndReason, frames ...fr) stacks.Walked {
-		w := stacks.Walked{Stack: unwind.Stack{End: end}}
+	walk := func(kind string, addr uint64, end unwind.EndReason, frames ...fr) Walk {
+		w := Walk{Stack: &unwind.Stack{End: end}}
 		if kind != "" {
 			w.Fiber = &target.Context{Kind: target.KindFiber, Runtime: kind, Saved: addr}
 		}
@@ -294,7 +293,7 @@ func TestDropPhantoms(t *testing.T) {
 		}
 		return w
 	}
-	walks := []stacks.Walked{
+	walks := []Walk{
 		walk("", 0, unwind.EndRAUndefined, fr{0x70000, 0x501}, fr{0x70100, 0x502}, fr{0x7f000, 0x503}),        // a thread
 		walk(UContext, 0x10, unwind.EndOutermost, fr{0x10000, 0x601}, fr{0x10100, 0x602}, fr{0x19000, 0x603}), // real, scanned
 		walk(UContext, 0x20, unwind.EndOutermost, fr{0x10100, 0x611}, fr{0x19000, 0x603}),                     // stale in it
@@ -322,16 +321,20 @@ func TestDropPhantoms(t *testing.T) {
 		}
 	}
 	var got []uint64
-	for _, w := range DropPhantoms(walks, scanned) {
-		if w.Fiber != nil {
+	drop := Phantoms(walks, scanned)
+	if len(drop) != len(walks) {
+		t.Fatalf("%d drop marks for %d walks", len(drop), len(walks))
+	}
+	for i, w := range walks {
+		if w.Fiber != nil && !drop[i] {
 			got = append(got, w.Fiber.Saved)
 		}
 	}
 	if want := []uint64{0x10, 0x30, 0x50, 0x58, 0xc0, 0x70, 0x90, 0xa0, 0xb8}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("kept %#x, want %#x", got, want)
 	}
-	if n := len(DropPhantoms(walks, nil)); n != len(walks) {
-		t.Errorf("nothing scanned: %d walks kept of %d", n, len(walks))
+	if drop := Phantoms(walks, nil); drop != nil {
+		t.Errorf("nothing scanned: drop marks %v", drop)
 	}
 }
 

@@ -47,7 +47,6 @@ var layers = [][]string{
 // "importer -> imported". The test fails when one of them is gone, so
 // that the list only shrinks.
 var known = map[string]bool{
-	"fibers -> stacks":        true, // fibers walks the contexts it found
 	"goroutines -> symbolize": true, // goroutine dumps name their frames
 	"goroutines -> output":    true, // and write them as a report
 }

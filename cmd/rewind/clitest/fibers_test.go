@@ -75,7 +75,7 @@ func TestDumpFiberFlag(t *testing.T) {
 
 // TestDumpFiberScan: `rewind dump PID --fiber-scan` lists the parked
 // fibers of testdata/stale.cc and not the stale records it leaves in its
-// fibers' live stacks (package fibers, DropPhantoms), live and from a
+// fibers' live stacks (package fibers, Phantoms), live and from a
 // core; with a 64 TB reservation in the process, --fiber-scan-time bounds
 // the scan, one line on stderr says what was left, and the fiber in the
 // small mappings is still listed.
