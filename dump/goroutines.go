@@ -3,6 +3,7 @@ package dump
 import (
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/goroutines/traceback"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/target"
 )
@@ -10,9 +11,9 @@ import (
 // LiveGoroutines lists the goroutines of the live Go program pid (Go 1.22
 // or later), its threads and goroutines copied in one pause kept to
 // opt.MaxPause. The report is written as Go's own traceback prints it by
-// package goroutines' writers. Of opt, the unwinder, the cache, the
+// package traceback's writers. Of opt, the unwinder, the cache, the
 // process-wide settings, MaxStack, MaxPause and the callbacks apply.
-func LiveGoroutines(pid int, opt Options) (*goroutines.Report, error) {
+func LiveGoroutines(pid int, opt Options) (*traceback.Report, error) {
 	p := newGoroutinePipe(opt)
 	defer p.finish()
 	snap, set, err := goroutines.Capture(pid, live.Options{MaxStack: opt.MaxStack, MaxPause: opt.MaxPause, StaggerDuring: true})
@@ -25,7 +26,7 @@ func LiveGoroutines(pid int, opt Options) (*goroutines.Report, error) {
 	}
 	tg := snap.Target(p.objs, p.warn)
 	p.mark("open")
-	rep := set.Report(tg, p.u, p.sym)
+	rep := traceback.New(set, tg, p.u, p.sym)
 	rep.PauseUS = new(snap.Pause.Microseconds())
 	p.mark("unwind+symbolize")
 	return rep, nil
@@ -34,7 +35,7 @@ func LiveGoroutines(pid int, opt Options) (*goroutines.Report, error) {
 // CoreGoroutines lists the goroutines of the Go program whose core file
 // is at path, as LiveGoroutines does. A damaged core's report comes with
 // the error saying so, as Core's does.
-func CoreGoroutines(path string, opt Options) (*goroutines.Report, error) {
+func CoreGoroutines(path string, opt Options) (*traceback.Report, error) {
 	p := newGoroutinePipe(opt)
 	defer p.finish()
 	c, err := corefile.Open(path)
@@ -55,7 +56,7 @@ func CoreGoroutines(path string, opt Options) (*goroutines.Report, error) {
 		return nil, err
 	}
 	p.mark("open")
-	rep := set.Report(tg, p.u, p.sym)
+	rep := traceback.New(set, tg, p.u, p.sym)
 	p.mark("unwind+symbolize")
 	return rep, cs.damaged
 }

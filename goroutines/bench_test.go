@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/goroutines/traceback"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -82,11 +83,11 @@ func benchDump(b *testing.B, n int, gogc string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rep := set.Report(snap.Target(objs, nil), u, sym)
+		rep := traceback.New(set, snap.Target(objs, nil), u, sym)
 		if len(rep.Notes) > 0 && count == 0 {
 			b.Logf("notes: %d, first %q", len(rep.Notes), rep.Notes[0])
 		}
-		if err := goroutines.WriteText(io.Discard, rep); err != nil {
+		if err := traceback.WriteText(io.Discard, rep); err != nil {
 			b.Fatal(err)
 		}
 		w, u, sy := goroutines.CopyCost(set)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/goroutines/traceback"
 	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/symbolize"
@@ -64,7 +65,8 @@ func example() (pid int, stop func()) {
 
 // Example dumps the goroutines of another Go process: its threads and
 // goroutines are copied in one pause, then each goroutine is a target
-// context to unwind, and the report lists what Go's traceback would.
+// context to unwind, and the report (package traceback) lists what Go's
+// traceback would.
 func Example() {
 	pid, stop := example()
 	defer stop()
@@ -82,7 +84,7 @@ func Example() {
 	fmt.Println(kinds[target.KindGoroutine] == len(set.Goroutines))
 
 	u, _ := unwind.ByName("auto")
-	rep := set.Report(tg, u, &symbolize.Symbolizer{Inlines: true})
+	rep := traceback.New(set, tg, u, &symbolize.Symbolizer{Inlines: true})
 	for _, g := range rep.Goroutines {
 		if len(g.Frames) > 0 && strings.HasSuffix(g.Frames[0].Function, ".parkForExample") {
 			fmt.Printf("[%s] %s, created by %s\n", g.WaitReason, g.Frames[0].Function, g.CreatedBy.Function)

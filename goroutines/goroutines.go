@@ -108,6 +108,22 @@ type Set struct {
 // runtime says it runs.
 func (s *Set) stoppedAtRead(tid int) bool { return s.atRead == nil || s.atRead[tid] }
 
+// Running reports whether g was running when it was read: its context
+// has the registers of the thread it ran on, and its PC is where it was,
+// not a saved return address.
+func (g *Goroutine) Running() bool { return g.g != nil && g.g.status == gRunning }
+
+// SyscallThread returns the thread of goroutine g when g is in a system
+// call or cgo call and that thread's registers were read with the
+// goroutines (0 otherwise): the thread's walk then shows, below the
+// goroutine's Go code, the C code it runs.
+func (s *Set) SyscallThread(g *Goroutine) int {
+	if g.g == nil || g.g.status != gSyscall || !s.stoppedAtRead(g.Thread) || s.asleep[g.Thread] {
+		return 0
+	}
+	return g.Thread
+}
+
 // Capture pauses process pid once and returns its threads (as
 // live.Capture) and its goroutines, both copied in that pause. opt is
 // passed to live.Capture (opt.During is replaced). With

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rewindstack/rewind/corefile"
 	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/goroutines/traceback"
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/symbolize"
@@ -265,21 +266,21 @@ func compareDumps(t *testing.T, rewind, own string) int {
 	return n
 }
 
-func report(t *testing.T, set *goroutines.Set, tg *target.Target) (*goroutines.Report, string) {
+func report(t *testing.T, set *goroutines.Set, tg *target.Target) (*traceback.Report, string) {
 	t.Helper()
 	u, err := unwind.ByName("auto")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := set.Report(tg, u, &symbolize.Symbolizer{Inlines: true})
+	rep := traceback.New(set, tg, u, &symbolize.Symbolizer{Inlines: true})
 	var b bytes.Buffer
-	if err := goroutines.WriteText(&b, rep); err != nil {
+	if err := traceback.WriteText(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	return rep, b.String()
 }
 
-func liveDump(t *testing.T, pid int) (*goroutines.Report, string, *live.Snapshot) {
+func liveDump(t *testing.T, pid int) (*traceback.Report, string, *live.Snapshot) {
 	t.Helper()
 	snap, set, err := goroutines.Capture(pid, live.Options{})
 	if err != nil {
@@ -418,7 +419,7 @@ func requireToolchain(t testing.TB, tc string) {
 
 // checkKinds checks the fixture's wait reasons, labels, the thread of a
 // syscall goroutine and the JSON names.
-func checkKinds(t *testing.T, rep *goroutines.Report) {
+func checkKinds(t *testing.T, rep *traceback.Report) {
 	t.Helper()
 	seen := map[string]int{}
 	labelled := 0
@@ -453,7 +454,7 @@ func checkKinds(t *testing.T, rep *goroutines.Report) {
 		t.Errorf("%d goroutines carry the fixture's pprof labels, want 10 (%s)", labelled, rep.GoVersion)
 	}
 	var b bytes.Buffer
-	if err := goroutines.WriteJSON(&b, rep); err != nil {
+	if err := traceback.WriteJSON(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{`"goroutines"`, `"id"`, `"status"`, `"wait_reason"`, `"wait_minutes"`, `"thread"`,
@@ -508,7 +509,7 @@ func TestCoreMatchesOwnDump(t *testing.T) {
 }
 
 // coreReport reads the goroutines of the core at path and renders them.
-func coreReport(t *testing.T, path string) (*goroutines.Report, string) {
+func coreReport(t *testing.T, path string) (*traceback.Report, string) {
 	t.Helper()
 	c, err := corefile.Open(path)
 	if err != nil {
@@ -569,7 +570,7 @@ func TestChurnDumped100Times(t *testing.T) {
 		if goroutines.ReadAgain(set) {
 			again++
 		}
-		rep := set.Report(snap.Target(objs, nil), u, sym)
+		rep := traceback.New(set, snap.Target(objs, nil), u, sym)
 		total += len(rep.Goroutines)
 		for _, n := range rep.Notes {
 			if strings.Contains(n, "torn") {
@@ -621,7 +622,7 @@ func TestSyscallAndCgo(t *testing.T) {
 	if n := compareDumps(t, text, own); n < 2 {
 		t.Errorf("%d goroutines compared", n)
 	}
-	var cgo, plain *goroutines.Entry
+	var cgo, plain *traceback.Entry
 	for i := range rep.Goroutines {
 		g := &rep.Goroutines[i]
 		for _, f := range g.Frames {
@@ -636,7 +637,7 @@ func TestSyscallAndCgo(t *testing.T) {
 	if cgo == nil || plain == nil {
 		t.Fatalf("goroutines not found:\n%s", text)
 	}
-	for _, g := range []*goroutines.Entry{cgo, plain} {
+	for _, g := range []*traceback.Entry{cgo, plain} {
 		if g.Status != "syscall" || g.Thread == nil {
 			t.Errorf("goroutine %d: status %q, thread %v", g.ID, g.Status, g.Thread)
 		}
@@ -773,7 +774,7 @@ func TestRunningGoroutinesNotKept(t *testing.T) {
 			if pair == nil {
 				pair = map[int64]bool{}
 			}
-			rep := set.Report(snap.Target(objs, nil), u, sym)
+			rep := traceback.New(set, snap.Target(objs, nil), u, sym)
 			for _, g := range rep.Goroutines {
 				if slices.ContainsFunc(g.Frames, func(f output.Frame) bool { return f.Function == "main.pingpong" }) {
 					pair[g.ID] = true

@@ -16,6 +16,7 @@ import (
 	"github.com/maruel/panicparse/v2/stack"
 
 	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/goroutines/traceback"
 	"github.com/rewindstack/rewind/live"
 )
 
@@ -94,7 +95,7 @@ func ask(t *testing.T, p *parked, cmd string) string {
 }
 
 // write renders rep with fn.
-func write(t *testing.T, rep *goroutines.Report, fn func(io.Writer, *goroutines.Report) error) string {
+func write(t *testing.T, rep *traceback.Report, fn func(io.Writer, *traceback.Report) error) string {
 	t.Helper()
 	var b bytes.Buffer
 	if err := fn(&b, rep); err != nil {
@@ -143,9 +144,9 @@ func TestPanicparseReadsDumps(t *testing.T) {
 				}
 				t.Skipf("the machine's Go is %s, not 1.26", rep.GoVersion)
 			}
-			plain := write(t, rep, goroutines.WriteText)
-			grouped := write(t, rep, goroutines.WriteGrouped)
-			labelled := write(t, rep, goroutines.TextOptions{Labels: true}.WriteText)
+			plain := write(t, rep, traceback.WriteText)
+			grouped := write(t, rep, traceback.WriteGrouped)
+			labelled := write(t, rep, traceback.TextOptions{Labels: true}.WriteText)
 			var core string
 			if _, err := exec.LookPath("gcore"); err == nil {
 				prefix := filepath.Join(t.TempDir(), "core")

@@ -6,14 +6,14 @@ import (
 	"strconv"
 
 	"github.com/rewindstack/rewind/dump"
-	"github.com/rewindstack/rewind/goroutines"
+	"github.com/rewindstack/rewind/goroutines/traceback"
 )
 
 // dumpGoroutines is `rewind dump --goroutines`: the goroutines of a live Go
 // program (threads and goroutines copied in one pause, kept to
 // --max-pause) or of a core file, written by write.
-func dumpGoroutines(opt dump.Options, core string, pos []string, write func(io.Writer, *goroutines.Report) error) error {
-	var rep *goroutines.Report
+func dumpGoroutines(opt dump.Options, core string, pos []string, write func(io.Writer, *traceback.Report) error) error {
+	var rep *traceback.Report
 	var inputErr error
 	switch {
 	case core != "" && len(pos) == 0:
@@ -40,13 +40,13 @@ func dumpGoroutines(opt dump.Options, core string, pos []string, write func(io.W
 // goroutineWriter returns the writer of a goroutine dump: Go's traceback
 // format, or JSON (asJSON), identical stacks folded (group), pprof labels
 // in the headers in the target Go version's syntax (labels).
-func goroutineWriter(asJSON, group, labels bool) func(io.Writer, *goroutines.Report) error {
-	text := goroutines.TextOptions{Labels: labels}
+func goroutineWriter(asJSON, group, labels bool) func(io.Writer, *traceback.Report) error {
+	text := traceback.TextOptions{Labels: labels}
 	switch {
 	case asJSON && group:
-		return goroutines.WriteGroupedJSON
+		return traceback.WriteGroupedJSON
 	case asJSON:
-		return goroutines.WriteJSON
+		return traceback.WriteJSON
 	case group:
 		return text.WriteGrouped
 	}

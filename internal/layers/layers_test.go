@@ -31,7 +31,7 @@ var layers = [][]string{
 	{"runtimes", "runtimes/cpython", "runtimes/luajit", "runtimes/ruby", "runtimes/builtin", "fibers", "goroutines"},
 	{"symbolize"},
 	// outputs: reports, profiles and their formats
-	{"output", "stacks", "profiles", "flamegraph"},
+	{"output", "stacks", "profiles", "flamegraph", "goroutines/traceback"},
 	// pipelines: a dump, from a target to its report
 	{"dump"},
 	// recordings
@@ -41,14 +41,6 @@ var layers = [][]string{
 		"internal/testutil/fixture", "internal/testutil/fixture/cmd/otelcol", "internal/testutil/fixture/cmd/pychroots",
 		"internal/testutil/perftest", "internal/testutil/fuzzcorpus", "internal/testutil/perfbomb",
 		"internal/vminit", "internal/vminit/mkinitramfs", "internal/layers"},
-}
-
-// known are the upward imports still to be undone (issue 39), each
-// "importer -> imported". The test fails when one of them is gone, so
-// that the list only shrinks.
-var known = map[string]bool{
-	"goroutines -> symbolize": true, // goroutine dumps name their frames
-	"goroutines -> output":    true, // and write them as a report
 }
 
 // forbidden are imports that point down but should not exist.
@@ -75,7 +67,6 @@ func TestImportsPointDown(t *testing.T) {
 			rank[p] = i
 		}
 	}
-	seen := map[string]bool{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
 		var p struct {
@@ -104,16 +95,7 @@ func TestImportsPointDown(t *testing.T) {
 			if !ok || d <= r {
 				continue
 			}
-			if known[edge] {
-				seen[edge] = true
-				continue
-			}
 			t.Errorf("%s imports a package above its layer", edge)
-		}
-	}
-	for edge := range known {
-		if !seen[edge] {
-			t.Errorf("%s is gone: remove it from known", edge)
 		}
 	}
 }

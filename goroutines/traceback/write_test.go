@@ -1,4 +1,4 @@
-package goroutines
+package traceback
 
 import (
 	"bytes"

@@ -1,8 +1,16 @@
-package goroutines
+// Package traceback names the frames of another Go program's goroutines
+// (package goroutines finds them and their registers) as Go's own
+// traceback shows them, and writes the result as Go prints it (the
+// SIGQUIT dump, pprof's goroutine profile with debug=2) or as JSON: what
+// `rewind dump --goroutines` prints. Naming frames takes package
+// symbolize, a layer above the runtimes' readers (package goroutines
+// among them): hence a package of its own.
+package traceback
 
 import (
 	"strings"
 
+	"github.com/rewindstack/rewind/goroutines"
 	"github.com/rewindstack/rewind/output"
 	"github.com/rewindstack/rewind/symbolize"
 	"github.com/rewindstack/rewind/target"
@@ -58,10 +66,10 @@ type Creator struct {
 	Offset uint64 `json:"offset"`
 }
 
-// Report unwinds every goroutine of s (with the contexts of
-// s.Contexts(tg)) and symbolizes the frames as Go's traceback shows them.
-// sym should have Inlines set (Go lists inlined calls as frames).
-func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbolizer) *Report {
+// New unwinds every goroutine of s (with the contexts of s.Contexts(tg))
+// and symbolizes the frames as Go's traceback shows them. sym should have
+// Inlines set (Go lists inlined calls as frames).
+func New(s *goroutines.Set, tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbolizer) *Report {
 	rep := &Report{PID: tg.PID, GoVersion: s.GoVersion, Notes: s.Notes, Goroutines: make([]Entry, 0, len(s.Goroutines))}
 	ctxs := s.Contexts(tg)
 	var st unwind.Stack
@@ -84,7 +92,7 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 			e.Thread = &tid
 		}
 		if c.Err != nil {
-			e.CreatedBy = s.creator(g, tg, sym, showDefault)
+			e.CreatedBy = creator(g, tg, sym, showDefault)
 			e.err = c.Err.Error()
 			e.End, e.EndDetail = "register-unavailable", e.err
 			rep.Goroutines = append(rep.Goroutines, e)
@@ -93,13 +101,13 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 		var frames []output.Frame
 		// A goroutine in a system call or cgo call: the C frames the
 		// thread shows below the Go code come first.
-		if g.g.status == gSyscall && s.stoppedAtRead(g.Thread) && !s.asleep[g.Thread] {
-			if th := threads[g.Thread]; th != nil {
+		if tid := s.SyscallThread(g); tid != 0 {
+			if th := threads[tid]; th != nil {
 				frames = cFrames(frames, u, &st, th, tg, sym)
 			}
 		}
 		u.WalkInto(&st, c.Regs, tg.Memory(c), tg.Space)
-		if f := &st.Frames; g.g.status != gRunning && len(*f) > 0 {
+		if f := &st.Frames; !g.Running() && len(*f) > 0 {
 			// A saved PC is a return address (into gopark, the
 			// syscall wrapper), looked up at the call as Go's
 			// traceback does, unless it is a function's entry (a
@@ -117,9 +125,9 @@ func (s *Set) Report(tg *target.Target, u *unwind.Unwinder, sym *symbolize.Symbo
 			// goroutine with no frame at all is no traceback: tools
 			// that parse Go dumps (panicparse) stop there.
 			e.Frames = goFrames(frames, sym, st.Frames, showSystem)
-			e.CreatedBy = s.creator(g, tg, sym, showSystem)
+			e.CreatedBy = creator(g, tg, sym, showSystem)
 		} else {
-			e.CreatedBy = s.creator(g, tg, sym, showDefault)
+			e.CreatedBy = creator(g, tg, sym, showDefault)
 		}
 		e.End, e.EndDetail = st.End.String(), st.Detail
 		rep.Goroutines = append(rep.Goroutines, e)
@@ -188,7 +196,7 @@ func appendFramesName(out []output.Frame, sym *symbolize.Symbolizer, f *unwind.F
 // function holding the go statement and the innermost position of the
 // call; nothing for goroutine 1 or when Go would hide the function at
 // level show.
-func (s *Set) creator(g *Goroutine, tg *target.Target, sym *symbolize.Symbolizer, show int) *Creator {
+func creator(g *goroutines.Goroutine, tg *target.Target, sym *symbolize.Symbolizer, show int) *Creator {
 	if g.GoPC == 0 || g.ID == 1 {
 		return nil
 	}
