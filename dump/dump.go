@@ -2,7 +2,8 @@
 // process (Live) or opens a core file (Core), unwinds every thread, the
 // fibers and the language runtimes' frames asked for, and names the
 // frames, returning the report the command prints. LiveGoroutines and
-// CoreGoroutines list a Go program's goroutines instead.
+// CoreGoroutines list a Go program's goroutines instead, as a
+// traceback.Report that package traceback writes as Go prints it.
 //
 // A live process is stopped only while its threads' registers and stacks
 // are copied (or, with Options.Lazy, while it is unwound); the objects it
