@@ -6,7 +6,9 @@
 // batched process_vm_readv calls. Goroutines are a kind of target context
 // (target.KindGoroutine): a parked goroutine unwinds from its saved
 // registers (g.sched, g.syscallsp/pc) over its copied stack; a running one
-// from the registers of the thread it runs on.
+// from the registers of the thread it runs on. Package
+// goroutines/traceback names their frames as Go's traceback shows them
+// and writes the dump as Go prints it.
 //
 // Where the runtime's data is comes from package internal/goruntime: the
 // binary's DWARF types and symbols when present, or for binaries built
