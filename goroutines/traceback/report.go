@@ -22,7 +22,7 @@ type Report struct {
 	PID       int    `json:"pid,omitempty"`
 	GoVersion string `json:"go_version,omitempty"`
 	// PauseUS is how long a live target was stopped, in microseconds
-	// (as output.Report's); nil for a core file. Report leaves it nil.
+	// (as output.Report's); nil for a core file. New leaves it nil.
 	PauseUS *int64 `json:"pause_us,omitempty"`
 	// Goroutines are sorted by id.
 	Goroutines []Entry `json:"goroutines"`
