@@ -242,7 +242,11 @@ func Capture(pid int, opt live.Options) (*live.Snapshot, *Set, error) {
 				late++
 			}
 		}
-		set.Notes = append(set.Notes, fmt.Sprintf("%d threads were slow to stop (--max-pause): the goroutines were read while they still ran or waited for a CPU, those running on them are shown without a stack, and one they woke may be shown as it was before", late))
+		// A capture can stagger and still have every thread stopped by
+		// the read (they stopped before it was made): nothing to say.
+		if late > 0 {
+			set.Notes = append(set.Notes, fmt.Sprintf("%d threads were slow to stop (--max-pause): the goroutines were read while they still ran or waited for a CPU, those running on them are shown without a stack, and one they woke may be shown as it was before", late))
+		}
 	}
 	return ls, set, nil
 }
