@@ -135,6 +135,7 @@ static __always_inline void i_finish(struct walk *w, struct iwalk *iw)
 struct i_count_ctx {
 	struct walk *w;
 	__u64 start, end;
+	__u64 start2, end2;
 	__u32 acts;
 };
 
@@ -143,16 +144,17 @@ static long i_count_one(__u32 i, struct i_count_ctx *c)
 	if (!c->w || i >= c->w->st.n)
 		return 1;
 	__u64 pc = c->w->st.pcs[i & (MAX_FRAMES - 1)];
-	if (pc >= c->start && pc < c->end)
+	if ((pc >= c->start && pc < c->end) || (pc >= c->start2 && pc < c->end2))
 		c->acts++;
 	return 0;
 }
 
-// i_count returns how many native frames of w lie in [start, end): the
-// activations of an interpreter whose entry function is there.
-static __always_inline __u32 i_count(struct walk *w, __u64 start, __u64 end)
+// i_count returns how many native frames of w lie in [start, end) or
+// [start2, end2): the activations of an interpreter whose entry function
+// is there (the second range: a body the compiler split out of it).
+static __always_inline __u32 i_count(struct walk *w, __u64 start, __u64 end, __u64 start2, __u64 end2)
 {
-	struct i_count_ctx cc = {.w = w, .start = start, .end = end};
+	struct i_count_ctx cc = {.w = w, .start = start, .end = end, .start2 = start2, .end2 = end2};
 	if (start < end)
 		bpf_loop(MAX_FRAMES, i_count_one, &cc, 0);
 	return cc.acts;

@@ -214,7 +214,7 @@ static __always_inline void lua_walk_stack(struct walk *w, struct iwalk *iw)
 	struct lua_proc *lp = bpf_map_lookup_elem(&luaprocs, &tgid);
 	if (!lp)
 		return;
-	__u32 acts = i_count(w, lp->vm_start, lp->vm_end);
+	__u32 acts = i_count(w, lp->vm_start, lp->vm_end, 0, 0);
 	if (acts == 0)
 		return;
 	i_begin(iw, I_KIND_LUA, acts);

@@ -34,6 +34,7 @@ struct py_proc {
 	__u32 code_qualname;        // PyCodeObject.co_qualname
 	__u8 owner_cstack, owner_cstack2; // entry frames' owner values (0xff: none)
 	__u8 _pad[6];
+	__u64 body_start, body_end; // the loop's body, split out of the function (0: none)
 };
 
 struct {
@@ -135,7 +136,7 @@ static __always_inline void py_walk_stack(struct walk *w, struct iwalk *iw)
 	struct py_proc *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	if (!pp)
 		return;
-	__u32 acts = i_count(w, pp->eval_start, pp->eval_end);
+	__u32 acts = i_count(w, pp->eval_start, pp->eval_end, pp->body_start, pp->body_end);
 	if (acts == 0)
 		return;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();

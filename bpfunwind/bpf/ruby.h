@@ -99,7 +99,7 @@ static __always_inline void rb_walk_stack(struct walk *w, struct iwalk *iw)
 	struct rb_proc *rp = bpf_map_lookup_elem(&rbprocs, &tgid);
 	if (!rp)
 		return;
-	__u32 acts = i_count(w, rp->entry_start, rp->entry_end);
+	__u32 acts = i_count(w, rp->entry_start, rp->entry_end, 0, 0);
 	if (acts == 0)
 		return;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();

@@ -2,8 +2,10 @@ package cpython
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 
+	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -21,6 +23,13 @@ type Probe struct {
 	// EvalStart and EvalEnd bound _PyEval_EvalFrameDefault in the
 	// process (both 0 when the interpreter does not name it).
 	EvalStart, EvalEnd uint64
+	// BodyStart and BodyEnd bound the part of the evaluation loop the
+	// compiler moved out of the function (GCC's hot/cold split of sid's
+	// python3.14 jumps from a 1,184-byte _PyEval_EvalFrameDefault into an
+	// 84 KiB body with an unwind entry, but no symbol, of its own): a
+	// native frame there runs an activation too. Both 0 when there is
+	// none.
+	BodyStart, BodyEnd uint64
 	// TStateCurrent is the address of the word naming the thread state
 	// of the thread that holds the GIL (3.11), 0 when there is none.
 	TStateCurrent uint64
@@ -60,6 +69,9 @@ func (rt *Runtime) Probe() (Probe, error) {
 		for _, s := range list {
 			if s.Name == "_PyEval_EvalFrameDefault" && s.Value != 0 && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
 				p.EvalStart, p.EvalEnd = s.Value+rt.bias, s.Value+rt.bias+max(s.Size, 1)
+				if lo, hi, ok := evalBody(f, s.Value, s.Size); ok {
+					p.BodyStart, p.BodyEnd = lo+rt.bias, hi+rt.bias
+				}
 				return p, nil
 			}
 		}
@@ -165,3 +177,76 @@ func (c *Codes) Forget() { clear(c.w.codes); clear(c.w.types); clear(c.names) }
 
 // Len is the number of code objects kept.
 func (c *Codes) Len() int { return len(c.w.codes) }
+
+// minBody is the smallest unwind entry evalBody takes for the loop's
+// body: the evaluation loop is tens of KiB, a cold error path is not.
+const minBody = 16 << 10
+
+// evalBody finds the evaluation loop's body outside
+// _PyEval_EvalFrameDefault's own bytes [start, start+size) (link-time
+// addresses): the largest unwind entry, of at least minBody, holding a
+// target of the function's direct jumps (jmp rel32, jcc rel32) outside
+// itself. ok is false when there is none (the loop is all in the
+// function, as in Debian's 3.11).
+func evalBody(f *elf.File, start, size uint64) (lo, hi uint64, ok bool) {
+	if f.Machine != elf.EM_X86_64 || size == 0 || size > 1<<20 {
+		return 0, 0, false
+	}
+	code := segmentBytes(f, start, size)
+	targets := map[uint64]bool{}
+	for i := 0; i+5 <= len(code); i++ {
+		var rel int32
+		var next int
+		switch {
+		case code[i] == 0xe9:
+			rel, next = int32(binary.LittleEndian.Uint32(code[i+1:])), i+5
+		case code[i] == 0x0f && i+6 <= len(code) && code[i+1]&0xf0 == 0x80:
+			rel, next = int32(binary.LittleEndian.Uint32(code[i+2:])), i+6
+		default:
+			continue
+		}
+		t := uint64(int64(start) + int64(next) + int64(rel))
+		if t < start || t >= start+size {
+			targets[t] = true
+		}
+	}
+	if len(targets) == 0 {
+		return 0, 0, false
+	}
+	eh := f.Section(".eh_frame")
+	if eh == nil || eh.Size > 64<<20 {
+		return 0, 0, false
+	}
+	data, err := eh.Data()
+	if err != nil {
+		return 0, 0, false
+	}
+	fdes, _ := cfi.Parse(&cfi.Section{Name: ".eh_frame", Kind: cfi.EhFrame, Data: data, Addr: eh.Addr, ByteOrder: f.ByteOrder, PtrSize: 8})
+	for _, fd := range fdes {
+		if fd.End-fd.Start < minBody || fd.End-fd.Start <= hi-lo || (fd.Start <= start && start < fd.End) {
+			continue
+		}
+		for t := range targets {
+			if fd.Start <= t && t < fd.End {
+				lo, hi, ok = fd.Start, fd.End, true
+				break
+			}
+		}
+	}
+	return lo, hi, ok
+}
+
+// segmentBytes reads n bytes at link-time address addr from the
+// loadable segment holding them; nil when none does.
+func segmentBytes(f *elf.File, addr, n uint64) []byte {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr <= addr && addr+n <= p.Vaddr+p.Filesz {
+			b := make([]byte, n)
+			if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
+				return nil
+			}
+			return b
+		}
+	}
+	return nil
+}

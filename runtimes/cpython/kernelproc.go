@@ -21,6 +21,7 @@ type kernelValue struct {
 	CodeQualname                               uint32
 	OwnerCStack, OwnerCStack2                  uint8
 	_                                          [6]uint8
+	BodyStart, BodyEnd                         uint64
 }
 
 func (registered) Entry() string { return EvalFunction }
@@ -47,7 +48,8 @@ func (registered) KernelProcess(pid int, maps []target.Mapping) (runtimes.Kernel
 	v := kernelValue{EvalStart: pr.EvalStart, EvalEnd: pr.EvalEnd, TStateCurrent: pr.TStateCurrent,
 		TSTID: pr.TSNativeTID, TSFrame: pr.TSFrame, CFrameCurrent: pr.CFrameCurrent,
 		FramePrev: pr.FramePrev, FrameCode: pr.FrameCode, FrameInstr: pr.FrameInstr, FrameOwn: pr.FrameOwner,
-		FrameIsEntry: pr.FrameIsEntry, CodeQualname: pr.CodeQualname, OwnerCStack: pr.OwnerCStack, OwnerCStack2: pr.OwnerCStack2}
+		FrameIsEntry: pr.FrameIsEntry, CodeQualname: pr.CodeQualname, OwnerCStack: pr.OwnerCStack, OwnerCStack2: pr.OwnerCStack2,
+		BodyStart: pr.BodyStart, BodyEnd: pr.BodyEnd}
 	if pr.ViaCFrame {
 		v.ViaCFrame = 1
 	}
@@ -83,7 +85,14 @@ func (p *kernelProc) Adopt(o runtimes.KernelProcess) bool {
 
 func (p *kernelProc) ThreadStates() (map[int]uint64, error) { return p.rt.ThreadStates(p.mem) }
 
-func (p *kernelProc) EntryPCs() []target.PCRange { return nil }
+// EntryPCs are the evaluation loop's function and its body where the
+// compiler split them (evalBody): a frame in the body has no name.
+func (p *kernelProc) EntryPCs() []target.PCRange {
+	if p.v.BodyEnd == 0 {
+		return nil
+	}
+	return []target.PCRange{{Lo: p.v.EvalStart, Hi: p.v.EvalEnd}, {Lo: p.v.BodyStart, Hi: p.v.BodyEnd}}
+}
 
 func (p *kernelProc) Frames(fs []runtimes.KernelFrame, why string, acts int) []target.InterpFrame {
 	if p.codes.Len() > maxCodes {
