@@ -119,33 +119,6 @@ func exportsLuaJIT(path string) (found bool, err error) {
 	return false, nil
 }
 
-// ProcessFile is Find's file for live process pid: the object as
-// the process sees it (its root).
-func ProcessFile(pid int) func(*target.Mapping) string {
-	return func(m *target.Mapping) string { return fmt.Sprintf("/proc/%d/root%s", pid, m.Path) }
-}
-
-// CoreFiles is Find's file for a core's target: the object a
-// mapping of the same file was opened from.
-func CoreFiles(space *target.AddressSpace) func(*target.Mapping) string {
-	paths := map[string]string{}
-	for _, m := range space.Mappings() {
-		if m.Module != nil && m.Module.File != nil {
-			paths[m.Path] = m.Module.File.Path
-		}
-	}
-	return func(m *target.Mapping) string { return paths[m.Path] }
-}
-
-// Maps returns the mappings of a target's address space.
-func Maps(space *target.AddressSpace) []target.Mapping {
-	var out []target.Mapping
-	for _, m := range space.Mappings() {
-		out = append(out, *m)
-	}
-	return out
-}
-
 // maxScan bounds the native stack searched for the VM's C frames, from
 // the stack pointer up.
 const maxScan = 1 << 20

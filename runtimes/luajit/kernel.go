@@ -60,7 +60,7 @@ const findRetry = time.Second
 func (registered) Entry() string { return Entry }
 
 func (registered) KernelProcess(pid int, maps []target.Mapping) (runtimes.KernelProcess, error) {
-	obj, err := Find(maps, ProcessFile(pid))
+	obj, err := Find(maps, runtimes.ProcessFile(pid))
 	if obj == nil {
 		return nil, note(err)
 	}
@@ -475,7 +475,7 @@ func cframeRules(fd *cfi.FDE) (vmCode, bool) {
 // thread runs which state is known only from its native stack: the one
 // line says so, and what reads them.
 func (registered) SampleProcess(pid int, maps []target.Mapping) (runtimes.SampleProcess, error) {
-	o, _ := Find(maps, ProcessFile(pid))
+	o, _ := Find(maps, runtimes.ProcessFile(pid))
 	if o == nil {
 		return nil, nil
 	}

@@ -32,7 +32,7 @@ func (r registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) 
 	if maps == nil {
 		return nil, nil // (unreadable maps: the capture says why)
 	}
-	f, err := Find(maps, ProcessFile(pid))
+	f, err := Find(maps, runtimes.ProcessFile(pid))
 	if f == nil {
 		return nil, note(err)
 	}
@@ -40,7 +40,7 @@ func (r registered) Live(pid int, maps []target.Mapping) (runtimes.Live, error) 
 }
 
 func (r registered) Core(tg *target.Target, warn func(string)) {
-	f, err := Find(Maps(tg.Space), CoreFiles(tg.Space))
+	f, err := Find(runtimes.Maps(tg.Space), runtimes.CoreFiles(tg.Space))
 	if err = note(err); err != nil && warn != nil {
 		warn(err.Error())
 	}
