@@ -56,7 +56,7 @@ func PauseNotes(snap *live.Snapshot) []string {
 	if snap.Staggered {
 		n += ", staggered: threads stopped were copied and resumed while later ones were still stopping (--max-pause); the pause is the longest any thread was stopped"
 	} else {
-		n += ", then copying and resuming " + ms(snap.Pause-snap.StopWait)
+		n += ", then copying and resuming " + ms(max(0, snap.Pause-snap.StopWait))
 	}
 	notes = append(notes, n)
 	// Each thread was stopped from its stop until it was resumed: without

@@ -296,10 +296,13 @@ type session struct {
 	// with or without StaggerDuring; zero: unbounded.
 	duringBound time.Duration
 	staggered   bool
-	duringRan   bool   // Options.During was called
-	mapsBuf     []byte // /proc/PID/maps is read into it, ditto
-	seizeErr    error  // why a thread could not be seized, other than its exit
-	regBuf      [userRegsWords + 8]uint64
+	// releasedEarly: the threads stopped after being left asleep were
+	// resumed as soon as copied (restopWoken, without During).
+	releasedEarly bool
+	duringRan     bool   // Options.During was called
+	mapsBuf       []byte // /proc/PID/maps is read into it, ditto
+	seizeErr      error  // why a thread could not be seized, other than its exit
+	regBuf        [userRegsWords + 8]uint64
 
 	// duringStart and duringEnd are when During began and returned, and
 	// duringOnHelper says it ran on the helper thread (see startDuring).
@@ -641,6 +644,7 @@ func (s *session) interrupt(round []*tstate) {
 		s.started = true
 		s.start = time.Now()
 	}
+	s.tracer.raise() // threads stop from here on
 	for _, th := range round {
 		if err := ptraceInterrupt(th.tid); err != nil {
 			// Only ESRCH is possible here: the thread died since SEIZE.
@@ -932,6 +936,7 @@ func (s *session) thaw() {
 		s.detach(th)
 	}
 	s.end = time.Now()
+	s.tracer.lower()
 	if !s.started {
 		s.start = s.end
 	}
@@ -1061,10 +1066,11 @@ func (s *session) orphan(th *tstate) {
 func (s *session) snapshot() *Snapshot {
 	pm := NewProcMemory(s.pid)
 	snap := &Snapshot{PID: s.pid, Exe: s.exe, Pause: s.end.Sub(s.start), Staggered: s.staggered}
-	if s.staggered {
+	perThread := s.staggered || s.releasedEarly
+	if perThread {
 		snap.Pause = 0 // the longest any thread was stopped, below
 	}
-	if s.started && !s.marks[markFrozen].IsZero() {
+	if s.started && !s.marks[markFrozen].IsZero() && !s.start.After(s.marks[markFrozen]) {
 		snap.StopWait = s.marks[markFrozen].Sub(s.start)
 	}
 	snap.Phases = s.phases()
@@ -1079,8 +1085,13 @@ func (s *session) snapshot() *Snapshot {
 			if !th.resumeAt.IsZero() {
 				t.Stopped = th.resumeAt.Sub(th.stopAt)
 			}
-			if s.staggered {
+			if perThread {
 				snap.Pause = max(snap.Pause, t.Stopped)
+			}
+			if s.start.After(s.marks[markFrozen]) {
+				// Stopped after being left asleep (restopWoken): the
+				// wait is that round's.
+				snap.StopWait = max(snap.StopWait, t.StopLatency)
 			}
 		}
 		if th.err == nil {
