@@ -527,7 +527,7 @@ const seizeTries = 4
 func (s *session) seizeThread(tid int) error {
 	untraced := 0
 	for try := 1; ; try++ {
-		err := ptraceSeize(tid)
+		err := s.seizeGuarded(tid)
 		switch err {
 		case nil:
 			return nil

@@ -1,6 +1,7 @@
 package taskiter
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -203,7 +204,7 @@ func TestThreadsExecMidWalk(t *testing.T) {
 	defer it.Close()
 	cmd, _, lines := startPlain(t, fixture.BuildC(t, churn), "exec", "30")
 	pid := cmd.Process.Pid
-	reads := 0
+	reads, captures := 0, 0
 	for done := false; !done; {
 		select {
 		case l := <-lines:
@@ -218,6 +219,13 @@ func TestThreadsExecMidWalk(t *testing.T) {
 		}
 		checkThreads(t, it, pid)
 		reads++
+		if _, err := live.Capture(pid, live.Options{BlockedThreads: it.Blocked}); err != nil && !errors.Is(err, live.ErrExited) {
+			t.Fatalf("capture during the execs: %v", err)
+		}
+		if _, err := live.Capture(pid, live.Options{}); err != nil && !errors.Is(err, live.ErrExited) {
+			t.Logf("stopping capture during the execs: %v", err)
+		}
+		captures += 2
 	}
 	// After the last exec: the 8 new threads and the leader, blocked.
 	deadline := time.Now().Add(fixture.ReadyTimeout)
@@ -237,7 +245,7 @@ func TestThreadsExecMidWalk(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Logf("%d reads during the execs", reads)
+	t.Logf("%d reads, %d captures during the execs", reads, captures)
 }
 
 // TestThreadsProcessExits: the iterator reads a process in a loop while
