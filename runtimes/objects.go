@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/rewindstack/rewind/cfi"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -85,4 +86,48 @@ func Maps(space *target.AddressSpace) []target.Mapping {
 		out = append(out, *m)
 	}
 	return out
+}
+
+// FileBytes reads up to n bytes at link-time address vaddr of f, from
+// the loadable segment holding vaddr (fewer where the segment's file
+// bytes end); nil when no segment holds it.
+func FileBytes(f *elf.File, vaddr, n uint64) []byte {
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr >= p.Vaddr+p.Filesz {
+			continue
+		}
+		b := make([]byte, min(n, p.Vaddr+p.Filesz-vaddr))
+		if _, err := p.ReadAt(b, int64(vaddr-p.Vaddr)); err != nil {
+			return nil
+		}
+		return b
+	}
+	return nil
+}
+
+// maxEhFrame bounds the .eh_frame EhFrame parses (libpython's is about
+// 1 MiB, a large C++ program's tens).
+const maxEhFrame = 64 << 20
+
+// EhFrame parses f's .eh_frame (x86-64 and other 64-bit objects): its
+// FDEs, for a runtime that finds its interpreter's code by the extent of
+// an unwind entry where no symbol bounds it; nil when f has none, or
+// one larger than maxEhFrame. A malformed section gives the FDEs before
+// the bad entry.
+func EhFrame(f *elf.File) []*cfi.FDE {
+	eh := f.Section(".eh_frame")
+	if eh == nil || eh.Size > maxEhFrame || f.Class != elf.ELFCLASS64 {
+		return nil
+	}
+	data, err := eh.Data()
+	if err != nil {
+		return nil
+	}
+	var textAddr uint64
+	if text := f.Section(".text"); text != nil {
+		textAddr = text.Addr
+	}
+	fdes, _ := cfi.Parse(&cfi.Section{Name: ".eh_frame", Kind: cfi.EhFrame, Data: data, Addr: eh.Addr,
+		ByteOrder: f.ByteOrder, PtrSize: 8, TextAddr: textAddr})
+	return fdes
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/rewindstack/rewind/cfi"
+	"github.com/rewindstack/rewind/runtimes"
 	"github.com/rewindstack/rewind/target"
 )
 
@@ -192,7 +192,7 @@ func evalBody(f *elf.File, start, size uint64) (lo, hi uint64, ok bool) {
 	if f.Machine != elf.EM_X86_64 || size == 0 || size > 1<<20 {
 		return 0, 0, false
 	}
-	code := segmentBytes(f, start, size)
+	code := runtimes.FileBytes(f, start, size)
 	targets := map[uint64]bool{}
 	for i := 0; i+5 <= len(code); i++ {
 		var rel int32
@@ -213,16 +213,7 @@ func evalBody(f *elf.File, start, size uint64) (lo, hi uint64, ok bool) {
 	if len(targets) == 0 {
 		return 0, 0, false
 	}
-	eh := f.Section(".eh_frame")
-	if eh == nil || eh.Size > 64<<20 {
-		return 0, 0, false
-	}
-	data, err := eh.Data()
-	if err != nil {
-		return 0, 0, false
-	}
-	fdes, _ := cfi.Parse(&cfi.Section{Name: ".eh_frame", Kind: cfi.EhFrame, Data: data, Addr: eh.Addr, ByteOrder: f.ByteOrder, PtrSize: 8})
-	for _, fd := range fdes {
+	for _, fd := range runtimes.EhFrame(f) {
 		if fd.End-fd.Start < minBody || fd.End-fd.Start <= hi-lo || (fd.Start <= start && start < fd.End) {
 			continue
 		}
@@ -234,19 +225,4 @@ func evalBody(f *elf.File, start, size uint64) (lo, hi uint64, ok bool) {
 		}
 	}
 	return lo, hi, ok
-}
-
-// segmentBytes reads n bytes at link-time address addr from the
-// loadable segment holding them; nil when none does.
-func segmentBytes(f *elf.File, addr, n uint64) []byte {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr <= addr && addr+n <= p.Vaddr+p.Filesz {
-			b := make([]byte, n)
-			if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
-				return nil
-			}
-			return b
-		}
-	}
-	return nil
 }

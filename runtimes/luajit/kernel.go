@@ -415,15 +415,10 @@ func layOut(l *Layout, mem target.Memory, fs []runtimes.KernelFrame) (*kernelSta
 // by putting the CFA 80 bytes above the stack pointer (CFRAME_SIZE on
 // x86-64), the largest if several.
 func vmCodeOf(f *elf.File) (vmCode, bool) {
-	sec := f.Section(".eh_frame")
-	if sec == nil || f.Machine != elf.EM_X86_64 {
+	if f.Machine != elf.EM_X86_64 {
 		return vmCode{}, false
 	}
-	data, err := sec.Data()
-	if err != nil {
-		return vmCode{}, false
-	}
-	fdes, _ := cfi.Parse(&cfi.Section{Name: ".eh_frame", Kind: cfi.EhFrame, Data: data, Addr: sec.Addr, ByteOrder: binary.LittleEndian, PtrSize: 8})
+	fdes := runtimes.EhFrame(f)
 	begin := uint64(0)
 	if syms, err := f.Symbols(); err == nil {
 		for _, s := range syms {

@@ -4,12 +4,8 @@ import (
 	"debug/elf"
 	"encoding/binary"
 
-	"github.com/rewindstack/rewind/cfi"
+	"github.com/rewindstack/rewind/runtimes"
 )
-
-// maxEhFrame bounds the .eh_frame entryRange parses (libruby's is
-// about 200 KiB).
-const maxEhFrame = 16 << 20
 
 // entryRange finds rb_vm_exec's link-time address range in an object
 // whose symbols do not name it (Debian's 3.3 hides it): it is the one
@@ -28,7 +24,7 @@ func entryRange(f *elf.File, syms map[string]elf.Symbol) (lo, hi uint64, ok bool
 			return 0, 0, false
 		}
 		got := map[uint64]bool{}
-		code := fileBytes(f, s.Value, min(max(s.Size, 16), 1024))
+		code := runtimes.FileBytes(f, s.Value, min(max(s.Size, 16), 1024))
 		for i := 0; i+5 <= len(code); i++ {
 			if code[i] != 0xe8 && code[i] != 0xe9 {
 				continue
@@ -47,20 +43,7 @@ func entryRange(f *elf.File, syms map[string]elf.Symbol) (lo, hi uint64, ok bool
 	for t := range common {
 		entry = t
 	}
-	eh := f.Section(".eh_frame")
-	if eh == nil || eh.Size > maxEhFrame {
-		return 0, 0, false
-	}
-	data, err := eh.Data()
-	if err != nil {
-		return 0, 0, false
-	}
-	fdes, err := cfi.Parse(&cfi.Section{Name: ".eh_frame", Kind: cfi.EhFrame, Data: data, Addr: eh.Addr,
-		ByteOrder: f.ByteOrder, PtrSize: 8, TextAddr: text.Addr})
-	if err != nil {
-		return 0, 0, false
-	}
-	for _, fd := range fdes {
+	for _, fd := range runtimes.EhFrame(f) {
 		if fd.Start == entry && fd.End > fd.Start {
 			return fd.Start, fd.End, true
 		}

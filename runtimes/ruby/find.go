@@ -148,7 +148,7 @@ func open(maps []target.Mapping, m *target.Mapping, path string) (*Runtime, erro
 // depend on the parser's tokens and the build; lastOp and shift keep
 // the layout's values when the code does not say.
 func idSerial(f *elf.File, vaddr, size uint64, lastOp *uint64, shift *uint) {
-	code := fileBytes(f, vaddr, min(max(size, 16), 64))
+	code := runtimes.FileBytes(f, vaddr, min(max(size, 16), 64))
 	for i := 0; i+4 <= len(code); i++ {
 		switch {
 		case code[i] == 0x48 && code[i+1] == 0x81 && code[i+2] == 0xff && i+7 <= len(code):
@@ -165,7 +165,7 @@ func idSerial(f *elf.File, vaddr, size uint64, lastOp *uint64, shift *uint) {
 // disp32(%rip), r64) of the function at vaddr (size bytes) reads, 0
 // when there is none.
 func ripLoad(f *elf.File, vaddr, size uint64) uint64 {
-	code := fileBytes(f, vaddr, min(max(size, 16), 96))
+	code := runtimes.FileBytes(f, vaddr, min(max(size, 16), 96))
 	for i := 0; i+7 <= len(code); i++ {
 		if code[i]&0xf8 == 0x48 && code[i+1] == 0x8b && code[i+2]&0xc7 == 0x05 {
 			disp := int32(binary.LittleEndian.Uint32(code[i+3:]))
@@ -192,27 +192,10 @@ func symbols(f *elf.File, names ...string) map[string]elf.Symbol {
 	return out
 }
 
-// fileBytes reads at most n bytes at virtual address vaddr from the
-// file contents of f's loadable segment that holds it (fewer at the
-// segment's end), nil when none does.
-func fileBytes(f *elf.File, vaddr, n uint64) []byte {
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr >= p.Vaddr+p.Filesz {
-			continue
-		}
-		b := make([]byte, min(n, p.Vaddr+p.Filesz-vaddr))
-		if _, err := p.ReadAt(b, int64(vaddr-p.Vaddr)); err != nil {
-			return nil
-		}
-		return b
-	}
-	return nil
-}
-
 // fileString reads a NUL-terminated string of at most max bytes at
 // vaddr in f; "" when it is not one of printable ASCII.
 func fileString(f *elf.File, vaddr, max uint64) string {
-	b := fileBytes(f, vaddr, max)
+	b := runtimes.FileBytes(f, vaddr, max)
 	i := bytes.IndexByte(b, 0)
 	if i <= 0 {
 		return ""
@@ -233,7 +216,7 @@ func fileString(f *elf.File, vaddr, max uint64) string {
 // what it reads there before trusting it (ids must be an Array).
 func symbolTable(f *elf.File, vaddr, size uint64) uint64 {
 	size = min(max(size, 16), 64)
-	code := fileBytes(f, vaddr, size)
+	code := runtimes.FileBytes(f, vaddr, size)
 	target := vaddr
 	for i := 0; i+5 <= len(code); i++ {
 		if code[i] == 0xe9 { // jmp rel32: the tail call to the lookup
@@ -242,7 +225,7 @@ func symbolTable(f *elf.File, vaddr, size uint64) uint64 {
 			break
 		}
 	}
-	code = fileBytes(f, target, 160)
+	code = runtimes.FileBytes(f, target, 160)
 	for i := 0; i+6 <= len(code); i++ {
 		// cmp r32, disp32(%rip) either way round: 39 or 3b, ModRM
 		// mod 00, r/m 101.
