@@ -2,7 +2,6 @@ package ruby
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/rewindstack/rewind/live"
 	"github.com/rewindstack/rewind/runtimes"
@@ -104,7 +103,7 @@ func (p *kernelProc) Frames(fs []runtimes.KernelFrame, why string, acts int) []t
 	if len(p.c.iseqs) > maxKernelIseqs {
 		p.c = newCache()
 	}
-	w := &walker{rt: p.rt, l: p.rt.l, mem: p.mem, c: p.c, pages: map[uint64][]byte{}, deadline: time.Now().Add(maxWalkTime)}
+	w := p.rt.walker(p.mem, p.c, maxWalkTime)
 	out := make([]Frame, 0, len(fs)+1)
 	lastRuby := -1
 	for _, kf := range fs {

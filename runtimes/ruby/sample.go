@@ -51,8 +51,7 @@ func (s *sampler) Sample(tid int) (target.InterpStack, runtimes.SampleRead) {
 	how := runtimes.SampleNone
 	for try := 0; try < sampleTries; try++ {
 		before, ok1 := s.cfp(th)
-		w := &walker{rt: s.rt, l: s.rt.l, mem: s.mem, c: s.c, pages: map[uint64][]byte{}, deadline: time.Now().Add(sampleWalkTime)}
-		t = w.thread(th)
+		t = s.rt.walker(s.mem, s.c, sampleWalkTime).thread(th)
 		after, ok2 := s.cfp(th)
 		if !ok1 || !ok2 || (t.TID != 0 && t.TID != tid) {
 			delete(s.threads, tid) // gone, or another thread's now
@@ -80,7 +79,7 @@ func (s *sampler) Sample(tid int) (target.InterpStack, runtimes.SampleRead) {
 // cfp reads the control frame thread th runs now (its execution
 // context's cfp, read from the process itself).
 func (s *sampler) cfp(th uint64) (uint64, bool) {
-	w := &walker{rt: s.rt, l: s.rt.l, mem: s.mem, c: s.c, pages: map[uint64][]byte{}, deadline: time.Now().Add(sampleWalkTime)}
+	w := s.rt.walker(s.mem, s.c, sampleWalkTime)
 	ec, err := w.ptr(th + s.rt.l.thEC)
 	if err != nil || ec == 0 {
 		return 0, false
@@ -111,4 +110,9 @@ func (s *sampler) thread(tid int) (uint64, bool) {
 	}
 	th, ok := s.threads[tid]
 	return th, ok
+}
+
+// walker returns a walk of rt's memory mem with cache c, bounded to d.
+func (rt *Runtime) walker(mem target.Memory, c *cache, d time.Duration) *walker {
+	return &walker{rt: rt, l: rt.l, mem: mem, c: c, pages: map[uint64][]byte{}, deadline: time.Now().Add(d)}
 }
