@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewindstack/rewind/internal/testutil/fixture"
 	"github.com/rewindstack/rewind/internal/testutil/perftest"
 )
 
@@ -24,33 +25,8 @@ func TestAgentNamesLuaAndRuby(t *testing.T) {
 	scripts := []struct {
 		interp, file, src, hot, caller string
 	}{
-		{"luajit", "hot.lua", `local function lua_hot(n)
-  local s = 0
-  for i = 1, n do s = s + (i * i) % 7 end
-  return s
-end
-local function lua_mid(n)
-  local r = lua_hot(n)
-  return r
-end
-local stop = os.time() + 60
-while os.time() < stop do lua_mid(20000) end
-`, "lua_hot", "lua_mid"},
-		{"ruby", "hot.rb", `def rb_hot(n)
-  s = 0
-  i = 0
-  while i < n
-    s += i * i
-    i += 1
-  end
-  s
-end
-def rb_mid(n)
-  rb_hot(n)
-end
-stop = Time.now + 60
-rb_mid(20_000) while Time.now < stop
-`, "rb_hot", "rb_mid"},
+		{"luajit", "hot.lua", fixture.LuaHot, "lua_hot", "lua_mid"},
+		{"ruby", "hot.rb", fixture.RubyHot, "rb_hot", "rb_mid"},
 	}
 	pids := map[int]int{}
 	for i, s := range scripts {
@@ -62,7 +38,7 @@ rb_mid(20_000) while Time.now < stop
 		if err := os.WriteFile(path, []byte(s.src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		pids[start(t, bin, path).Process.Pid] = i
+		pids[start(t, bin, path, "60").Process.Pid] = i
 	}
 	c := runFor(t, Config{Comm: regexp.MustCompile(`^(luajit|ruby)$`), UnwindIn: UnwindKernel}, 4*time.Second)
 	total, named := make([]int64, len(scripts)), make([]int64, len(scripts))

@@ -12,33 +12,6 @@ import (
 	"github.com/rewindstack/rewind/internal/testutil/fixture"
 )
 
-// rbHot spins in a known Ruby call chain (a block and a C method, loop,
-// among them) for the seconds it is given.
-const rbHot = `def rb_hot(n)
-  s = 0
-  i = 0
-  while i < n
-    s += i * i
-    i += 1
-  end
-  s
-end
-
-def rb_mid(n)
-  rb_hot(n)
-end
-
-def rb_top(secs)
-  stop = Process.clock_gettime(Process::CLOCK_MONOTONIC) + secs
-  loop do
-    rb_mid(20_000)
-    break if Process.clock_gettime(Process::CLOCK_MONOTONIC) > stop
-  end
-end
-
-rb_top(ARGV[0].to_f)
-`
-
 // recordInterp records a CPU-bound interpreter process (argv, started
 // here) with --unwind-in mode and returns the folded profile's path and
 // record's stderr, after checking that the kernel walk's native stacks
@@ -83,7 +56,7 @@ func recordInterp(t *testing.T, dir, mode string, argv ...string) (string, strin
 func TestRecordRubyFramesInKernel(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "hot.rb")
-	if err := os.WriteFile(script, []byte(rbHot), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(fixture.RubyHot), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{"kernel", "user"} {
@@ -97,30 +70,6 @@ func TestRecordRubyFramesInKernel(t *testing.T) {
 	}
 }
 
-// luaHot spins in a known Lua call chain (no tail calls: LuaJIT names a
-// tail-called function by its caller's name) for the seconds it is
-// given, in compiled traces most of the time.
-const luaHot = `local function lua_hot(n)
-  local s = 0
-  for i = 1, n do s = s + (i * i) % 7 end
-  return s
-end
-
-local function lua_mid(n)
-  local r = lua_hot(n)
-  return r
-end
-
-function lua_top(secs)
-  local stop = os.clock() + secs
-  while os.clock() < stop do
-    lua_mid(20000)
-  end
-end
-
-lua_top(tonumber(arg[1]))
-`
-
 // TestRecordLuaFramesInKernel: a CPU-bound script run by Debian's
 // stripped GC64 luajit, recorded with the kernel walk, names its
 // spinning function under its callers, in the script's order, in at
@@ -129,7 +78,7 @@ lua_top(tonumber(arg[1]))
 func TestRecordLuaFramesInKernel(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "hot.lua")
-	if err := os.WriteFile(script, []byte(luaHot), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(fixture.LuaHot), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	folded, _ := recordInterp(t, dir, "kernel", "luajit", script, "60")
