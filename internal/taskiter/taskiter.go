@@ -107,8 +107,9 @@ func (it *Iter) Close() error { return it.objs.Close() }
 // runs (the kernel's default threads-max is about 100,000 on 24 GiB).
 const maxThreads = 1 << 20
 
-// Threads reads every thread of process pid, in the kernel's order (the
-// thread group's leader first).
+// Threads reads every thread of process pid: the thread group's leader
+// first, then the others in the kernel's order (by thread id, which
+// puts a thread before the leader once ids wrap around).
 func (it *Iter) Threads(pid int) ([]Thread, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("taskiter: bad process id %d", pid)
@@ -133,7 +134,25 @@ func (it *Iter) Threads(pid int) ([]Thread, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskiter: reading the iterator: %w", err)
 	}
-	return decode(b)
+	ths, err := decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return leaderFirst(ths, pid), nil
+}
+
+// leaderFirst moves thread pid (the leader) to the front of ths,
+// keeping the others' order.
+func leaderFirst(ths []Thread, pid int) []Thread {
+	for i := range ths {
+		if ths[i].TID == pid {
+			l := ths[i]
+			copy(ths[1:i+1], ths[:i])
+			ths[0] = l
+			break
+		}
+	}
+	return ths
 }
 
 // decode parses the iterator's records.

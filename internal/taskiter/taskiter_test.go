@@ -118,3 +118,17 @@ func TestDecode(t *testing.T) {
 		t.Errorf("two records: %d, %v", len(ths), err)
 	}
 }
+
+// TestLeaderFirst: once thread ids wrap around, the iterator meets a
+// thread of the process before its leader; Threads still lists the
+// leader first, the others in the kernel's order.
+func TestLeaderFirst(t *testing.T) {
+	ths := []Thread{{TID: 6324}, {TID: 6400}, {TID: 17915}, {TID: 17916}}
+	got := leaderFirst(ths, 17915)
+	want := []int{17915, 6324, 6400, 17916}
+	for i, w := range want {
+		if got[i].TID != w {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	}
+}
